@@ -1,0 +1,173 @@
+"""Capture with ``torch.export``: a graph of ATen calls with dtype/shape metadata and sources.
+
+The program is taken as torch.export returns it (no ``run_decompositions``): the translator
+decomposes, one node at a time, only what the op library does not translate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
+
+from onnxport.errors import CaptureError, InvalidExportOptionsError
+
+
+class _FunctionModule(torch.nn.Module):
+    """Wraps a plain function so that torch.export can capture it."""
+
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args, **kwargs):
+        return self.function(*args, **kwargs)
+
+
+@dataclasses.dataclass
+class CapturedProgram:
+    """The exported program and the naming decisions made for its inputs and outputs."""
+
+    exported_program: ExportedProgram
+    user_inputs: list[str]  # placeholder names of tensor user inputs, in order
+    input_names: list[str]  # ONNX names of those inputs
+    weights: dict[str, tuple[str, torch.Tensor | None]]
+    user_outputs: list[int]
+    output_names: list[str]
+    symbol_names: dict[str, str]
+    output_dim_names: dict[str, dict[int, str]]
+
+
+def parameter_names(model: Any) -> list[str]:
+    """The names of ``model``'s forward parameters, for dynamic_axes and input naming."""
+    function = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return []
+    return [
+        name for name, p in signature.parameters.items()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+
+
+def capture_torch_export(
+    model: Any,
+    args: tuple,
+    kwargs: dict,
+    *,
+    dynamic_shapes: Any = None,
+    dim_names: Mapping[tuple[int, int], str] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    output_dim_names: Mapping[str, dict[int, str]] | None = None,
+) -> CapturedProgram:
+    """Run torch.export on ``model`` (unless it is an ExportedProgram already) and name things.
+
+    ``dim_names`` maps (tensor input position, axis) to the ONNX name of that dimension.
+    """
+    if isinstance(model, ExportedProgram):
+        program = model
+    else:
+        module = model if isinstance(model, torch.nn.Module) else _FunctionModule(model)
+        try:
+            with _patched_for_export():
+                program = torch.export.export(
+                    module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False
+                )
+        except Exception as error:  # torch raises many kinds; all mean "could not capture"
+            raise CaptureError(
+                f"torch.export could not capture the model: {type(error).__name__}: "
+                f"{_first_lines(str(error))}\nThe stage that failed is capture; the model's "
+                "forward must be traceable by torch.export (see its error above)."
+            ) from error
+    return _describe(program, dim_names or {}, input_names, output_names, output_dim_names or {})
+
+
+def _first_lines(text: str, count: int = 12) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines[:count]) + ("\n..." if len(lines) > count else "")
+
+
+@contextlib.contextmanager
+def _patched_for_export():
+    """Register pytree support for transformers' cache classes when transformers is loaded."""
+    import sys
+
+    if "transformers" in sys.modules:
+        from onnxport.capture import hf_cache
+
+        hf_cache.register_cache_pytrees()
+    yield
+
+
+def _describe(program, dim_names, input_names, output_names, output_dim_names) -> CapturedProgram:
+    signature = program.graph_signature
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    user_inputs: list[str] = []
+    weights: dict[str, tuple[str, torch.Tensor | None]] = {}
+    for spec in signature.input_specs:
+        name = spec.arg.name
+        if spec.kind == InputKind.USER_INPUT:
+            if isinstance(placeholders[name].meta.get("val"), torch.Tensor):
+                user_inputs.append(name)
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            target = spec.target
+            tensor = program.state_dict.get(target)
+            if tensor is None:
+                tensor = program.constants.get(target)
+            if isinstance(tensor, torch.nn.Parameter):
+                tensor = tensor.data
+            weights[name] = (target, tensor)
+        else:
+            raise CaptureError(f"inputs of kind {spec.kind.name} ({name}) are not supported")
+    names = list(input_names or [])
+    if len(names) > len(user_inputs):
+        raise InvalidExportOptionsError(
+            f"input_names has {len(names)} names but the model has {len(user_inputs)} tensor "
+            f"inputs ({', '.join(user_inputs)}); give at most {len(user_inputs)} names"
+        )
+    onnx_inputs = names + user_inputs[len(names):]
+
+    output_node = next(n for n in program.graph.nodes if n.op == "output")
+    results = output_node.args[0]
+    user_outputs = [i for i, spec in enumerate(signature.output_specs)
+                    if spec.kind == OutputKind.USER_OUTPUT]
+    given = list(output_names or [])
+    if len(given) > len(user_outputs):
+        raise InvalidExportOptionsError(
+            f"output_names has {len(given)} names but the model has {len(user_outputs)} "
+            f"outputs; give at most {len(user_outputs)} names"
+        )
+    defaults = []
+    for k, i in enumerate(user_outputs):
+        item = results[i]
+        default = item.name if isinstance(item, torch.fx.Node) else f"output_{k}"
+        defaults.append(default)
+    onnx_outputs = given + defaults[len(given):]
+    taken = set(onnx_inputs)
+    for k, name in enumerate(onnx_outputs):
+        if name in taken:
+            onnx_outputs[k] = f"{name}_output" if k >= len(given) else name
+        taken.add(onnx_outputs[k])
+
+    symbol_names: dict[str, str] = {}
+    for (position, axis), dim_name in dim_names.items():
+        if position >= len(user_inputs):
+            continue
+        val = placeholders[user_inputs[position]].meta["val"]
+        if axis >= val.dim():
+            raise InvalidExportOptionsError(
+                f"dynamic axis {axis} of input {onnx_inputs[position]!r} does not exist: the "
+                f"input has {val.dim()} dimensions"
+            )
+        size = val.shape[axis]
+        if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+            symbol_names.setdefault(str(size.node.expr), dim_name)
+    return CapturedProgram(program, user_inputs, onnx_inputs, weights, user_outputs,
+                           onnx_outputs, symbol_names, dict(output_dim_names))

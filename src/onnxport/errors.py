@@ -1,0 +1,39 @@
+"""The errors onnxport raises; each names the problem and the way out."""
+
+from __future__ import annotations
+
+
+class OnnxExporterError(RuntimeError):
+    """An export failed; the message says at which stage and why."""
+
+
+class InvalidExportOptionsError(ValueError):
+    """An argument of ``export`` (or an ``ExportOptions`` field) is not acceptable."""
+
+
+class CaptureError(OnnxExporterError):
+    """torch.export could not capture the model."""
+
+
+class TranslationError(OnnxExporterError):
+    """A captured call could not be translated to ONNX."""
+
+
+class UnsupportedOpsError(TranslationError):
+    """The graph uses ops that have no translation; lists every one with where it is used."""
+
+    def __init__(self, missing: dict[str, list[str]], opset: int):
+        self.missing = missing
+        self.opset = opset
+        lines = [f"{len(missing)} unsupported op(s) at opset {opset}:"]
+        for name, places in sorted(missing.items()):
+            shown = "; ".join(list(dict.fromkeys(places))[:3])
+            more = f" (+{len(places) - 3} more)" if len(places) > 3 else ""
+            lines.append(f"  {name}: used at {shown}{more}")
+        lines.append("Register a translation with onnxport.register_custom_op_symbolic or "
+                     "OnnxRegistry, or try another opset_version.")
+        super().__init__("\n".join(lines))
+
+
+class VerificationError(OnnxExporterError):
+    """ONNX Runtime's outputs differ from PyTorch's beyond the tolerance."""

@@ -1,0 +1,26 @@
+"""Passes: ONNX-to-ONNX rewrites, each in its own module, run to a fixed point."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+import onnx_ir.passes.common as common
+
+from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
+
+
+def optimize(model: ir.Model) -> ir.Model:
+    """Run the clean-up passes over ``model`` in place and return it."""
+    manager = ir.passes.PassManager(
+        [
+            FoldWeightTranspose(),
+            common.RemoveUnusedNodesPass(),
+            common.CommonSubexpressionEliminationPass(),
+            common.RemoveUnusedNodesPass(),
+            common.RemoveUnusedOpsetsPass(),
+        ],
+        steps=1,
+    )
+    return manager(model).model
+
+
+__all__ = ["FoldWeightTranspose", "optimize"]

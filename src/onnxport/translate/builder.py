@@ -1,0 +1,264 @@
+"""The graph builder ``g`` that translation functions (and users' symbolic functions) call.
+
+``g.op("Elu", x, alpha_f=1.0)`` appends an ONNX node to the graph being built and returns its
+output value(s). Attribute names may carry the documented type suffixes ``_f _i _s _t`` (and
+lists of them); ``"domain::Op"`` names a custom domain.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx_ir as ir
+import torch
+from onnx_ir.tensor_adapters import TorchTensor, from_torch_dtype
+
+_SUFFIX_TYPES = {
+    "f": (ir.AttributeType.FLOAT, ir.AttributeType.FLOATS),
+    "i": (ir.AttributeType.INT, ir.AttributeType.INTS),
+    "s": (ir.AttributeType.STRING, ir.AttributeType.STRINGS),
+    "t": (ir.AttributeType.TENSOR, ir.AttributeType.TENSORS),
+    "g": (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS),
+}
+
+# Ops whose output dtype is not the dtype of their first input.
+_BOOL_OUTPUT = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And",
+                "Or", "Xor", "IsNaN", "IsInf"}
+_INT64_OUTPUT = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero"}
+
+_NUMPY_DTYPES = {
+    ir.DataType.FLOAT: np.float32, ir.DataType.DOUBLE: np.float64,
+    ir.DataType.FLOAT16: np.float16, ir.DataType.INT64: np.int64,
+    ir.DataType.INT32: np.int32, ir.DataType.INT16: np.int16, ir.DataType.INT8: np.int8,
+    ir.DataType.UINT8: np.uint8, ir.DataType.BOOL: np.bool_,
+}
+
+
+class Provenance:
+    """Where the nodes being emitted come from; stamped on every node as metadata."""
+
+    __slots__ = ("scope", "aten", "source", "value_prefix")
+
+    def __init__(self, scope: str = "", aten: str = "", source: str = "", value_prefix: str = "v"):
+        self.scope = scope
+        self.aten = aten
+        self.source = source
+        self.value_prefix = value_prefix
+
+
+class GraphBuilder:
+    """Appends nodes to an ``onnx_ir.Graph``; the ``g`` of every translation function."""
+
+    def __init__(self, graph: ir.Graph, opset: int, custom_opsets: dict[str, int] | None = None):
+        self.graph = graph
+        self.opset = opset
+        self.custom_opsets = dict(custom_opsets or {})
+        self.provenance = Provenance()
+        # What torch computed for the call being translated (a FakeTensor, SymInt, tuple...):
+        # translations read output dtypes and symbolic sizes from it.
+        self.expected: Any = None
+        # Maps a torch size (int or SymInt) to an ONNX dim (int or named SymbolicDim).
+        self.dim: Any = lambda size: size if isinstance(size, int) else ir.SymbolicDim(str(size))
+        self._node_names: dict[str, int] = {}
+        self._value_counts: dict[str, int] = {}
+        self._constants: dict[tuple, ir.Value] = {}
+        self._constant_count = 0
+
+    # -- nodes ---------------------------------------------------------------------------
+    def op(self, op_type: str, *inputs: Any, outputs: int = 1, **attributes: Any):
+        """Append ``op_type`` applied to ``inputs``; return its output (a tuple if outputs > 1)."""
+        domain = ""
+        if "::" in op_type:
+            domain, op_type = op_type.split("::", 1)
+            if domain == "onnx":
+                domain = ""
+            elif domain not in self.custom_opsets:
+                self.custom_opsets[domain] = 1
+        input_values = [self._as_value(v) for v in inputs]
+        while input_values and input_values[-1] is None:
+            input_values.pop()
+        attrs = [_make_attribute(k, v) for k, v in attributes.items() if v is not None]
+        node = ir.Node(
+            domain,
+            op_type,
+            input_values,
+            attributes=attrs,
+            num_outputs=outputs,
+            name=self._node_name(op_type),
+            metadata_props=self._metadata(),
+        )
+        for value in node.outputs:
+            value.name = self._value_name()
+        self._infer_dtype(node, input_values)
+        self.graph.append(node)
+        if outputs == 1:
+            return node.outputs[0]
+        return tuple(node.outputs)
+
+    def _node_name(self, op_type: str) -> str:
+        scope = self.provenance.scope
+        base = f"{scope}/{op_type}" if scope else op_type
+        count = self._node_names.get(base, 0)
+        self._node_names[base] = count + 1
+        return base if count == 0 else f"{base}_{count}"
+
+    def _value_name(self) -> str:
+        prefix = self.provenance.value_prefix
+        count = self._value_counts.get(prefix, 0)
+        self._value_counts[prefix] = count + 1
+        return f"{prefix}__{count}"
+
+    def _metadata(self) -> dict[str, str]:
+        p = self.provenance
+        metadata = {}
+        if p.scope:
+            metadata["onnxport.module"] = p.scope
+        if p.aten:
+            metadata["onnxport.aten"] = p.aten
+        if p.source:
+            metadata["onnxport.source"] = p.source
+        return metadata
+
+    @staticmethod
+    def _infer_dtype(node: ir.Node, inputs: Sequence[ir.Value | None]) -> None:
+        op_type = node.op_type
+        if node.domain not in ("", "ai.onnx"):
+            return
+        if op_type == "Cast":
+            dtype = ir.DataType(node.attributes["to"].value)
+        elif op_type == "CastLike":
+            dtype = inputs[1].dtype if inputs[1] is not None else None
+        elif op_type in _BOOL_OUTPUT:
+            dtype = ir.DataType.BOOL
+        elif op_type in _INT64_OUTPUT:
+            dtype = ir.DataType.INT64
+        elif op_type in ("Where",):
+            dtype = inputs[1].dtype if len(inputs) > 1 and inputs[1] is not None else None
+        elif op_type in ("ConstantOfShape",):
+            attr = node.attributes.get("value")
+            dtype = attr.value.dtype if attr is not None else ir.DataType.FLOAT
+        elif op_type in ("Range",) or inputs:
+            first = inputs[0] if inputs else None
+            dtype = first.dtype if first is not None else None
+        else:
+            dtype = None
+        if dtype is not None:
+            node.outputs[0].dtype = dtype
+
+    # -- constants -----------------------------------------------------------------------
+    def const(self, value: Any, dtype: ir.DataType | torch.dtype | None = None) -> ir.Value:
+        """A constant (an initializer, shared between equal small constants)."""
+        if isinstance(dtype, torch.dtype):
+            dtype = from_torch_dtype(dtype)
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach()
+            if dtype is not None and from_torch_dtype(tensor.dtype) != dtype:
+                tensor = tensor.to(to_torch_dtype(dtype))
+            if tensor.numel() > 16:
+                return self._add_initializer(TorchTensor(tensor.contiguous()))
+            array = tensor.cpu().numpy() if tensor.dtype != torch.bfloat16 else None
+            if array is None:
+                return self._add_initializer(TorchTensor(tensor.contiguous()))
+        else:
+            if dtype is None:
+                dtype = _python_dtype(value)
+            array = np.asarray(value, dtype=_NUMPY_DTYPES.get(dtype))
+            if dtype not in _NUMPY_DTYPES:
+                array = torch.tensor(value, dtype=to_torch_dtype(dtype))
+                return self._add_initializer(TorchTensor(array))
+        key = (str(array.dtype), array.shape, array.tobytes())
+        cached = self._constants.get(key)
+        if cached is not None:
+            return cached
+        value = self._add_initializer(ir.tensor(array))
+        self._constants[key] = value
+        return value
+
+    def _add_initializer(self, tensor: ir.TensorProtocol) -> ir.Value:
+        name = f"const_{self._constant_count}"
+        self._constant_count += 1
+        tensor.name = name
+        value = ir.Value(name=name, shape=ir.Shape(tensor.shape), type=ir.TensorType(tensor.dtype),
+                         const_value=tensor)
+        self.graph.register_initializer(value)
+        return value
+
+    def initializer(self, name: str, tensor: torch.Tensor) -> ir.Value:
+        """A named initializer wrapping ``tensor`` without copying it."""
+        onnx_tensor = TorchTensor(tensor.detach(), name=name)
+        value = ir.Value(name=name, shape=ir.Shape(onnx_tensor.shape),
+                         type=ir.TensorType(onnx_tensor.dtype), const_value=onnx_tensor)
+        self.graph.register_initializer(value)
+        return value
+
+    def _as_value(self, value: Any) -> ir.Value | None:
+        if value is None or isinstance(value, ir.Value):
+            return value
+        return self.const(value)
+
+    # -- helpers for translations --------------------------------------------------------
+    def rank(self, value: ir.Value) -> int | None:
+        return None if value.shape is None else len(value.shape)
+
+    def static_shape(self, value: ir.Value) -> list[int] | None:
+        """The shape when every dimension is a known integer, else None."""
+        if value.shape is None:
+            return None
+        dims = list(value.shape)
+        if all(isinstance(d, int) for d in dims):
+            return dims
+        return None
+
+
+def to_torch_dtype(dtype: ir.DataType) -> torch.dtype:
+    from onnx_ir.tensor_adapters import to_torch_dtype as convert
+
+    return convert(dtype)
+
+
+def _python_dtype(value: Any) -> ir.DataType:
+    sample = value
+    while isinstance(sample, (list, tuple)):
+        if not sample:
+            return ir.DataType.INT64
+        sample = sample[0]
+    if isinstance(sample, (bool, np.bool_)):
+        return ir.DataType.BOOL
+    if isinstance(sample, (int, np.integer)):
+        return ir.DataType.INT64
+    if isinstance(sample, np.ndarray):
+        return ir.DataType.from_numpy(sample.dtype)
+    return ir.DataType.FLOAT
+
+
+def _make_attribute(key: str, value: Any) -> ir.Attr:
+    name, _, suffix = key.rpartition("_")
+    if name and suffix in _SUFFIX_TYPES:
+        single, multiple = _SUFFIX_TYPES[suffix]
+        if isinstance(value, (list, tuple)):
+            if suffix == "f":
+                value = [float(v) for v in value]
+            elif suffix == "i":
+                value = [int(v) for v in value]
+            elif suffix == "t":
+                value = [_as_tensor(v) for v in value]
+            return ir.Attr(name, multiple, list(value))
+        if suffix == "f":
+            value = float(value)
+        elif suffix == "i":
+            value = int(value)
+        elif suffix == "t":
+            value = _as_tensor(value)
+        return ir.Attr(name, single, value)
+    if isinstance(value, torch.Tensor):
+        return ir.Attr(key, ir.AttributeType.TENSOR, _as_tensor(value))
+    return ir.convenience.convert_attribute(key, value)
+
+
+def _as_tensor(value: Any) -> ir.TensorProtocol:
+    if isinstance(value, torch.Tensor):
+        return TorchTensor(value.detach().contiguous())
+    if isinstance(value, ir.TensorProtocol):
+        return value
+    return ir.tensor(value)

@@ -1,0 +1,313 @@
+"""Walks a captured FX graph of ATen calls once and emits an ``onnx_ir`` graph.
+
+Each call is looked up in the registry and translated with the builder ``g``; calls the
+library has no translation for are decomposed one node at a time (see ``decompose``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import re
+from typing import Any, Callable
+
+import onnx_ir as ir
+import sympy
+import torch
+import torch.fx
+from onnx_ir.tensor_adapters import from_torch_dtype
+
+from onnxport.errors import TranslationError, UnsupportedOpsError
+from onnxport.translate import decompose
+from onnxport.translate.builder import GraphBuilder, Provenance
+from onnxport.translate.registry import Registry, aten_name
+
+# Calls that only carry information for torch (asserts, shape guards); they emit nothing.
+_IGNORED_TARGETS = {
+    "aten::_assert_scalar", "aten::_assert_async.msg", "aten::_assert_async",
+    "aten::sym_constrain_range_for_size", "aten::sym_constrain_range",
+    "aten::_assert_tensor_metadata", "aten::_functional_assert_async.msg",
+    "aten::_functional_sym_constrain_range_for_size", "aten::_functional_sym_constrain_range",
+    "aten::_assert_scalar.default",
+}
+
+_SOURCE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+@dataclasses.dataclass
+class GraphInput:
+    """A user input of the captured program."""
+
+    name: str  # placeholder name in the FX graph
+    onnx_name: str
+
+
+@dataclasses.dataclass
+class TranslationContext:
+    """What the translator needs to know about the captured program besides its graph."""
+
+    graph_module: torch.fx.GraphModule
+    user_inputs: list[str]  # placeholder names, in order
+    onnx_input_names: list[str]
+    weights: dict[str, tuple[str, torch.Tensor | None]]  # placeholder -> (onnx name, tensor)
+    user_outputs: list[int]  # indices into the FX output tuple
+    onnx_output_names: list[str]
+    symbol_names: dict[str, str]  # torch symbol ("s0") -> ONNX dim name ("batch")
+
+
+def translate_graph(
+    context: TranslationContext,
+    registry: Registry,
+    opset: int,
+    *,
+    export_params: bool = True,
+    keep_initializers_as_inputs: bool = False,
+) -> ir.Model:
+    """Translate the captured graph into an ONNX model at ``opset``."""
+    graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
+    g = GraphBuilder(graph, opset)
+    translator = _Translator(context, registry, g)
+    translator.check_supported()
+    translator.run(export_params, keep_initializers_as_inputs)
+    for domain, version in g.custom_opsets.items():
+        graph.opset_imports.setdefault(domain, version)
+    return ir.Model(graph, ir_version=_ir_version(opset), producer_name="onnxport",
+                    producer_version=_version())
+
+
+def _ir_version(opset: int) -> int:
+    if opset >= 23:
+        return 11
+    return 10 if opset >= 21 else 8
+
+
+def _version() -> str:
+    from onnxport import __version__
+
+    return __version__
+
+
+class _Translator:
+    def __init__(self, context: TranslationContext, registry: Registry, g: GraphBuilder):
+        self.context = context
+        self.registry = registry
+        self.g = g
+        self.env: dict[torch.fx.Node, Any] = {}
+        self._symbol_subs = {sympy.Symbol(k): sympy.Symbol(v)
+                             for k, v in context.symbol_names.items()}
+
+    # -- what the graph needs ------------------------------------------------------------
+    def check_supported(self) -> None:
+        """Raise one error naming every call that has neither a translation nor a decomposition."""
+        missing: dict[str, list[str]] = {}
+        for node in self.context.graph_module.graph.nodes:
+            if node.op != "call_function":
+                continue
+            name = aten_name(node.target)
+            if name in _IGNORED_TARGETS or node.target is operator.getitem:
+                continue
+            if self.registry.lookup(name, self.g.opset) is not None:
+                continue
+            if decompose.has_decomposition(node.target):
+                continue
+            missing.setdefault(name, []).append(_source_of(node) or _scope_of(node) or node.name)
+        if missing:
+            raise UnsupportedOpsError(missing, self.g.opset)
+
+    # -- translation -------------------------------------------------------------------------
+    def run(self, export_params: bool, keep_initializers_as_inputs: bool) -> None:
+        g = self.g
+        graph = g.graph
+        context = self.context
+        placeholders = {n.name: n for n in context.graph_module.graph.nodes if n.op == "placeholder"}
+        for fx_name, onnx_name in zip(context.user_inputs, context.onnx_input_names):
+            node = placeholders[fx_name]
+            value = ir.Value(name=onnx_name)
+            self._set_meta(value, node.meta.get("val"))
+            graph.inputs.append(value)
+            self.env[node] = value
+        for fx_name, (onnx_name, tensor) in context.weights.items():
+            node = placeholders[fx_name]
+            if tensor is None:
+                continue
+            if export_params:
+                value = g.initializer(onnx_name, tensor)
+                if keep_initializers_as_inputs:
+                    graph.inputs.append(value)
+            else:
+                value = ir.Value(name=onnx_name)
+                self._set_meta(value, tensor)
+                graph.inputs.append(value)
+            self.env[node] = value
+        output_node = None
+        for node in context.graph_module.graph.nodes:
+            if node.op == "call_function":
+                self._translate_node(node)
+            elif node.op == "output":
+                output_node = node
+            elif node.op == "get_attr":
+                attribute = getattr(context.graph_module, node.target)
+                if isinstance(attribute, torch.Tensor):
+                    self.env[node] = g.initializer(node.target, attribute)
+        assert output_node is not None
+        self._add_outputs(output_node)
+
+    def _add_outputs(self, output_node: torch.fx.Node) -> None:
+        g = self.g
+        results = output_node.args[0]
+        if not isinstance(results, (list, tuple)):
+            results = (results,)
+        used: set[int] = set()
+        g.provenance = Provenance(value_prefix="output")
+        for index, onnx_name in zip(self.context.user_outputs, self.context.onnx_output_names):
+            item = results[index]
+            value = self.env.get(item) if isinstance(item, torch.fx.Node) else None
+            if value is None:
+                value = g.const(item) if not isinstance(item, torch.fx.Node) else None
+                if value is None:
+                    raise TranslationError(f"output {index} ({item}) was not translated")
+            if isinstance(value, (int, float, bool)):
+                value = g.const(value)
+            needs_identity = (
+                id(value) in used
+                or value.producer() is None
+                or value in self.g.graph.inputs
+                or value.is_graph_output()
+            )
+            if needs_identity:
+                value = g.op("Identity", value)
+            used.add(id(value))
+            value.name = onnx_name
+            if isinstance(item, torch.fx.Node):
+                self._set_meta(value, item.meta.get("val"))
+            g.graph.outputs.append(value)
+
+    def _translate_node(self, node: torch.fx.Node) -> None:
+        target = node.target
+        if target is operator.getitem:
+            container = self.env[node.args[0]]
+            self.env[node] = container[node.args[1]]
+            return
+        name = aten_name(target)
+        if name in _IGNORED_TARGETS:
+            return
+        expected = node.meta.get("val")
+        static = _static_scalar(expected)
+        if static is not None:
+            # A shape computation whose result torch already knows: no nodes needed.
+            self.env[node] = static
+            return
+        g = self.g
+        g.provenance = Provenance(_scope_of(node), name, _source_of(node), node.name)
+        g.expected = expected
+        g.dim = self.dim
+        args = torch.fx.node.map_arg(node.args, self._lookup)
+        kwargs = torch.fx.node.map_arg(node.kwargs, self._lookup)
+        translation = self.registry.lookup(name, g.opset)
+        try:
+            if translation is not None:
+                result = translation.function(g, *args, **kwargs)
+            else:
+                result = decompose.translate_by_decomposition(self, node, args, kwargs)
+        except (TranslationError, UnsupportedOpsError):
+            raise
+        except Exception as error:
+            raise TranslationError(
+                f"translating {name} (node {node.name!r}"
+                f"{', at ' + _source_of(node) if _source_of(node) else ''}) failed: "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        self._bind(node, result, expected)
+
+    def _bind(self, node: torch.fx.Node, result: Any, expected: Any) -> None:
+        prefix = f"{node.name}__"
+        if isinstance(result, (tuple, list)):
+            metas = expected if isinstance(expected, (tuple, list)) else [None] * len(result)
+            for i, (value, meta) in enumerate(zip(result, metas)):
+                if isinstance(value, ir.Value) and value.name and value.name.startswith(prefix):
+                    value.name = f"{node.name}_{i}"
+                    self._set_meta(value, meta)
+            self.env[node] = tuple(result)
+            return
+        if isinstance(result, ir.Value):
+            if result.name and result.name.startswith(prefix):
+                result.name = node.name
+                self._set_meta(result, expected)
+            if isinstance(expected, torch.SymInt):
+                self._set_meta(result, expected)
+        self.env[node] = result
+
+    def _lookup(self, node: torch.fx.Node) -> Any:
+        return self.env[node]
+
+    # -- metadata --------------------------------------------------------------------------
+    def _set_meta(self, value: ir.Value, meta: Any) -> None:
+        if isinstance(meta, torch.Tensor):
+            value.dtype = from_torch_dtype(meta.dtype)
+            value.shape = ir.Shape([self.dim(d) for d in meta.shape])
+        elif isinstance(meta, torch.SymInt):
+            # SymInts live in the graph as 1-D int64 tensors of one element.
+            value.dtype = ir.DataType.INT64
+            value.shape = ir.Shape([1])
+            value.meta["symint"] = meta
+            value.meta["dim"] = self.dim(meta)
+        elif isinstance(meta, torch.SymFloat):
+            value.dtype = ir.DataType.FLOAT
+        elif isinstance(meta, torch.SymBool):
+            value.dtype = ir.DataType.BOOL
+
+    def dim(self, d: Any) -> int | ir.SymbolicDim:
+        if isinstance(d, int):
+            return d
+        expr = d.node.expr
+        if expr.is_number:
+            return int(expr)
+        return ir.SymbolicDim(self.dim_name(expr))
+
+    def dim_name(self, expr: Any) -> str:
+        if isinstance(expr, sympy.Symbol):
+            return self.context.symbol_names.get(expr.name, expr.name)
+        return str(expr.xreplace(self._symbol_subs))
+
+
+def _static_scalar(meta: Any) -> int | float | bool | None:
+    if isinstance(meta, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        expr = meta.node.expr
+        if getattr(expr, "is_number", False):
+            if isinstance(meta, torch.SymInt):
+                return int(expr)
+            if isinstance(meta, torch.SymBool):
+                return bool(expr)
+            return float(expr)
+        return None
+    if isinstance(meta, (int, float, bool)) and not isinstance(meta, torch.Tensor):
+        return meta
+    return None
+
+
+def _scope_of(node: torch.fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path, _ = list(stack.values())[-1]
+    return _clean_module_path(path)
+
+
+def _clean_module_path(path: str) -> str:
+    path = re.sub(r"^L\['self'\]\.?|^L__self__\.?", "", path)
+    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
+    return path.strip(".")
+
+
+def _source_of(node: torch.fx.Node) -> str:
+    trace = node.meta.get("stack_trace")
+    if not trace:
+        return ""
+    matches = _SOURCE_LINE.findall(trace)
+    if not matches:
+        return ""
+    file, line, function = matches[-1]
+    return f"{file}:{line} in {function}"
+
+
+TranslationFunction = Callable[..., Any]

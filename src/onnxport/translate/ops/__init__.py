@@ -1,0 +1,14 @@
+"""The op library: importing this package registers every translation, by op family."""
+
+from onnxport.translate.ops import (  # noqa: F401
+    attention,
+    conv_pool,
+    creation,
+    elementwise,
+    indexing,
+    linalg,
+    normalization,
+    reductions,
+    shape,
+    symbolic,
+)

@@ -1,0 +1,172 @@
+"""Pieces shared by the op families: dtypes, shape lists, axes, opset-dependent forms."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import onnx_ir as ir
+import torch
+from onnx_ir.tensor_adapters import from_torch_dtype
+
+FLOAT_TYPES = {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+
+
+def onnx_dtype(dtype: torch.dtype | ir.DataType) -> ir.DataType:
+    return dtype if isinstance(dtype, ir.DataType) else from_torch_dtype(dtype)
+
+
+def expected_dtype(g) -> ir.DataType | None:
+    """The dtype torch computed for the (first) output of the call being translated."""
+    meta = g.expected
+    if isinstance(meta, (tuple, list)):
+        meta = meta[0] if meta else None
+    if isinstance(meta, torch.Tensor):
+        return from_torch_dtype(meta.dtype)
+    if isinstance(meta, (torch.SymInt, int)):
+        return ir.DataType.INT64
+    return None
+
+
+def expected_rank(g) -> int | None:
+    meta = g.expected
+    if isinstance(meta, torch.Tensor):
+        return meta.dim()
+    return None
+
+
+def cast(g, value: ir.Value, dtype: ir.DataType | torch.dtype) -> ir.Value:
+    dtype = onnx_dtype(dtype)
+    if value.dtype == dtype:
+        return value
+    if value.const_value is not None and value.const_value.size <= 16:
+        # Small constants are re-made in the right dtype instead of being cast at run time.
+        return g.const(torch.from_numpy(value.const_value.numpy().copy()), dtype)
+    return g.op("Cast", value, to_i=int(dtype))
+
+
+def is_value(x: Any) -> bool:
+    return isinstance(x, ir.Value)
+
+
+def rank(x: ir.Value) -> int:
+    if x.shape is None:
+        raise ValueError(f"rank of {x.name} is unknown")
+    return len(x.shape)
+
+
+def normalize_axis(axis: int, rank_: int) -> int:
+    return axis + rank_ if axis < 0 else axis
+
+
+def as_tensor(g, x: Any, like: ir.Value | None = None, dtype: ir.DataType | None = None) -> ir.Value:
+    """A python scalar (or SymInt value) made into an ONNX value of ``like``'s dtype."""
+    if dtype is None and like is not None:
+        dtype = like.dtype
+    if isinstance(x, ir.Value):
+        if x.meta.get("symint") is not None and x.shape is not None and len(x.shape) == 1:
+            x = g.op("Squeeze", x, g.const([0]))
+            x.dtype = ir.DataType.INT64
+        return cast(g, x, dtype) if dtype is not None else x
+    return g.const(x, dtype)
+
+
+def shape_list(g, items: Sequence[Any]) -> ir.Value:
+    """A 1-D int64 value from a list of ints and SymInt values (each a 1-D [1] value)."""
+    if all(isinstance(i, int) for i in items):
+        return g.const(list(items), ir.DataType.INT64)
+    parts = []
+    pending: list[int] = []
+    for item in items:
+        if isinstance(item, int):
+            pending.append(item)
+            continue
+        if pending:
+            parts.append(g.const(pending, ir.DataType.INT64))
+            pending = []
+        parts.append(as_1d(g, item))
+    if pending:
+        parts.append(g.const(pending, ir.DataType.INT64))
+    if len(parts) == 1:
+        return parts[0]
+    result = g.op("Concat", *parts, axis_i=0)
+    result.dtype = ir.DataType.INT64
+    return result
+
+
+def as_1d(g, value: ir.Value) -> ir.Value:
+    """A SymInt or scalar value as a 1-D [1] int64 tensor."""
+    if value.shape is not None and len(value.shape) == 1:
+        return cast(g, value, ir.DataType.INT64)
+    out = g.op("Reshape", cast(g, value, ir.DataType.INT64), g.const([1]))
+    out.dtype = ir.DataType.INT64
+    return out
+
+
+def sym_key(value: Any) -> str | None:
+    """The symbolic expression a SymInt value stands for, as text, to compare sizes."""
+    if isinstance(value, ir.Value):
+        meta = value.meta.get("symint")
+        if meta is not None:
+            return str(meta.node.expr)
+    return None
+
+
+def input_dim_key(x: ir.Value, axis: int, g) -> str | None:
+    """The symbolic expression of ``x``'s dimension ``axis``, when the translator knows it."""
+    meta = getattr(x, "meta", {}).get("fake")
+    if meta is None:
+        return None
+    dim = meta.shape[axis]
+    if isinstance(dim, torch.SymInt):
+        return str(dim.node.expr)
+    return None
+
+
+def reduce(g, op_type: str, x: ir.Value, axes: Sequence[int] | None, keepdims: bool,
+           **attrs) -> ir.Value:
+    """``ReduceX`` over ``axes`` (all when None), with axes as input or attribute by opset."""
+    axes_as_input = g.opset >= 18 or op_type == "ReduceSum"
+    if axes is None or len(axes) == 0:
+        return g.op(op_type, x, keepdims_i=int(keepdims), **attrs)
+    if axes_as_input:
+        return g.op(op_type, x, g.const(list(axes), ir.DataType.INT64), keepdims_i=int(keepdims), **attrs)
+    return g.op(op_type, x, axes_i=list(axes), keepdims_i=int(keepdims), **attrs)
+
+
+def unsqueeze(g, x: ir.Value, axes: Sequence[int]) -> ir.Value:
+    return g.op("Unsqueeze", x, g.const(list(axes), ir.DataType.INT64))
+
+
+def squeeze(g, x: ir.Value, axes: Sequence[int] | None = None) -> ir.Value:
+    if axes is None:
+        return g.op("Squeeze", x)
+    return g.op("Squeeze", x, g.const(list(axes), ir.DataType.INT64))
+
+
+def split(g, x: ir.Value, sizes: Sequence[int], axis: int) -> tuple[ir.Value, ...]:
+    outputs = g.op("Split", x, g.const(list(sizes), ir.DataType.INT64), axis_i=axis,
+                   outputs=len(sizes))
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+def promote_dtype(a: Any, b: Any) -> ir.DataType:
+    """torch's type promotion of two operands: values (by dtype and rank) or python scalars."""
+    return from_torch_dtype(torch.result_type(_dummy(a), _dummy(b)))
+
+
+def _dummy(item: Any) -> Any:
+    if isinstance(item, ir.Value):
+        dtype = _to_torch(item.dtype or ir.DataType.FLOAT)
+        zero_dim = item.meta.get("symint") is not None or (item.shape is not None and len(item.shape) == 0)
+        return torch.empty((), dtype=dtype) if zero_dim else torch.empty((1,), dtype=dtype)
+    if isinstance(item, torch.SymInt):
+        return 0
+    if isinstance(item, torch.SymFloat):
+        return 0.0
+    return item
+
+
+def _to_torch(dtype: ir.DataType) -> torch.dtype:
+    from onnx_ir.tensor_adapters import to_torch_dtype
+
+    return to_torch_dtype(dtype)

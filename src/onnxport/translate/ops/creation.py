@@ -1,0 +1,122 @@
+"""Tensor creation: arange, full, zeros/ones and their *_like and new_* forms."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+import torch
+
+from onnxport.translate.ops._helpers import as_tensor, cast, expected_dtype, shape_list
+from onnxport.translate.registry import translates
+
+# Filled tensors up to this many elements are stored as constants; larger ones are made at
+# run time by ConstantOfShape so that the file stays small.
+_CONSTANT_LIMIT = 1024
+
+
+def _filled(g, size, fill, dtype: ir.DataType):
+    from onnx_ir.tensor_adapters import to_torch_dtype
+
+    if isinstance(fill, ir.Value):
+        base = _filled(g, size, 0, dtype)
+        return g.op("Add", base, cast(g, fill, dtype)) if size else cast(g, fill, dtype)
+    if all(isinstance(s, int) for s in size):
+        count = 1
+        for s in size:
+            count *= s
+        if count <= _CONSTANT_LIMIT:
+            return g.const(torch.full(tuple(size), fill, dtype=to_torch_dtype(dtype)))
+    value = ir.tensor(torch.tensor([fill], dtype=to_torch_dtype(dtype)).numpy()) \
+        if dtype != ir.DataType.BFLOAT16 else None
+    out = g.op("ConstantOfShape", shape_list(g, list(size)), value=value)
+    out.dtype = dtype
+    return out
+
+
+def _expected_size(g):
+    return [d if isinstance(d, int) else None for d in g.expected.shape]
+
+
+@translates("aten::full")
+def full(g, size, fill_value, **_):
+    """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _filled(g, list(size), fill_value, expected_dtype(g))
+
+
+@translates("aten::zeros", "aten::empty", "aten::ones")
+def zeros(g, size, *_, **__):
+    """zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    fill = 1 if "ones" in g.provenance.aten else 0
+    return _filled(g, list(size), fill, expected_dtype(g))
+
+
+@translates("aten::new_zeros", "aten::new_ones", "aten::new_empty", "aten::new_full")
+def new_zeros(g, self, size, *rest, **__):
+    """new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    name = g.provenance.aten
+    fill = rest[0] if "new_full" in name else (1 if "new_ones" in name else 0)
+    return _filled(g, list(size), fill, expected_dtype(g))
+
+
+@translates("aten::zeros_like", "aten::ones_like", "aten::empty_like", "aten::full_like")
+def zeros_like(g, self, *rest, **__):
+    """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    name = g.provenance.aten
+    fill = rest[0] if "full_like" in name else (1 if "ones_like" in name else 0)
+    dtype = expected_dtype(g)
+    shape = g.static_shape(self)
+    if shape is not None:
+        return _filled(g, shape, fill, dtype)
+    from onnx_ir.tensor_adapters import to_torch_dtype
+
+    out = g.op("ConstantOfShape", g.op("Shape", self),
+               value=ir.tensor(torch.tensor([fill], dtype=to_torch_dtype(dtype)).numpy()))
+    out.dtype = dtype
+    return out
+
+
+@translates("aten::fill", "aten::fill_")
+def fill(g, self, value):
+    """fill.Scalar(Tensor self, Scalar value) -> Tensor"""
+    dtype = self.dtype
+    shape = g.static_shape(self)
+    if shape is not None and not isinstance(value, ir.Value):
+        return _filled(g, shape, value, dtype)
+    fill_value = as_tensor(g, value, self)
+    return g.op("Expand", fill_value, g.op("Shape", self))
+
+
+@translates("aten::scalar_tensor")
+def scalar_tensor(g, s, **_):
+    """scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return as_tensor(g, s, dtype=expected_dtype(g))
+
+
+@translates("aten::arange")
+def arange(g, *args, **kwargs):
+    """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    numbers = [a for a in args if isinstance(a, (int, float, ir.Value))]
+    if len(numbers) == 1:
+        start, end, step = 0, numbers[0], 1
+    elif len(numbers) == 2:
+        (start, end), step = numbers, 1
+    else:
+        start, end, step = numbers[:3]
+    dtype = expected_dtype(g)
+    if not any(isinstance(n, ir.Value) for n in (start, end, step)):
+        from onnx_ir.tensor_adapters import to_torch_dtype
+
+        values = torch.arange(start, end, step, dtype=to_torch_dtype(dtype))
+        return g.const(values)
+    compute = dtype if dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT64,
+                                 ir.DataType.INT32) else ir.DataType.FLOAT
+    out = g.op("Range", as_tensor(g, start, dtype=compute), as_tensor(g, end, dtype=compute),
+               as_tensor(g, step, dtype=compute))
+    return cast(g, out, dtype)
+
+
+@translates("aten::tril", "aten::triu")
+def tril(g, self, diagonal=0):
+    """tril(Tensor self, int diagonal=0) -> Tensor"""
+    upper = "triu" in g.provenance.aten
+    k = g.const(diagonal, ir.DataType.INT64) if diagonal else None
+    return g.op("Trilu", self, k, upper_i=int(upper))

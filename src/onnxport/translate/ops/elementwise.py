@@ -1,0 +1,338 @@
+"""Elementwise ops: unary and binary families from factories, activations by hand."""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+
+from onnxport.translate.ops._helpers import (
+    FLOAT_TYPES, as_tensor, cast, expected_dtype, promote_dtype,
+)
+from onnxport.translate.registry import translates
+
+
+# -- unary ----------------------------------------------------------------------------------
+def _unary(onnx_op: str, *names: str, since_opset: int = 1, **attrs):
+    def translation(g, self, *_, **__):
+        return g.op(onnx_op, self, **attrs)
+
+    translation.__name__ = onnx_op.lower()
+    translation.__doc__ = f"{names[0]}(Tensor self) -> Tensor  (ONNX {onnx_op})"
+    translates(*names, since_opset=since_opset)(translation)
+
+
+for _op, _names in [
+    ("Relu", ("aten::relu", "aten::relu_")),
+    ("Sigmoid", ("aten::sigmoid", "aten::sigmoid_")),
+    ("Tanh", ("aten::tanh", "aten::tanh_")),
+    ("Exp", ("aten::exp",)),
+    ("Log", ("aten::log",)),
+    ("Sqrt", ("aten::sqrt",)),
+    ("Neg", ("aten::neg",)),
+    ("Abs", ("aten::abs",)),
+    ("Reciprocal", ("aten::reciprocal",)),
+    ("Sin", ("aten::sin",)),
+    ("Cos", ("aten::cos",)),
+    ("Tan", ("aten::tan",)),
+    ("Asin", ("aten::asin",)),
+    ("Acos", ("aten::acos",)),
+    ("Atan", ("aten::atan",)),
+    ("Sinh", ("aten::sinh",)),
+    ("Cosh", ("aten::cosh",)),
+    ("Erf", ("aten::erf",)),
+    ("Floor", ("aten::floor",)),
+    ("Ceil", ("aten::ceil",)),
+    ("Round", ("aten::round",)),
+    ("Sign", ("aten::sign",)),
+    ("Not", ("aten::logical_not", "aten::bitwise_not")),
+    ("IsNaN", ("aten::isnan",)),
+    ("Softsign", ("aten::softsign",)),
+    ("Identity", ("aten::positive",)),
+]:
+    _unary(_op, *_names)
+
+_unary("HardSwish", "aten::hardswish", "aten::hardswish_", since_opset=14)
+_unary("HardSigmoid", "aten::hardsigmoid", "aten::hardsigmoid_", alpha_f=1.0 / 6, beta_f=0.5)
+_unary("Mish", "aten::mish", "aten::mish_", since_opset=18)
+
+
+@translates("aten::hardswish", "aten::hardswish_")
+def hardswish_before_14(g, self):
+    """hardswish(Tensor self) -> Tensor"""
+    return g.op("Mul", self, g.op("HardSigmoid", self, alpha_f=1.0 / 6, beta_f=0.5))
+
+
+@translates("aten::rsqrt")
+def rsqrt(g, self):
+    """rsqrt(Tensor self) -> Tensor"""
+    return g.op("Reciprocal", g.op("Sqrt", self))
+
+
+@translates("aten::silu", "aten::silu_")
+def silu(g, self):
+    """silu(Tensor self) -> Tensor"""
+    return g.op("Mul", self, g.op("Sigmoid", self))
+
+
+@translates("aten::gelu", "aten::gelu_")
+def gelu(g, self, approximate="none"):
+    """gelu(Tensor self, *, str approximate='none') -> Tensor"""
+    if g.opset >= 20:
+        return g.op("Gelu", self, approximate_s=approximate)
+    if approximate == "tanh":
+        # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+        cube = g.op("Mul", g.op("Mul", self, self), self)
+        inner = g.op("Add", self, g.op("Mul", cube, g.const(0.044715, self.dtype)))
+        tanh = g.op("Tanh", g.op("Mul", inner, g.const(math.sqrt(2 / math.pi), self.dtype)))
+        half_x = g.op("Mul", self, g.const(0.5, self.dtype))
+        return g.op("Mul", half_x, g.op("Add", tanh, g.const(1.0, self.dtype)))
+    erf = g.op("Erf", g.op("Mul", self, g.const(1 / math.sqrt(2), self.dtype)))
+    half_x = g.op("Mul", self, g.const(0.5, self.dtype))
+    return g.op("Mul", half_x, g.op("Add", erf, g.const(1.0, self.dtype)))
+
+
+@translates("aten::hardtanh", "aten::hardtanh_")
+def hardtanh(g, self, min_val=-1.0, max_val=1.0):
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
+    return g.op("Clip", self, g.const(min_val, self.dtype), g.const(max_val, self.dtype))
+
+
+@translates("aten::relu6", "aten::relu6_")
+def relu6(g, self):
+    """relu6(Tensor self) -> Tensor"""
+    return hardtanh(g, self, 0.0, 6.0)
+
+
+@translates("aten::clamp", "aten::clamp_", "aten::clip")
+def clamp(g, self, min=None, max=None):
+    """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
+    low = None if min is None else as_tensor(g, min, self)
+    high = None if max is None else as_tensor(g, max, self)
+    return g.op("Clip", self, low, high)
+
+
+@translates("aten::clamp_min", "aten::clamp_min_")
+def clamp_min(g, self, min):
+    """clamp_min(Tensor self, Scalar min) -> Tensor"""
+    return g.op("Max", self, as_tensor(g, min, self))
+
+
+@translates("aten::clamp_max", "aten::clamp_max_")
+def clamp_max(g, self, max):
+    """clamp_max(Tensor self, Scalar max) -> Tensor"""
+    return g.op("Min", self, as_tensor(g, max, self))
+
+
+@translates("aten::leaky_relu", "aten::leaky_relu_")
+def leaky_relu(g, self, negative_slope=0.01):
+    """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
+    return g.op("LeakyRelu", self, alpha_f=negative_slope)
+
+
+@translates("aten::elu", "aten::elu_")
+def elu(g, self, alpha=1.0, scale=1.0, input_scale=1.0):
+    """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
+    if scale == 1.0 and input_scale == 1.0:
+        return g.op("Elu", self, alpha_f=alpha)
+    x = g.op("Mul", self, g.const(input_scale, self.dtype)) if input_scale != 1.0 else self
+    return g.op("Mul", g.op("Elu", x, alpha_f=alpha), g.const(scale, self.dtype))
+
+
+@translates("aten::selu", "aten::selu_")
+def selu(g, self):
+    """selu(Tensor self) -> Tensor"""
+    return g.op("Selu", self)
+
+
+@translates("aten::softplus")
+def softplus(g, self, beta=1.0, threshold=20.0):
+    """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
+    if beta == 1.0:
+        return g.op("Softplus", self)
+    scaled = g.op("Mul", self, g.const(beta, self.dtype))
+    return g.op("Div", g.op("Softplus", scaled), g.const(beta, self.dtype))
+
+
+@translates("aten::prelu")
+def prelu(g, self, weight):
+    """prelu(Tensor self, Tensor weight) -> Tensor"""
+    if self.shape is not None and len(self.shape) > 2 and weight.shape is not None and len(weight.shape) == 1:
+        weight = g.op("Reshape", weight, g.const([-1] + [1] * (len(self.shape) - 2)))
+    return g.op("PRelu", self, weight)
+
+
+@translates("aten::logit")
+def logit(g, self, eps=None):
+    """logit(Tensor self, float? eps=None) -> Tensor"""
+    x = self if eps is None else g.op("Clip", self, g.const(eps, self.dtype), g.const(1 - eps, self.dtype))
+    return g.op("Log", g.op("Div", x, g.op("Sub", g.const(1.0, self.dtype), x)))
+
+
+# -- binary ---------------------------------------------------------------------------------
+def _operands(g, self, other, dtype=None):
+    """Both operands as values of the computation dtype (torch's promotion)."""
+    if dtype is None:
+        dtype = promote_dtype(self, other)
+    return as_tensor(g, self, dtype=dtype), as_tensor(g, other, dtype=dtype)
+
+
+def _binary(onnx_op: str, *names: str, result_is_bool: bool = False):
+    def translation(g, self, other, *_, **__):
+        dtype = None if result_is_bool else expected_dtype(g)
+        a, b = _operands(g, self, other, dtype)
+        return g.op(onnx_op, a, b)
+
+    translation.__name__ = onnx_op.lower()
+    translation.__doc__ = f"{names[0]}(Tensor self, Tensor other) -> Tensor  (ONNX {onnx_op})"
+    translates(*names)(translation)
+
+
+for _op, _names in [
+    ("Mul", ("aten::mul", "aten::mul_", "aten::multiply")),
+    ("Max", ("aten::maximum", "aten::max.other", "aten::fmax")),
+    ("Min", ("aten::minimum", "aten::min.other", "aten::fmin")),
+    ("Pow", ("aten::pow", "aten::pow_")),
+]:
+    _binary(_op, *_names)
+
+for _op, _names in [
+    ("Equal", ("aten::eq",)),
+    ("Less", ("aten::lt", "aten::less")),
+    ("LessOrEqual", ("aten::le", "aten::less_equal")),
+    ("Greater", ("aten::gt", "aten::greater")),
+    ("GreaterOrEqual", ("aten::ge", "aten::greater_equal")),
+]:
+    _binary(_op, *_names, result_is_bool=True)
+
+
+@translates("aten::ne", "aten::not_equal")
+def ne(g, self, other):
+    """ne.Tensor(Tensor self, Tensor other) -> Tensor"""
+    a, b = _operands(g, self, other)
+    return g.op("Not", g.op("Equal", a, b))
+
+
+def _logical(onnx_op: str, bitwise_op: str, *names: str):
+    def translation(g, self, other):
+        dtype = expected_dtype(g)
+        if dtype == ir.DataType.BOOL:
+            a, b = _operands(g, self, other, ir.DataType.BOOL)
+            return g.op(onnx_op, a, b)
+        a, b = _operands(g, self, other, dtype)
+        return g.op(bitwise_op, a, b)
+
+    translation.__name__ = onnx_op.lower()
+    translation.__doc__ = f"{names[0]}(Tensor self, Tensor other) -> Tensor  (ONNX {onnx_op})"
+    translates(*names)(translation)
+
+
+_logical("And", "BitwiseAnd", "aten::__and__", "aten::bitwise_and", "aten::logical_and")
+_logical("Or", "BitwiseOr", "aten::__or__", "aten::bitwise_or", "aten::logical_or")
+_logical("Xor", "BitwiseXor", "aten::__xor__", "aten::bitwise_xor", "aten::logical_xor")
+
+
+@translates("aten::add", "aten::add_")
+def add(g, self, other, alpha=1):
+    """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    a, b = _operands(g, self, other, expected_dtype(g))
+    if alpha != 1:
+        b = g.op("Mul", b, g.const(alpha, b.dtype))
+    return g.op("Add", a, b)
+
+
+@translates("aten::sub", "aten::sub_", "aten::subtract")
+def sub(g, self, other, alpha=1):
+    """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    a, b = _operands(g, self, other, expected_dtype(g))
+    if alpha != 1:
+        b = g.op("Mul", b, g.const(alpha, b.dtype))
+    return g.op("Sub", a, b)
+
+
+@translates("aten::rsub")
+def rsub(g, self, other, alpha=1):
+    """rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    return sub(g, other, self, alpha)
+
+
+@translates("aten::div", "aten::div_", "aten::true_divide")
+def div(g, self, other, rounding_mode=None):
+    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
+    dtype = expected_dtype(g)
+    if rounding_mode is None:
+        a, b = _operands(g, self, other, dtype)
+        return g.op("Div", a, b)
+    compute = promote_dtype(self, other)
+    if compute in FLOAT_TYPES:
+        a, b = _operands(g, self, other, compute)
+        quotient = g.op("Div", a, b)
+        if rounding_mode == "floor":
+            return g.op("Floor", quotient)
+        return _trunc(g, quotient)
+    a, b = _operands(g, self, other, compute)
+    if rounding_mode == "trunc":
+        return g.op("Div", a, b)
+    return _floor_divide_int(g, a, b)
+
+
+def _trunc(g, x):
+    # Trunc(x) = sign(x) * floor(|x|)
+    return g.op("Mul", g.op("Sign", x), g.op("Floor", g.op("Abs", x)))
+
+
+def _floor_divide_int(g, a, b):
+    """Integer floor division: ONNX Div truncates, so step down where signs differ and a rest remains."""
+    quotient = g.op("Div", a, b)
+    rest_nonzero = g.op("Not", g.op("Equal", g.op("Mul", quotient, b), a))
+    signs_differ = g.op("Less", g.op("Mul", a, b), g.const(0, a.dtype))
+    adjust = g.op("Cast", g.op("And", rest_nonzero, signs_differ), to_i=int(a.dtype))
+    return g.op("Sub", quotient, adjust)
+
+
+@translates("aten::floor_divide")
+def floor_divide(g, self, other):
+    """floor_divide(Tensor self, Tensor other) -> Tensor"""
+    return div(g, self, other, rounding_mode="floor")
+
+
+@translates("aten::remainder")
+def remainder(g, self, other):
+    """remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
+    a, b = _operands(g, self, other, expected_dtype(g))
+    if a.dtype in FLOAT_TYPES:
+        return g.op("Sub", a, g.op("Mul", g.op("Floor", g.op("Div", a, b)), b))
+    return g.op("Mod", a, b, fmod_i=0)
+
+
+@translates("aten::fmod")
+def fmod(g, self, other):
+    """fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
+    a, b = _operands(g, self, other, expected_dtype(g))
+    return g.op("Mod", a, b, fmod_i=1)
+
+
+@translates("aten::where")
+def where(g, condition, self=None, other=None):
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
+    dtype = expected_dtype(g)
+    a, b = _operands(g, self, other, dtype)
+    return g.op("Where", cast(g, condition, ir.DataType.BOOL), a, b)
+
+
+@translates("aten::masked_fill", "aten::masked_fill_")
+def masked_fill(g, self, mask, value):
+    """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
+    return g.op("Where", cast(g, mask, ir.DataType.BOOL), as_tensor(g, value, self), self)
+
+
+@translates("aten::atan2")
+def atan2(g, self, other):
+    """atan2(Tensor self, Tensor other) -> Tensor"""
+    a, b = _operands(g, self, other, expected_dtype(g))
+    ratio = g.op("Atan", g.op("Div", a, b))
+    pi = g.const(math.pi, a.dtype)
+    zero = g.const(0.0, a.dtype)
+    negative_x = g.op("Less", b, zero)
+    shift = g.op("Where", g.op("Less", a, zero), g.op("Neg", pi), pi)
+    return g.op("Where", negative_x, g.op("Add", ratio, shift), ratio)

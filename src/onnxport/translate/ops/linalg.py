@@ -1,0 +1,46 @@
+"""Matrix products: linear, matmul and the BLAS-style fused forms."""
+
+from __future__ import annotations
+
+from onnxport.translate.ops._helpers import rank
+from onnxport.translate.registry import translates
+
+
+@translates("aten::linear")
+def linear(g, input, weight, bias=None):
+    """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
+    if rank(input) == 2 and rank(weight) == 2:
+        return g.op("Gemm", input, weight, bias, transB_i=1)
+    # A transpose of a weight used once is folded into the stored weight by a pass.
+    out = g.op("MatMul", input, g.op("Transpose", weight, perm_i=[1, 0]) if rank(weight) == 2 else weight)
+    if bias is not None:
+        out = g.op("Add", out, bias)
+    return out
+
+
+@translates("aten::matmul", "aten::mm", "aten::bmm")
+def matmul(g, self, other):
+    """matmul(Tensor self, Tensor other) -> Tensor"""
+    return g.op("MatMul", self, other)
+
+
+@translates("aten::addmm")
+def addmm(g, self, mat1, mat2, *, beta=1, alpha=1):
+    """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    return g.op("Gemm", mat1, mat2, self, alpha_f=alpha, beta_f=beta)
+
+
+@translates("aten::baddbmm", "aten::addbmm")
+def baddbmm(g, self, batch1, batch2, *, beta=1, alpha=1):
+    """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    product = g.op("MatMul", batch1, batch2)
+    if alpha != 1:
+        product = g.op("Mul", product, g.const(alpha, product.dtype))
+    base = self if beta == 1 else g.op("Mul", self, g.const(beta, self.dtype))
+    return g.op("Add", base, product) if beta != 0 else product
+
+
+@translates("aten::dot", "aten::vdot", "aten::mv", "aten::inner")
+def dot(g, self, other):
+    """dot(Tensor self, Tensor tensor) -> Tensor"""
+    return g.op("MatMul", self, other)

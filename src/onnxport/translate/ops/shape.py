@@ -1,0 +1,424 @@
+"""Shape ops: views, reshapes, transposes, concatenation, splitting, slicing, padding.
+
+Target shapes are built from what torch knows: static sizes become constants, a symbolic
+size equal to the input's size at the same position becomes Reshape's 0 ("keep"), and a
+single remaining unknown becomes -1, so that dynamic shapes rarely need shape arithmetic.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import onnx_ir as ir
+import torch
+
+from onnxport.translate.ops._helpers import (
+    as_1d, as_tensor, cast, expected_dtype, normalize_axis, onnx_dtype, rank, shape_list, split,
+    squeeze, unsqueeze,
+)
+from onnxport.translate.registry import translates
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+
+def dim_text(dim: Any) -> str | None:
+    """A comparable text for a symbolic dimension, an ir dim or a SymInt value; None if static."""
+    if isinstance(dim, ir.SymbolicDim):
+        return str(dim.value)
+    if isinstance(dim, ir.Value):
+        known = dim.meta.get("dim")
+        return None if known is None else str(getattr(known, "value", known))
+    return None
+
+
+def _expected_dims(g, meta=None) -> list:
+    meta = g.expected if meta is None else meta
+    return [g.dim(d) for d in meta.shape]
+
+
+def reshape_to(g, x: ir.Value, dims: Sequence[Any]) -> ir.Value:
+    """Reshape ``x`` to ``dims`` (ints, ir symbolic dims or SymInt values)."""
+    dims = list(dims)
+    input_dims = list(x.shape) if x.shape is not None else []
+    if input_dims == dims and all(isinstance(d, int) for d in dims):
+        return x
+    entries: list[Any] = []
+    unknown = []
+    for i, d in enumerate(dims):
+        if isinstance(d, int):
+            entries.append(d)
+            continue
+        text = dim_text(d)
+        if text is not None and i < len(input_dims) and dim_text(input_dims[i]) == text:
+            entries.append(0)
+            continue
+        entries.append(d)
+        unknown.append(i)
+    if len(unknown) == 1 and -1 not in entries:
+        entries[unknown[0]] = -1
+        unknown = []
+    for i in unknown:
+        entry = entries[i]
+        if isinstance(entry, ir.Value):
+            continue
+        # A symbolic size with no value at hand: read it from the input's shape.
+        text = dim_text(entry)
+        position = next((j for j, d in enumerate(input_dims) if dim_text(d) == text), None)
+        if position is None:
+            raise ValueError(f"cannot compute the size {text} of a reshape of {x.name}")
+        entries[i] = size_of(g, x, position)
+    if any(e == 0 for e in entries if isinstance(e, int)) and any(
+        isinstance(d, int) and d == 0 for d in dims
+    ):
+        raise ValueError("reshape to an empty dimension with symbolic sizes is not supported")
+    return g.op("Reshape", x, shape_list(g, entries))
+
+
+def size_of(g, x: ir.Value, axis: int) -> ir.Value:
+    """The size of ``x`` along ``axis`` as a 1-D [1] int64 value."""
+    if g.opset >= 15:
+        out = g.op("Shape", x, start_i=axis, end_i=axis + 1)
+    else:
+        out = g.op("Gather", g.op("Shape", x), g.const([axis]), axis_i=0)
+    out.dtype = ir.DataType.INT64
+    return out
+
+
+@translates("aten::view", "aten::reshape", "aten::_unsafe_view", "aten::_reshape_alias")
+def view(g, self, size, *_):
+    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
+    return reshape_to(g, self, list(size))
+
+
+@translates("aten::view_as", "aten::reshape_as")
+def view_as(g, self, other):
+    """view_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
+    return reshape_to(g, self, _expected_dims(g))
+
+
+@translates("aten::flatten", "aten::unflatten", "aten::squeeze_copy", "aten::view_copy")
+def reshape_to_expected(g, self, *_, **__):
+    """flatten.using_ints(Tensor self, int start_dim=0, int end_dim=-1) -> Tensor"""
+    dims = _expected_dims(g)
+    r = rank(self)
+    if len(dims) == 2 and r > 2:
+        # flatten(x, 1) of an N-d tensor is ONNX Flatten at axis 1.
+        first = self.shape[0]
+        if dims[0] == first or (dim_text(first) is not None and dim_text(dims[0]) == dim_text(first)):
+            return g.op("Flatten", self, axis_i=1)
+    return reshape_to(g, self, dims)
+
+
+@translates("aten::permute")
+def permute(g, self, dims):
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
+    r = rank(self)
+    perm = [normalize_axis(d, r) for d in dims]
+    if perm == list(range(r)):
+        return self
+    return g.op("Transpose", self, perm_i=perm)
+
+
+@translates("aten::transpose", "aten::swapaxes", "aten::swapdims")
+def transpose(g, self, dim0, dim1):
+    """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
+    r = rank(self)
+    perm = list(range(r))
+    a, b = normalize_axis(dim0, r), normalize_axis(dim1, r)
+    if a == b:
+        return self
+    perm[a], perm[b] = perm[b], perm[a]
+    return g.op("Transpose", self, perm_i=perm)
+
+
+@translates("aten::t", "aten::numpy_T")
+def t(g, self):
+    """t(Tensor(a) self) -> Tensor(a)"""
+    if rank(self) < 2:
+        return self
+    return g.op("Transpose", self, perm_i=[1, 0])
+
+
+@translates("aten::contiguous", "aten::clone", "aten::alias", "aten::detach", "aten::detach_",
+            "aten::lift_fresh_copy", "aten::lift_fresh", "aten::resolve_conj", "aten::resolve_neg",
+            "aten::dropout", "aten::dropout_", "aten::feature_dropout", "aten::alpha_dropout",
+            "aten::feature_alpha_dropout", "aten::alias_copy", "aten::identity",
+            "aten::_assert_tensor_metadata_passthrough")
+def identity(g, self, *_, **__):
+    """contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)"""
+    dtype = expected_dtype(g)
+    if dtype is not None and isinstance(self, ir.Value) and self.dtype is not None and self.dtype != dtype:
+        return cast(g, self, dtype)
+    return self
+
+
+@translates("aten::to", "aten::_to_copy", "aten::type_as", "aten::to_copy")
+def to(g, self, *_, **__):
+    """to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False) -> Tensor(a)"""
+    dtype = expected_dtype(g)
+    if dtype is None or self.dtype == dtype:
+        return self
+    return g.op("Cast", self, to_i=int(dtype))
+
+
+@translates("aten::expand", "aten::expand_copy", "aten::broadcast_to")
+def expand(g, self, size, *_, **__):
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
+    in_dims = list(self.shape)
+    offset = len(size) - len(in_dims)
+    entries: list[Any] = []
+    for i, s in enumerate(size):
+        j = i - offset
+        in_dim = in_dims[j] if j >= 0 else None
+        if isinstance(s, int):
+            if s == -1 or (in_dim is not None and isinstance(in_dim, int) and in_dim == s):
+                entries.append(1)
+            else:
+                entries.append(s)
+        elif in_dim is not None and dim_text(s) is not None and dim_text(s) == dim_text(in_dim):
+            entries.append(1)
+        else:
+            entries.append(s)
+    if all(e == 1 for e in entries) and len(entries) == len(in_dims):
+        return self
+    return g.op("Expand", self, shape_list(g, entries))
+
+
+@translates("aten::expand_as")
+def expand_as(g, self, other):
+    """expand_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
+    return expand(g, self, _expected_dims_as_entries(g))
+
+
+def _expected_dims_as_entries(g):
+    return _expected_dims(g)
+
+
+@translates("aten::squeeze")
+def squeeze_(g, self, dim=None):
+    """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
+    r = rank(self)
+    shape = list(self.shape)
+    if dim is None:
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    else:
+        dims = dim if isinstance(dim, (list, tuple)) else [dim]
+        axes = [normalize_axis(d, r) for d in dims]
+        axes = [a for a in axes if shape[a] == 1]
+    if not axes:
+        return self
+    return squeeze(g, self, axes)
+
+
+@translates("aten::unsqueeze", "aten::unsqueeze_copy")
+def unsqueeze_(g, self, dim):
+    """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
+    r = rank(self)
+    axis = dim + r + 1 if dim < 0 else dim
+    return unsqueeze(g, self, [axis])
+
+
+@translates("aten::cat", "aten::concat", "aten::concatenate")
+def cat(g, tensors, dim=0):
+    """cat(Tensor[] tensors, int dim=0) -> Tensor"""
+    dtype = expected_dtype(g)
+    # torch.cat skips 1-D empty tensors (a legacy rule); ONNX Concat would not.
+    kept = [t for t in tensors if not (t.shape is not None and list(t.shape) == [0])]
+    if not kept:
+        kept = list(tensors[:1])
+    values = [cast(g, t, dtype) if dtype is not None else t for t in kept]
+    if len(values) == 1:
+        return values[0]
+    axis = normalize_axis(dim, rank(values[0]))
+    return g.op("Concat", *values, axis_i=axis)
+
+
+@translates("aten::stack")
+def stack(g, tensors, dim=0):
+    """stack(Tensor[] tensors, int dim=0) -> Tensor"""
+    r = rank(tensors[0]) + 1
+    axis = normalize_axis(dim, r)
+    dtype = expected_dtype(g)
+    values = [unsqueeze(g, cast(g, t, dtype) if dtype else t, [axis]) for t in tensors]
+    if len(values) == 1:
+        return values[0]
+    return g.op("Concat", *values, axis_i=axis)
+
+
+def _split_by_expected(g, self, dim):
+    outputs = g.expected
+    r = rank(self)
+    axis = normalize_axis(dim, r)
+    sizes = [g.dim(o.shape[axis]) for o in outputs]
+    if len(sizes) == 1:
+        return (self,)
+    if all(isinstance(s, int) for s in sizes):
+        return split(g, self, sizes, axis)
+    if g.opset >= 18 and len(set(map(str, sizes[:-1]))) == 1:
+        result = g.op("Split", self, axis_i=axis, num_outputs_i=len(sizes), outputs=len(sizes))
+        return result
+    raise ValueError("split of a dimension with symbolic sizes needs opset 18")
+
+
+@translates("aten::split", "aten::split_with_sizes", "aten::chunk", "aten::tensor_split",
+            "aten::split_copy", "aten::split_with_sizes_copy")
+def split_(g, self, split_size_or_sections, dim=0):
+    """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
+    return list(_split_by_expected(g, self, dim))
+
+
+@translates("aten::unbind", "aten::unbind_copy")
+def unbind(g, self, dim=0):
+    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
+    axis = normalize_axis(dim, rank(self))
+    count = len(g.expected)
+    parts = split(g, self, [1] * count, axis) if count > 1 else (self,)
+    return [squeeze(g, p, [axis]) for p in parts]
+
+
+@translates("aten::select", "aten::select_copy")
+def select(g, self, dim, index):
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
+    axis = normalize_axis(dim, rank(self))
+    index_value = as_tensor(g, index, dtype=ir.DataType.INT64)
+    return g.op("Gather", self, index_value, axis_i=axis)
+
+
+@translates("aten::slice", "aten::slice_copy")
+def slice_(g, self, dim=0, start=None, end=None, step=1):
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
+    r = rank(self)
+    axis = normalize_axis(dim, r)
+    start = 0 if start is None else start
+    end = INT64_MAX if end is None else end
+    if isinstance(end, int) and end >= INT64_MAX:
+        end = INT64_MAX
+    size = self.shape[axis]
+    if start == 0 and step == 1 and isinstance(end, int) and (
+        end == INT64_MAX or (isinstance(size, int) and end >= size)
+    ):
+        return self
+    if isinstance(end, ir.Value) and dim_text(end) is not None and dim_text(end) == dim_text(size) \
+            and start == 0 and step == 1:
+        return self
+    return g.op("Slice", self, shape_list(g, [start]), shape_list(g, [end]), g.const([axis]),
+                g.const([step]) if step != 1 else None)
+
+
+@translates("aten::narrow", "aten::narrow_copy")
+def narrow(g, self, dim, start, length):
+    """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
+    if isinstance(start, int) and isinstance(length, int):
+        end: Any = start + length
+    else:
+        end = g.op("Add", as_1d(g, as_tensor(g, start, dtype=ir.DataType.INT64)),
+                   as_1d(g, as_tensor(g, length, dtype=ir.DataType.INT64)))
+    return slice_(g, self, dim, start, end, 1)
+
+
+@translates("aten::roll")
+def roll(g, self, shifts, dims=()):
+    """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
+    if not dims:
+        flat = g.op("Reshape", self, g.const([-1]))
+        flat.shape = ir.Shape([None])
+        rolled = _roll_axis(g, flat, shifts[0], 0)
+        return g.op("Reshape", rolled, g.op("Shape", self))
+    result = self
+    for shift, dim in zip(shifts, dims):
+        result = _roll_axis(g, result, shift, normalize_axis(dim, rank(self)), self.shape[normalize_axis(dim, rank(self))])
+    return result
+
+
+def _roll_axis(g, x, shift, axis, size=None):
+    if isinstance(size, int):
+        shift = shift % size
+        if shift == 0:
+            return x
+    axes = g.const([axis])
+    tail = g.op("Slice", x, g.const([-shift]), g.const([INT64_MAX]), axes)
+    head = g.op("Slice", x, g.const([0]), g.const([-shift]), axes)
+    return g.op("Concat", tail, head, axis_i=axis)
+
+
+@translates("aten::repeat")
+def repeat(g, self, repeats):
+    """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
+    r = rank(self)
+    x = self
+    if len(repeats) > r:
+        x = unsqueeze(g, x, list(range(len(repeats) - r)))
+    return g.op("Tile", x, shape_list(g, list(repeats)))
+
+
+@translates("aten::flip")
+def flip(g, self, dims):
+    """flip(Tensor self, int[] dims) -> Tensor"""
+    r = rank(self)
+    axes = [normalize_axis(d, r) for d in dims]
+    n = len(axes)
+    return g.op("Slice", self, g.const([-1] * n), g.const([INT64_MIN] * n), g.const(axes),
+                g.const([-1] * n))
+
+
+@translates("aten::constant_pad_nd", "aten::pad")
+def pad(g, self, pad, mode="constant", value=None):
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    if isinstance(mode, (int, float)) and value is None:
+        mode, value = "constant", mode
+    r = rank(self)
+    begins = [0] * r
+    ends = [0] * r
+    for i in range(len(pad) // 2):
+        axis = r - 1 - i
+        begins[axis] = pad[2 * i]
+        ends[axis] = pad[2 * i + 1]
+    onnx_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge",
+                 "circular": "wrap"}[mode]
+    pads = shape_list(g, begins + ends)
+    fill = as_tensor(g, value if value is not None else 0, self) if onnx_mode == "constant" else None
+    return g.op("Pad", self, pads, fill, mode_s=onnx_mode)
+
+
+def _pad_mode(mode):
+    def translation(g, self, padding):
+        return pad(g, self, padding, mode)
+
+    translation.__doc__ = f"{mode}_pad(Tensor self, SymInt[] padding) -> Tensor"
+    return translation
+
+
+for _mode, _names in [
+    ("reflect", ("aten::reflection_pad1d", "aten::reflection_pad2d", "aten::reflection_pad3d")),
+    ("replicate", ("aten::replication_pad1d", "aten::replication_pad2d", "aten::replication_pad3d")),
+]:
+    translates(*_names)(_pad_mode(_mode))
+
+
+@translates("aten::sym_size", "aten::size")
+def sym_size(g, self, dim):
+    """sym_size.int(Tensor self, int dim) -> SymInt"""
+    return size_of(g, self, normalize_axis(dim, rank(self)))
+
+
+@translates("aten::sym_numel", "aten::numel")
+def sym_numel(g, self):
+    """sym_numel(Tensor self) -> SymInt"""
+    return as_1d(g, g.op("Size", self))
+
+
+@translates("aten::_shape_as_tensor")
+def shape_as_tensor(g, self):
+    """_shape_as_tensor(Tensor self) -> Tensor"""
+    return g.op("Shape", self)
+
+
+@translates("aten::view.dtype", "aten::view_as_real")
+def _unsupported_view(g, *args, **kwargs):
+    """view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)"""
+    raise NotImplementedError("reinterpreting a tensor's bytes as another dtype has no ONNX form")
+
+
+def _dtype_arg(dtype):
+    return None if dtype is None else onnx_dtype(dtype)

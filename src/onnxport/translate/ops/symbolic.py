@@ -1,0 +1,82 @@
+"""Arithmetic on symbolic sizes (SymInts), which live in the graph as 1-D int64 values."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from onnxport.translate.ops._helpers import as_1d, cast, expected_dtype
+from onnxport.translate.registry import translates
+
+
+def _operand(g, x, dtype):
+    if isinstance(x, ir.Value):
+        return as_1d(g, x) if dtype == ir.DataType.INT64 else cast(g, x, dtype)
+    return g.const([x], dtype)
+
+
+def _symbolic(onnx_op: str, *names: str):
+    def translation(g, a, b):
+        dtype = expected_dtype(g) or ir.DataType.INT64
+        if dtype != ir.DataType.INT64:
+            dtype = ir.DataType.FLOAT
+        return g.op(onnx_op, _operand(g, a, dtype), _operand(g, b, dtype))
+
+    translation.__name__ = f"sym_{onnx_op.lower()}"
+    translation.__doc__ = f"{names[0]}(SymInt a, SymInt b) -> SymInt"
+    translates(*names)(translation)
+
+
+_symbolic("Add", "_operator::add")
+_symbolic("Sub", "_operator::sub")
+_symbolic("Mul", "_operator::mul")
+_symbolic("Max", "torch::sym_max")
+_symbolic("Min", "torch::sym_min")
+_symbolic("Equal", "_operator::eq")
+_symbolic("Less", "_operator::lt")
+_symbolic("Greater", "_operator::gt")
+_symbolic("LessOrEqual", "_operator::le")
+_symbolic("GreaterOrEqual", "_operator::ge")
+
+
+@translates("_operator::floordiv")
+def sym_floordiv(g, a, b):
+    """floordiv(SymInt a, SymInt b) -> SymInt  (sizes are non-negative: ONNX Div truncates)"""
+    return g.op("Div", _operand(g, a, ir.DataType.INT64), _operand(g, b, ir.DataType.INT64))
+
+
+@translates("_operator::mod")
+def sym_mod(g, a, b):
+    """mod(SymInt a, SymInt b) -> SymInt"""
+    return g.op("Mod", _operand(g, a, ir.DataType.INT64), _operand(g, b, ir.DataType.INT64))
+
+
+@translates("_operator::truediv")
+def sym_truediv(g, a, b):
+    """truediv(SymInt a, SymInt b) -> SymFloat"""
+    return g.op("Div", _operand(g, a, ir.DataType.FLOAT), _operand(g, b, ir.DataType.FLOAT))
+
+
+@translates("_operator::neg")
+def sym_neg(g, a):
+    """neg(SymInt a) -> SymInt"""
+    return g.op("Neg", _operand(g, a, ir.DataType.INT64))
+
+
+@translates("torch::sym_float")
+def sym_float(g, a):
+    """sym_float(SymInt a) -> SymFloat"""
+    return _operand(g, a, ir.DataType.FLOAT)
+
+
+@translates("torch::sym_int", "math::floor", "math::trunc")
+def sym_int(g, a):
+    """sym_int(SymFloat a) -> SymInt"""
+    if isinstance(a, ir.Value) and a.dtype != ir.DataType.INT64:
+        return g.op("Cast", g.op("Floor", a), to_i=int(ir.DataType.INT64))
+    return _operand(g, a, ir.DataType.INT64)
+
+
+@translates("math::ceil")
+def sym_ceil(g, a):
+    """ceil(SymFloat a) -> SymInt"""
+    return g.op("Cast", g.op("Ceil", _operand(g, a, ir.DataType.FLOAT)), to_i=int(ir.DataType.INT64))
