@@ -17,6 +17,7 @@ from onnxport.capture.dynamic import resolve_dynamic
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError, VerificationError
 from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, default_registry, translate_graph
+from onnxport.translate.registry import aten_name
 
 MIN_OPSET = 13
 MAX_OPSET = 23
@@ -91,6 +92,7 @@ def export(
     names = parameter_names(model) if not isinstance(model, torch.export.ExportedProgram) else []
     dynamic = resolve_dynamic(args, kwargs, names, input_names, output_names, dynamic_axes,
                               dynamic_shapes)
+    registry = default_registry()
     was_training = isinstance(model, torch.nn.Module) and model.training
     _in_export = True
     try:
@@ -101,6 +103,7 @@ def export(
                 model, args, kwargs, dynamic_shapes=dynamic.dynamic_shapes,
                 dim_names=dynamic.dim_names, input_names=input_names, output_names=output_names,
                 output_dim_names=dynamic.output_dim_names,
+                keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None,
             )
         with stage("translate"):
             context = TranslationContext(
@@ -113,7 +116,7 @@ def export(
                 symbol_names=captured.symbol_names,
             )
             onnx_model = translate_graph(
-                context, default_registry(), opset, export_params=export_params,
+                context, registry, opset, export_params=export_params,
                 keep_initializers_as_inputs=keep_initializers_as_inputs,
             )
             _rename_output_dims(onnx_model, captured.output_dim_names)

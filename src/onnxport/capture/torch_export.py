@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-from typing import Any, Mapping, Sequence
+import operator
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch.export import ExportedProgram
@@ -66,10 +67,13 @@ def capture_torch_export(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     output_dim_names: Mapping[str, dict[int, str]] | None = None,
+    keep_op: Callable[[Any], bool] | None = None,
 ) -> CapturedProgram:
     """Run torch.export on ``model`` (unless it is an ExportedProgram already) and name things.
 
     ``dim_names`` maps (tensor input position, axis) to the ONNX name of that dimension.
+    When the graph writes into a view or an input, it is functionalized, decomposing only the
+    ops for which ``keep_op`` is false.
     """
     if isinstance(model, ExportedProgram):
         program = model
@@ -86,7 +90,50 @@ def capture_torch_export(
                 f"{_first_lines(str(error))}\nThe stage that failed is capture; the model's "
                 "forward must be traceable by torch.export (see its error above)."
             ) from error
+    if needs_functionalization(program):
+        program = functionalize(program, keep_op or (lambda op: False))
     return _describe(program, dim_names or {}, input_names, output_names, output_dim_names or {})
+
+
+def needs_functionalization(program: ExportedProgram) -> bool:
+    """True when an in-place op writes into a view or a graph input (which ONNX cannot express
+    by rebinding a value): such graphs go through torch's functionalization."""
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        schema = getattr(node.target, "_schema", None)
+        if schema is None or not schema.is_mutable:
+            continue
+        for argument, value in zip(schema.arguments, node.args):
+            if argument.alias_info is None or not argument.alias_info.is_write:
+                continue
+            if isinstance(value, torch.fx.Node) and (value.op == "placeholder" or _is_view(value)):
+                return True
+    return False
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    if node.target is operator.getitem:
+        return isinstance(node.args[0], torch.fx.Node) and _is_view(node.args[0])
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def functionalize(program: ExportedProgram, keep_op: Callable[[Any], bool]) -> ExportedProgram:
+    """Functionalize ``program``, decomposing only the ops ``keep_op`` does not keep."""
+    table = torch.export.default_decompositions()
+    for op in list(table.keys()):
+        if keep_op(op):
+            del table[op]
+    try:
+        return program.run_decompositions(table)
+    except Exception as error:
+        raise CaptureError(
+            f"functionalizing the captured graph (it writes into views) failed: "
+            f"{type(error).__name__}: {_first_lines(str(error))}") from error
 
 
 def _first_lines(text: str, count: int = 12) -> str:

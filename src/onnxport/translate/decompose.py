@@ -40,13 +40,11 @@ def has_decomposition(target: Any) -> bool:
 def translate_by_decomposition(translator, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
     """Trace the decomposition of ``node`` on its fake inputs and translate the result."""
     function = _decomposition_of(node.target)
-    fake_args = torch.fx.node.map_arg(node.args, lambda n: n.meta["val"])
-    fake_kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: n.meta["val"])
+    fake_args = _plain(torch.fx.node.map_arg(node.args, lambda n: n.meta["val"]))
+    fake_kwargs = _plain(torch.fx.node.map_arg(node.kwargs, lambda n: n.meta["val"]))
     flat, spec = torch.utils._pytree.tree_flatten((fake_args, fake_kwargs))
     tensor_positions = [i for i, item in enumerate(flat) if isinstance(item, torch.Tensor)]
-    real_flat, _ = torch.utils._pytree.tree_flatten(
-        (torch.fx.node.map_arg(node.args, lambda n: n), torch.fx.node.map_arg(node.kwargs, lambda n: n))
-    )
+    real_flat, _ = torch.utils._pytree.tree_flatten((_plain(node.args), _plain(node.kwargs)))
 
     def call(*tensors):
         items = list(flat)
@@ -62,26 +60,19 @@ def translate_by_decomposition(translator, node: torch.fx.Node, args: tuple, kwa
     with fake_mode if fake_mode is not None else _null():
         traced = make_fx(call, tracing_mode="real", pre_dispatch=False)(*fake_inputs)
     inputs = [translator.env[real_flat[i]] for i in tensor_positions]
-    return _translate_subgraph(translator, node, traced, inputs)
+    from onnxport.translate.graph import translate_subgraph
+
+    return translate_subgraph(translator, node, traced, inputs)
 
 
-def _translate_subgraph(translator, parent: torch.fx.Node, traced: torch.fx.GraphModule,
-                        inputs: list) -> Any:
-    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
-    for placeholder, value in zip(placeholders, inputs):
-        translator.env[placeholder] = value
-    result = None
-    for sub in traced.graph.nodes:
-        if sub.op == "call_function":
-            sub.name = f"{parent.name}__{sub.name}"
-            sub.meta.setdefault("nn_module_stack", parent.meta.get("nn_module_stack"))
-            sub.meta.setdefault("stack_trace", parent.meta.get("stack_trace"))
-            translator._translate_node(sub)
-        elif sub.op == "get_attr":
-            translator.env[sub] = translator.g.const(getattr(traced, sub.target))
-        elif sub.op == "output":
-            result = torch.fx.node.map_arg(sub.args[0], lambda n: translator.env[n])
-    return result
+def _plain(value: Any) -> Any:
+    """FX's immutable containers as plain lists and dicts (decompositions may modify them)."""
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) for v in value]
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 class _null:

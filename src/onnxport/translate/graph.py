@@ -100,11 +100,15 @@ class _Translator:
     def check_supported(self) -> None:
         """Raise one error naming every call that has neither a translation nor a decomposition."""
         missing: dict[str, list[str]] = {}
-        for node in self.context.graph_module.graph.nodes:
+        graphs = [m.graph for m in self.context.graph_module.modules()
+                  if isinstance(m, torch.fx.GraphModule)]
+        for node in (n for graph in graphs for n in graph.nodes):
             if node.op != "call_function":
                 continue
             name = aten_name(node.target)
             if name in _IGNORED_TARGETS or node.target is operator.getitem:
+                continue
+            if _inlined_subgraph(node) is not None:
                 continue
             if self.registry.lookup(name, self.g.opset) is not None:
                 continue
@@ -191,6 +195,13 @@ class _Translator:
         name = aten_name(target)
         if name in _IGNORED_TARGETS:
             return
+        inlined = _inlined_subgraph(node)
+        if inlined is not None:
+            submodule, operands = inlined
+            module = getattr(self.context.graph_module, submodule.target)
+            inputs = [self.env[o] if isinstance(o, torch.fx.Node) else o for o in operands]
+            self.env[node] = translate_subgraph(self, node, module, inputs)
+            return
         expected = node.meta.get("val")
         static = _static_scalar(expected)
         if static is not None:
@@ -218,6 +229,12 @@ class _Translator:
                 f"{type(error).__name__}: {error}"
             ) from error
         self._bind(node, result, expected)
+        # An in-place op: later reads of the tensor it wrote see the new value. (Writes into
+        # views were functionalized at capture, so the written tensor is never a view here.)
+        for position in _written_arguments(target):
+            written = node.args[position] if position < len(node.args) else None
+            if isinstance(written, torch.fx.Node) and isinstance(result, ir.Value):
+                self.env[written] = result
 
     def _bind(self, node: torch.fx.Node, result: Any, expected: Any) -> None:
         prefix = f"{node.name}__"
@@ -268,6 +285,56 @@ class _Translator:
         if isinstance(expr, sympy.Symbol):
             return self.context.symbol_names.get(expr.name, expr.name)
         return str(expr.xreplace(self._symbol_subs))
+
+
+def translate_subgraph(translator: "_Translator", parent: torch.fx.Node,
+                       module: torch.fx.GraphModule, inputs: list) -> Any:
+    """Translate ``module``'s graph in place of ``parent`` with ``inputs`` for its placeholders."""
+    placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+    for placeholder, value in zip(placeholders, inputs):
+        translator.env[placeholder] = value
+    result = None
+    for sub in module.graph.nodes:
+        if sub.op == "call_function":
+            sub.name = f"{parent.name}__{sub.name}"
+            if not sub.meta.get("nn_module_stack"):
+                sub.meta["nn_module_stack"] = parent.meta.get("nn_module_stack")
+            if not sub.meta.get("stack_trace"):
+                sub.meta["stack_trace"] = parent.meta.get("stack_trace")
+            translator._translate_node(sub)
+        elif sub.op == "get_attr":
+            attribute = getattr(module, sub.target)
+            if isinstance(attribute, torch.Tensor):
+                translator.env[sub] = translator.g.const(attribute)
+        elif sub.op == "output":
+            result = torch.fx.node.map_arg(sub.args[0], lambda n: translator.env[n])
+    return result
+
+
+# Higher-order ops that only set a mode around a subgraph: their subgraph is inlined.
+_INLINED_HIGHER_ORDER_OPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast", "wrap"}
+
+
+def _inlined_subgraph(node: torch.fx.Node):
+    """(the get_attr node of the subgraph, its operands) for a mode-setting higher-order op."""
+    target = node.target
+    if not isinstance(target, torch._ops.HigherOrderOperator):
+        return None
+    if target.name() not in _INLINED_HIGHER_ORDER_OPS:
+        return None
+    for i, arg in enumerate(node.args):
+        if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
+            return arg, list(node.args[i + 1:])
+    return None
+
+
+def _written_arguments(target: Any) -> list[int]:
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return []
+    return [i for i, argument in enumerate(schema.arguments)
+            if argument.alias_info is not None and argument.alias_info.is_write
+            and not argument.kwarg_only]
 
 
 def _static_scalar(meta: Any) -> int | float | bool | None:

@@ -116,3 +116,56 @@ def scatter_add(g, self, dim, index, src):
     """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
     return g.op("ScatterElements", self, index, src, axis_i=normalize_axis(dim, rank(self)),
                 reduction_s="add")
+
+
+def _axis_indices(g, src, axis, start, step):
+    """int64 indices start, start+step, ... along ``axis``, broadcast to ``src``'s shape."""
+    r = rank(src)
+    count = g.op("Shape", src, start_i=axis, end_i=axis + 1) if g.opset >= 15 else \
+        g.op("Gather", g.op("Shape", src), g.const([axis]), axis_i=0)
+    first = as_tensor(g, start, dtype=ir.DataType.INT64)
+    step_value = g.const(step, ir.DataType.INT64)
+    end = g.op("Add", first, g.op("Mul", g.op("Squeeze", count), step_value))
+    positions = g.op("Range", first, end, step_value)
+    shape = [1] * r
+    shape[axis] = -1
+    positions = g.op("Reshape", positions, g.const(shape))
+    return g.op("Expand", positions, g.op("Shape", src))
+
+
+@translates("aten::slice_scatter")
+def slice_scatter(g, self, src, dim=0, start=None, end=None, step=1):
+    """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
+    r = rank(self)
+    axis = normalize_axis(dim, r)
+    start = 0 if start is None else start
+    size = self.shape[axis]
+    if isinstance(start, int) and start < 0 and isinstance(size, int):
+        start += size
+    if src.shape is not None and self.shape is not None and list(src.shape) == list(self.shape) \
+            and start == 0 and step == 1:
+        return cast(g, src, self.dtype)
+    indices = _axis_indices(g, src, axis, start, step)
+    return g.op("ScatterElements", self, indices, cast(g, src, self.dtype), axis_i=axis)
+
+
+@translates("aten::select_scatter")
+def select_scatter(g, self, src, dim, index):
+    """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
+    r = rank(self)
+    axis = normalize_axis(dim, r)
+    size = self.shape[axis]
+    if isinstance(index, int) and index < 0 and isinstance(size, int):
+        index += size
+    src = g.op("Unsqueeze", cast(g, src, self.dtype), g.const([axis]))
+    indices = _axis_indices(g, src, axis, index, 1)
+    return g.op("ScatterElements", self, indices, src, axis_i=axis)
+
+
+@translates("aten::copy", "aten::copy_")
+def copy(g, self, src, non_blocking=False):
+    """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor"""
+    value = cast(g, src, self.dtype)
+    if src.shape is not None and self.shape is not None and list(src.shape) == list(self.shape):
+        return value
+    return g.op("Expand", value, g.op("Shape", self))
