@@ -30,6 +30,24 @@ class _FunctionModule(torch.nn.Module):
         return self.function(*args, **kwargs)
 
 
+def _module_for_function(function) -> torch.nn.Module:
+    """A module whose forward has ``function``'s signature (torch.export matches dynamic_shapes
+    keys against the forward's parameter names)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return _FunctionModule(function)
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+    def forward(self, *args, **kwargs):
+        return self.function(*args, **kwargs)
+
+    forward.__signature__ = signature.replace(
+        parameters=[self_parameter, *signature.parameters.values()])
+    wrapper = type("FunctionModule", (_FunctionModule,), {"forward": forward})
+    return wrapper(function)
+
+
 @dataclasses.dataclass
 class CapturedProgram:
     """The exported program and the naming decisions made for its inputs and outputs."""
@@ -78,7 +96,7 @@ def capture_torch_export(
     if isinstance(model, ExportedProgram):
         program = model
     else:
-        module = model if isinstance(model, torch.nn.Module) else _FunctionModule(model)
+        module = model if isinstance(model, torch.nn.Module) else _module_for_function(model)
         try:
             with _patched_for_export():
                 program = torch.export.export(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import os
 import re
 from typing import Any, Callable
 
@@ -373,8 +374,13 @@ def _source_of(node: torch.fx.Node) -> str:
     matches = _SOURCE_LINE.findall(trace)
     if not matches:
         return ""
-    file, line, function = matches[-1]
+    # The innermost frame outside torch itself: the user's (or the model library's) line.
+    outside_torch = [m for m in matches if not m[0].startswith(_TORCH_FOLDER)]
+    file, line, function = (outside_torch or matches)[-1]
     return f"{file}:{line} in {function}"
+
+
+_TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
 
 
 TranslationFunction = Callable[..., Any]
