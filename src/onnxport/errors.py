@@ -30,8 +30,8 @@ class UnsupportedOpsError(TranslationError):
             shown = "; ".join(list(dict.fromkeys(places))[:3])
             more = f" (+{len(places) - 3} more)" if len(places) > 3 else ""
             lines.append(f"  {name}: used at {shown}{more}")
-        lines.append("Register a translation with onnxport.register_custom_op_symbolic or "
-                     "OnnxRegistry, or try another opset_version.")
+        lines.append("onnxport has no translation (and torch no decomposition) for these; try "
+                     "another opset_version, or express those lines with other torch ops.")
         super().__init__("\n".join(lines))
 
 
