@@ -6,6 +6,7 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common
 
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
+from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 
 
 def optimize(model: ir.Model) -> ir.Model:
@@ -13,6 +14,7 @@ def optimize(model: ir.Model) -> ir.Model:
     manager = ir.passes.PassManager(
         [
             FoldWeightTranspose(),
+            FuseConsecutiveUnsqueeze(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
             common.RemoveUnusedNodesPass(),
@@ -23,4 +25,4 @@ def optimize(model: ir.Model) -> ir.Model:
     return manager(model).model
 
 
-__all__ = ["FoldWeightTranspose", "optimize"]
+__all__ = ["FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "optimize"]

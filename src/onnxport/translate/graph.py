@@ -358,6 +358,8 @@ def _scope_of(node: torch.fx.Node) -> str:
     if not stack:
         return ""
     path, _ = list(stack.values())[-1]
+    if path.startswith("_empty_nn_module_stack"):  # torch's placeholder for "no module"
+        return ""
     return _clean_module_path(path)
 
 
