@@ -38,13 +38,15 @@ _NUMPY_DTYPES = {
 class Provenance:
     """Where the nodes being emitted come from; stamped on every node as metadata."""
 
-    __slots__ = ("scope", "aten", "source", "value_prefix")
+    __slots__ = ("scope", "aten", "source", "value_prefix", "decomposed_from")
 
-    def __init__(self, scope: str = "", aten: str = "", source: str = "", value_prefix: str = "v"):
+    def __init__(self, scope: str = "", aten: str = "", source: str = "", value_prefix: str = "v",
+                 decomposed_from: str = ""):
         self.scope = scope
         self.aten = aten
         self.source = source
         self.value_prefix = value_prefix
+        self.decomposed_from = decomposed_from
 
 
 class GraphBuilder:
@@ -118,6 +120,8 @@ class GraphBuilder:
             metadata["onnxport.aten"] = p.aten
         if p.source:
             metadata["onnxport.source"] = p.source
+        if p.decomposed_from:
+            metadata["onnxport.decomposed_from"] = p.decomposed_from
         return metadata
 
     @staticmethod

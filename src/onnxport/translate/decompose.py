@@ -62,7 +62,7 @@ def translate_by_decomposition(translator, node: torch.fx.Node, args: tuple, kwa
     inputs = [translator.env[real_flat[i]] for i in tensor_positions]
     from onnxport.translate.graph import translate_subgraph
 
-    return translate_subgraph(translator, node, traced, inputs)
+    return translate_subgraph(translator, node, traced, inputs, decomposition=True)
 
 
 def _plain(value: Any) -> Any:

@@ -210,7 +210,8 @@ class _Translator:
             self.env[node] = static
             return
         g = self.g
-        g.provenance = Provenance(_scope_of(node), name, _source_of(node), node.name)
+        g.provenance = Provenance(_scope_of(node), name, _source_of(node), node.name,
+                                  node.meta.get("onnxport_decomposed_from", ""))
         g.expected = expected
         g.dim = self.dim
         args = torch.fx.node.map_arg(node.args, self._lookup)
@@ -289,8 +290,14 @@ class _Translator:
 
 
 def translate_subgraph(translator: "_Translator", parent: torch.fx.Node,
-                       module: torch.fx.GraphModule, inputs: list) -> Any:
-    """Translate ``module``'s graph in place of ``parent`` with ``inputs`` for its placeholders."""
+                       module: torch.fx.GraphModule, inputs: list, decomposition: bool = False) -> Any:
+    """Translate ``module``'s graph in place of ``parent`` with ``inputs`` for its placeholders.
+
+    For a decomposition, each node records the op it was decomposed from.
+    """
+    origin = ""
+    if decomposition:
+        origin = parent.meta.get("onnxport_decomposed_from") or aten_name(parent.target)
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     for placeholder, value in zip(placeholders, inputs):
         translator.env[placeholder] = value
@@ -302,6 +309,8 @@ def translate_subgraph(translator: "_Translator", parent: torch.fx.Node,
                 sub.meta["nn_module_stack"] = parent.meta.get("nn_module_stack")
             if not sub.meta.get("stack_trace"):
                 sub.meta["stack_trace"] = parent.meta.get("stack_trace")
+            if origin:
+                sub.meta["onnxport_decomposed_from"] = origin
             translator._translate_node(sub)
         elif sub.op == "get_attr":
             attribute = getattr(module, sub.target)

@@ -1,0 +1,32 @@
+import torch
+
+import onnxport
+
+
+def test_transposed_weight_is_stored_transposed():
+    model = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 5, 4)  # 3-D input: MatMul with the transposed weight
+    program = onnxport.export(model, (x,))
+    ops = [n.op_type for n in program.model.graph]
+    assert ops == ["MatMul", "Add"]
+    initializers = program.model.graph.initializers
+    assert "weight.T" in initializers and "weight" not in initializers
+    assert list(initializers["weight.T"].shape) == [4, 3]
+    torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+def test_shared_weight_keeps_its_transpose():
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = torch.nn.Embedding(10, 4)
+
+        def forward(self, ids):
+            hidden = self.embedding(ids)
+            return torch.nn.functional.linear(hidden, self.embedding.weight)
+
+    model = Tied().eval()
+    ids = torch.randint(0, 10, (2, 3))
+    program = onnxport.export(model, (ids,))
+    assert "Transpose" in [n.op_type for n in program.model.graph]
+    torch.testing.assert_close(program(ids)[0], model(ids), rtol=1e-3, atol=1e-4)
