@@ -45,7 +45,6 @@ for _op, _names in [
     ("Ceil", ("aten::ceil",)),
     ("Round", ("aten::round",)),
     ("Sign", ("aten::sign",)),
-    ("Not", ("aten::logical_not", "aten::bitwise_not")),
     ("IsNaN", ("aten::isnan",)),
     ("Softsign", ("aten::softsign",)),
     ("Identity", ("aten::positive",)),
@@ -61,6 +60,25 @@ _unary("Mish", "aten::mish", "aten::mish_", since_opset=18)
 def hardswish_before_14(g, self):
     """hardswish(Tensor self) -> Tensor"""
     return g.op("Mul", self, g.op("HardSigmoid", self, alpha_f=1.0 / 6, beta_f=0.5))
+
+
+@translates("aten::logical_not")
+def logical_not(g, self):
+    """logical_not(Tensor self) -> Tensor"""
+    # ONNX Not takes bool only; torch takes any dtype (nonzero is true).
+    return g.op("Not", cast(g, self, ir.DataType.BOOL))
+
+
+@translates("aten::bitwise_not")
+def bitwise_not(g, self):
+    """bitwise_not(Tensor self) -> Tensor"""
+    if self.dtype == ir.DataType.BOOL:
+        return g.op("Not", self)
+    if g.opset >= 18:
+        return g.op("BitwiseNot", self)
+    # Before BitwiseNot: ~x == -1 - x in two's complement, and 255 - x for uint8.
+    all_ones = 255 if self.dtype == ir.DataType.UINT8 else -1
+    return g.op("Sub", g.const(all_ones, self.dtype), self)
 
 
 @translates("aten::rsqrt")
@@ -107,9 +125,28 @@ def relu6(g, self):
 @translates("aten::clamp", "aten::clamp_", "aten::clip")
 def clamp(g, self, min=None, max=None):
     """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    low = None if min is None else as_tensor(g, min, self)
-    high = None if max is None else as_tensor(g, max, self)
-    return g.op("Clip", self, low, high)
+    dtype = expected_dtype(g) or self.dtype
+    x = cast(g, self, dtype)
+    bounds = [b for b in (min, max) if b is not None]
+    if any(_is_tensor_bound(b) for b in bounds):
+        # clamp.Tensor: Clip takes scalar bounds only, so elementwise bounds are Max then Min
+        # (torch's order: a max below the min wins).
+        if min is not None:
+            x = g.op("Max", x, as_tensor(g, min, dtype=dtype))
+        if max is not None:
+            x = g.op("Min", x, as_tensor(g, max, dtype=dtype))
+        return x
+    low = None if min is None else as_tensor(g, min, dtype=dtype)
+    high = None if max is None else as_tensor(g, max, dtype=dtype)
+    if low is None and high is not None:
+        return g.op("Min", x, high)  # Clip's min is positional: without one, use Min
+    return g.op("Clip", x, low, high)
+
+
+def _is_tensor_bound(bound) -> bool:
+    """A bound that is a tensor of some rank (a SymInt value is a scalar, 1-D [1] in the graph)."""
+    return isinstance(bound, ir.Value) and bound.meta.get("symint") is None and (
+        bound.shape is None or len(bound.shape) > 0)
 
 
 @translates("aten::clamp_min", "aten::clamp_min_")
@@ -148,10 +185,15 @@ def selu(g, self):
 @translates("aten::softplus")
 def softplus(g, self, beta=1.0, threshold=20.0):
     """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    if beta == 1.0:
-        return g.op("Softplus", self)
-    scaled = g.op("Mul", self, g.const(beta, self.dtype))
-    return g.op("Div", g.op("Softplus", scaled), g.const(beta, self.dtype))
+    scaled = self if beta == 1.0 else g.op("Mul", self, g.const(beta, self.dtype))
+    out = g.op("Softplus", scaled)
+    if beta != 1.0:
+        out = g.op("Div", out, g.const(beta, self.dtype))
+    if threshold >= 20:
+        # Above such a threshold softplus(x) and x differ by under exp(-threshold) / beta.
+        return out
+    # torch returns x itself where beta * x > threshold (the linear regime).
+    return g.op("Where", g.op("Greater", scaled, g.const(threshold, self.dtype)), self, out)
 
 
 @translates("aten::prelu")
@@ -159,13 +201,21 @@ def prelu(g, self, weight):
     """prelu(Tensor self, Tensor weight) -> Tensor"""
     if self.shape is not None and len(self.shape) > 2 and weight.shape is not None and len(weight.shape) == 1:
         weight = g.op("Reshape", weight, g.const([-1] + [1] * (len(self.shape) - 2)))
+    elif self.shape is not None and len(self.shape) == 0:
+        # A 0-d input keeps its rank: its one weight must not broadcast it to [1].
+        weight = g.op("Reshape", weight, g.const([], ir.DataType.INT64))
     return g.op("PRelu", self, weight)
 
 
 @translates("aten::logit")
 def logit(g, self, eps=None):
     """logit(Tensor self, float? eps=None) -> Tensor"""
-    x = self if eps is None else g.op("Clip", self, g.const(eps, self.dtype), g.const(1 - eps, self.dtype))
+    x = self
+    if eps is not None:
+        # torch's kernel: x < eps ? eps : (x > 1 - eps ? 1 - eps : x); unlike Clip this picks
+        # eps (not 1 - eps) below eps when eps > 0.5.
+        low, high = g.const(eps, self.dtype), g.const(1 - eps, self.dtype)
+        x = g.op("Where", g.op("Less", self, low), low, g.op("Min", self, high))
     return g.op("Log", g.op("Div", x, g.op("Sub", g.const(1.0, self.dtype), x)))
 
 
