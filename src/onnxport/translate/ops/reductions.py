@@ -50,6 +50,9 @@ def max_(g, self, dim=None, keepdim=False):
     op = "ReduceMax" if is_max else "ReduceMin"
     if dim is None:
         return reduce(g, op, self, None, False)
+    if rank(self) == 0:
+        # A 0-d tensor is its own max along dim 0 (or -1), at index 0; ONNX needs an axis.
+        return g.op("Identity", self), g.const(0, ir.DataType.INT64)
     axis = normalize_axis(dim, rank(self))
     values = reduce(g, op, self, [axis], keepdim)
     indices = g.op("ArgMax" if is_max else "ArgMin", self, axis_i=axis, keepdims_i=int(keepdim))
@@ -61,6 +64,8 @@ def argmax(g, self, dim=None, keepdim=False):
     """argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
     op = "ArgMax" if "argmax" in g.provenance.aten else "ArgMin"
     x = self
+    if rank(self) == 0:
+        return g.const(0, ir.DataType.INT64)  # the only index of a 0-d tensor
     if dim is None:
         x = g.op("Reshape", self, g.const([-1]))
         dim = 0
@@ -74,7 +79,7 @@ def softmax(g, self, dim, *_, **__):
     """softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     dtype = expected_dtype(g)
     x = cast(g, self, dtype) if dtype is not None else self
-    return g.op("Softmax", x, axis_i=normalize_axis(dim, rank(self)))
+    return _softmax_like(g, "Softmax", x, dim, rank(self))
 
 
 @translates("aten::log_softmax", "aten::_log_softmax", "aten::special_log_softmax")
@@ -82,7 +87,15 @@ def log_softmax(g, self, dim, *_, **__):
     """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     dtype = expected_dtype(g)
     x = cast(g, self, dtype) if dtype is not None else self
-    return g.op("LogSoftmax", x, axis_i=normalize_axis(dim, rank(self)))
+    return _softmax_like(g, "LogSoftmax", x, dim, rank(self))
+
+
+def _softmax_like(g, op_type, x, dim, r):
+    if r == 0:
+        # ONNX wants rank >= 1; torch treats a 0-d tensor as one element.
+        one = g.op(op_type, g.op("Unsqueeze", x, g.const([0])), axis_i=0)
+        return g.op("Squeeze", one, g.const([0]))
+    return g.op(op_type, x, axis_i=normalize_axis(dim, r))
 
 
 @translates("aten::cumsum")
@@ -90,29 +103,44 @@ def cumsum(g, self, dim, *, dtype=None):
     """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
     out = expected_dtype(g)
     x = cast(g, self, out) if out is not None else self
+    if rank(self) == 0:
+        return g.op("Identity", x)  # ONNX CumSum rejects scalars; torch's is the value itself
     return g.op("CumSum", x, g.const(normalize_axis(dim, rank(self)), ir.DataType.INT64))
 
 
 @translates("aten::var", "aten::std")
-def var(g, self, dim=None, *, correction=None, keepdim=False, unbiased=None):
-    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    if isinstance(dim, bool):
-        unbiased, dim = dim, None
+def var(g, self, *args, correction=None, keepdim=False, unbiased=None):
+    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+
+    Also the older overloads: var(Tensor self, bool unbiased=True) and
+    var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False).
+    """
+    dim = None
+    if args and isinstance(args[0], bool):  # var(self, unbiased)
+        unbiased = args[0]
+    elif args:
+        dim = args[0]
+        if len(args) > 1:  # var.dim(self, dim, unbiased, keepdim)
+            unbiased = args[1]
+        if len(args) > 2:
+            keepdim = args[2]
     if correction is None:
         correction = 0 if unbiased is False else 1
     axes = _axes(self, dim)
-    mean = reduce(g, "ReduceMean", self, axes, True)
-    diff = g.op("Sub", self, mean)
-    squared = g.op("Mul", diff, diff)
-    if correction == 0:
-        result = reduce(g, "ReduceMean", squared, axes, keepdim)
-    else:
-        total = reduce(g, "ReduceSum", squared, axes, keepdim)
-        count = g.op("Cast", g.op("Size", self), to_i=int(self.dtype))
-        if axes is not None:
-            kept = g.op("Cast", g.op("Size", mean), to_i=int(self.dtype))
-            count = g.op("Div", count, kept)
-        result = g.op("Div", total, g.op("Sub", count, g.const(float(correction), self.dtype)))
+    if axes is not None and not axes:
+        axes = None
+    x = self if self.dtype in FLOAT_TYPES else cast(g, self, expected_dtype(g) or ir.DataType.FLOAT)
+    mean = reduce(g, "ReduceMean", x, axes, True)
+    diff = g.op("Sub", x, mean)
+    total = reduce(g, "ReduceSum", g.op("Mul", diff, diff), axes, keepdim)
+    count = g.op("Cast", g.op("Size", x), to_i=int(x.dtype))
+    if axes is not None:
+        kept = g.op("Cast", g.op("Size", mean), to_i=int(x.dtype))
+        count = g.op("Div", count, kept)
+    # torch divides by max(N - correction, 0): no samples left gives 0/0 = nan, as in torch.
+    divisor = g.op("Max", g.op("Sub", count, g.const(float(correction), x.dtype)),
+                   g.const(0.0, x.dtype))
+    result = g.op("Div", total, divisor)
     if "std" in g.provenance.aten:
         result = g.op("Sqrt", result)
     return result
@@ -131,16 +159,28 @@ def any_(g, self, dim=None, keepdim=False):
 @translates("aten::norm", "aten::linalg_vector_norm")
 def norm(g, self, p=2, dim=None, keepdim=False, *, dtype=None):
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    if p is None:
+        p = 2
+    out_dtype = expected_dtype(g)
+    x = cast(g, self, out_dtype) if out_dtype is not None else self
     axes = _axes(self, dim)
+    if axes is not None and not axes:
+        axes = None
     if p == 1:
-        return reduce(g, "ReduceL1", self, axes, keepdim)
+        return reduce(g, "ReduceL1", x, axes, keepdim)
     if p == 2:
-        return reduce(g, "ReduceL2", self, axes, keepdim)
+        return reduce(g, "ReduceL2", x, axes, keepdim)
     if p == float("inf"):
-        return reduce(g, "ReduceMax", g.op("Abs", self), axes, keepdim)
-    powered = g.op("Pow", g.op("Abs", self), g.const(float(p), self.dtype))
+        return reduce(g, "ReduceMax", g.op("Abs", x), axes, keepdim)
+    if p == float("-inf"):
+        return reduce(g, "ReduceMin", g.op("Abs", x), axes, keepdim)
+    if p == 0:
+        # The "0-norm" counts the nonzero entries.
+        nonzero = g.op("Not", g.op("Equal", x, g.const(0.0, x.dtype)))
+        return reduce(g, "ReduceSum", g.op("Cast", nonzero, to_i=int(x.dtype)), axes, keepdim)
+    powered = g.op("Pow", g.op("Abs", x), g.const(float(p), x.dtype))
     summed = reduce(g, "ReduceSum", powered, axes, keepdim)
-    return g.op("Pow", summed, g.const(1.0 / p, self.dtype))
+    return g.op("Pow", summed, g.const(1.0 / p, x.dtype))
 
 
 @translates("aten::logsumexp")
