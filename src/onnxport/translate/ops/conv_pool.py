@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import re
 
-from onnxport.translate.ops._helpers import rank, squeeze, unsqueeze
+import onnx_ir as ir
+
+from onnxport.translate.ops._helpers import rank, reduce, squeeze, unsqueeze
 from onnxport.translate.registry import translates
 
 
@@ -23,17 +26,51 @@ def _conv(g, x, weight, bias, stride, padding, dilation, groups, transposed=Fals
         dilations_i=_tuple(dilation, spatial),
         group_i=groups,
     )
-    if isinstance(padding, str):
-        attrs["auto_pad_s"] = {"same": "SAME_UPPER", "valid": "VALID"}[padding]
+    if padding == "valid":
+        attrs["pads_i"] = [0] * (2 * spatial)
+    elif padding == "same":
+        kernel = list(weight.shape)[2:]
+        if not all(isinstance(k, int) for k in kernel):
+            attrs["auto_pad_s"] = "SAME_UPPER"
+        else:
+            # Explicit pads, as torch computes them (the odd one at the end): ONNX Runtime
+            # rejects auto_pad SAME with dilation.
+            total = [d * (k - 1) for d, k in zip(attrs["dilations_i"], kernel)]
+            attrs["pads_i"] = [t // 2 for t in total] + [t - t // 2 for t in total]
     else:
         pads = _tuple(padding, spatial)
         attrs["pads_i"] = pads + pads
     if transposed:
         output_padding = _tuple(output_padding, spatial)
+        strides = attrs["strides_i"]
+        if any(o >= s for o, s in zip(output_padding, strides)) and "pads_i" in attrs:
+            return _conv_transpose_wide_output_padding(g, x, weight, bias, attrs, output_padding)
         if any(output_padding):
             attrs["output_padding_i"] = output_padding
         return g.op("ConvTranspose", x, weight, bias, **attrs)
     return g.op("Conv", x, weight, bias, **attrs)
+
+
+def _conv_transpose_wide_output_padding(g, x, weight, bias, attrs, output_padding):
+    """ConvTranspose whose output_padding is not below its stride (torch allows up to the
+    dilation; ONNX Runtime rejects it): the full transposed convolution, zero-extended at the
+    end where output_padding passes the padding, cropped to torch's window, then the bias."""
+    spatial = len(output_padding)
+    pads = attrs.pop("pads_i")[:spatial]
+    full = g.op("ConvTranspose", x, weight, **attrs)
+    extend = [max(0, o - p) for o, p in zip(output_padding, pads)]
+    if any(extend):
+        full = g.op("Pad", full, g.const([0] * (spatial + 2) + [0, 0] + extend, ir.DataType.INT64))
+    # torch's output along each axis is full[p : len - (p - o)] (the end past the full output
+    # being the zeros just added).
+    starts = list(pads)
+    ends = [-(p - o) if p > o else 2**63 - 1 for p, o in zip(pads, output_padding)]
+    axes = list(range(2, 2 + spatial))
+    out = g.op("Slice", full, g.const(starts, ir.DataType.INT64), g.const(ends, ir.DataType.INT64),
+               g.const(axes, ir.DataType.INT64))
+    if bias is not None:
+        out = g.op("Add", out, g.op("Reshape", bias, g.const([-1] + [1] * spatial)))
+    return out
 
 
 def _batched(g, x, spatial, function):
@@ -96,36 +133,160 @@ def max_pool_with_indices(g, self, kernel_size, stride=(), padding=0, dilation=1
     """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
     spatial = _spatial_rank(g)
     attrs = _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode, dilation)
-    return g.op("MaxPool", self, outputs=2, **attrs)
+
+    def pool(x):
+        values, indices = g.op("MaxPool", x, outputs=2, **attrs)
+        return values, _plane_indices(g, self, indices, spatial)
+
+    if rank(self) == spatial + 1:
+        values, indices = pool(unsqueeze(g, self, [0]))
+        return squeeze(g, values, [0]), squeeze(g, indices, [0])
+    return pool(self)
+
+
+def _plane_indices(g, x, indices, spatial):
+    """ONNX MaxPool's indices count over the whole (N, C, ...) tensor; torch's count within
+    each (n, c) plane: the remainder by the plane's size (``x`` is the pooled input)."""
+    dims = list(x.shape)[-spatial:]
+    if all(isinstance(d, int) for d in dims):
+        plane = g.const(math.prod(dims), ir.DataType.INT64)
+    else:
+        shape = g.op("Shape", x, start_i=-spatial) if g.opset >= 15 else g.op(
+            "Slice", g.op("Shape", x), g.const([-spatial]), g.const([2**62]))
+        plane = reduce(g, "ReduceProd", shape, None, False)
+    return g.op("Mod", indices, plane)
 
 
 @translates("aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d")
 def avg_pool(g, self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
              divisor_override=None):
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    if divisor_override is not None:
-        raise NotImplementedError("avg_pool with divisor_override has no ONNX form")
     spatial = _spatial_rank(g)
+    if divisor_override is not None:
+        return _batched(g, self, spatial, lambda x: _sum_pool(
+            g, x, kernel_size, stride, padding, spatial, divisor_override))
     attrs = _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode)
     if any(_tuple(padding, spatial)):
         attrs["count_include_pad_i"] = int(count_include_pad)
     return _batched(g, self, spatial, lambda x: g.op("AveragePool", x, **attrs))
 
 
-def _adaptive(g, self, output_size, onnx_op, global_op):
+def _sum_pool(g, x, kernel_size, stride, padding, spatial, divisor):
+    """Window sums divided by ``divisor`` (avg_pool's divisor_override): zero-pad explicitly so
+    that every window torch makes is whole, then a full-window average times the window size."""
+    kernel = _tuple(kernel_size, spatial)
+    strides = _tuple(stride, spatial) if stride else kernel
+    pads = _tuple(padding, spatial)
+    sizes = list(x.shape)[-spatial:]
+    out_sizes = list(g.expected.shape)[-spatial:]
+    if not all(isinstance(d, int) for d in sizes + out_sizes):
+        raise NotImplementedError("avg_pool with divisor_override needs static spatial sizes")
+    # The last window may hang past the padded input in ceil mode: pad up to its end.
+    ends = [max(p, (o - 1) * s + k - (n + p)) for n, o, s, k, p in
+            zip(sizes, out_sizes, strides, kernel, pads)]
+    padded = x
+    if any(pads) or any(ends):
+        padded = g.op("Pad", x, g.const([0, 0] + pads + [0, 0] + ends, ir.DataType.INT64))
+    average = g.op("AveragePool", padded, kernel_shape_i=kernel, strides_i=strides)
+    out = g.op("Mul", average, g.const(math.prod(kernel) / divisor, x.dtype))
+    # Windows that start in the end padding are not windows for torch.
+    expected_full = [(n + p + e - k) // s + 1 for n, p, e, k, s in
+                     zip(sizes, pads, ends, kernel, strides)]
+    if expected_full != out_sizes:
+        out = g.op("Slice", out, g.const([0] * spatial), g.const(out_sizes),
+                   g.const(list(range(2, 2 + spatial))))
+    return out
+
+
+def _adaptive(g, self, output_size, onnx_op, global_op, with_indices=False):
+    """Adaptive pooling: global, whole windows, or (static sizes) torch's overlapping windows."""
     spatial = _spatial_rank(g)
-    out = _tuple(output_size, spatial)
     in_spatial = list(self.shape)[-spatial:]
-    if all(o == 1 for o in out):
-        return _batched(g, self, spatial, lambda x: g.op(global_op, x))
-    if all(isinstance(i, int) for i in in_spatial) and all(
-        i % o == 0 for i, o in zip(in_spatial, out)
-    ):
+    # A None in output_size keeps that input size.
+    out = [i if o is None else o for o, i in zip(_tuple(output_size, spatial), in_spatial)]
+    static = all(isinstance(i, int) for i in in_spatial)
+    if static and all(i % o == 0 for i, o in zip(in_spatial, out)):
         kernel = [i // o for i, o in zip(in_spatial, out)]
-        return _batched(g, self, spatial, lambda x: g.op(
-            onnx_op, x, kernel_shape_i=kernel, strides_i=kernel))
-    raise NotImplementedError(
-        f"adaptive pooling from {in_spatial} to {out} is not a whole-window pooling")
+        if not with_indices:
+            if all(o == 1 for o in out):
+                return _batched(g, self, spatial, lambda x: g.op(global_op, x))
+            return _batched(g, self, spatial, lambda x: g.op(
+                onnx_op, x, kernel_shape_i=kernel, strides_i=kernel))
+
+        def pool(x):
+            values, indices = g.op("MaxPool", x, kernel_shape_i=kernel, strides_i=kernel,
+                                   outputs=2)
+            return values, _plane_indices(g, self, indices, spatial)
+
+        if rank(self) == spatial + 1:
+            values, indices = pool(unsqueeze(g, self, [0]))
+            return squeeze(g, values, [0]), squeeze(g, indices, [0])
+        return pool(self)
+    if all(o == 1 for o in out):
+        result = _batched(g, self, spatial, lambda x: g.op(global_op, x))
+        return (result, None) if with_indices else result
+    if not static:
+        raise NotImplementedError(
+            f"adaptive pooling from symbolic sizes {in_spatial} to {out} is not a whole-window "
+            "pooling")
+    result = _adaptive_windows(g, self, in_spatial, out,
+                               "ReduceMean" if onnx_op == "AveragePool" else "ReduceMax")
+    if with_indices:
+        return result, _adaptive_max_indices(g, self, in_spatial, out)
+    return result
+
+
+def _adaptive_windows(g, x, in_spatial, out, reduce_op):
+    """torch's adaptive windows [floor(i*n/o), ceil((i+1)*n/o)) one axis at a time (a mean or
+    max over a box is the same taken axis by axis): a Slice and a reduction per window."""
+    r = rank(x)
+    first = r - len(in_spatial)
+    for k, (n, o) in enumerate(zip(in_spatial, out)):
+        if n == o:
+            continue
+        axis = first + k
+        pieces = []
+        for i in range(o):
+            start, end = _window(n, o, i)
+            window = g.op("Slice", x, g.const([start]), g.const([end]), g.const([axis]))
+            pieces.append(reduce(g, reduce_op, window, [axis], True))
+        x = pieces[0] if len(pieces) == 1 else g.op("Concat", *pieces, axis_i=axis)
+    return x
+
+
+def _window(n, o, i):
+    return (i * n) // o, -((-(i + 1) * n) // o)
+
+
+def _adaptive_max_indices(g, x, in_spatial, out):
+    """torch's indices (within each plane) of the maxima of overlapping adaptive windows: per
+    output cell, ArgMax over the flattened box (first maximum in row-major order, as torch)
+    turned into a plane index. Unused, these nodes are removed by the clean-up passes."""
+    import itertools
+
+    spatial = len(in_spatial)
+    lead = rank(x) - spatial
+    axes = g.const(list(range(lead, lead + spatial)))
+    plane_strides = [math.prod(in_spatial[k + 1:]) for k in range(spatial)]
+    cells = []
+    for cell in itertools.product(*(range(o) for o in out)):
+        bounds = [_window(n, o, i) for n, o, i in zip(in_spatial, out, cell)]
+        box = g.op("Slice", x, g.const([b[0] for b in bounds]), g.const([b[1] for b in bounds]),
+                   axes)
+        flat = g.op("Reshape", box, g.const([0] * lead + [-1]))
+        local = g.op("ArgMax", flat, axis_i=-1, keepdims_i=1)
+        sizes = [end - start for start, end in bounds]
+        index = None
+        for k in range(spatial):
+            # coordinate k within the box = local // prod(sizes[k+1:]) % sizes[k]
+            coordinate = g.op("Div", local, g.const(math.prod(sizes[k + 1:]), ir.DataType.INT64))
+            coordinate = g.op("Mod", coordinate, g.const(sizes[k], ir.DataType.INT64))
+            term = g.op("Mul", g.op("Add", coordinate, g.const(bounds[k][0], ir.DataType.INT64)),
+                        g.const(plane_strides[k], ir.DataType.INT64))
+            index = term if index is None else g.op("Add", index, term)
+        cells.append(index)
+    joined = cells[0] if len(cells) == 1 else g.op("Concat", *cells, axis_i=-1)
+    return g.op("Reshape", joined, g.const([0] * lead + list(out)))
 
 
 @translates("aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
@@ -138,7 +299,6 @@ def adaptive_avg_pool(g, self, output_size):
 @translates("aten::adaptive_max_pool1d", "aten::adaptive_max_pool2d", "aten::adaptive_max_pool3d")
 def adaptive_max_pool(g, self, output_size):
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    result = _adaptive(g, self, output_size, "MaxPool", "GlobalMaxPool")
-    if isinstance(g.expected, (tuple, list)):
-        raise NotImplementedError("adaptive_max_pool indices are not supported")
-    return result
+    # The aten op always returns (values, indices), used or not.
+    with_indices = isinstance(g.expected, (tuple, list))
+    return _adaptive(g, self, output_size, "MaxPool", "GlobalMaxPool", with_indices)
