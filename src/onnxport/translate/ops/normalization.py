@@ -22,7 +22,8 @@ def _torch_dtype(dtype: ir.DataType) -> torch.dtype:
 
 
 @translates("aten::batch_norm", "aten::_native_batch_norm_legit_no_training",
-            "aten::native_batch_norm", "aten::_native_batch_norm_legit", "aten::instance_norm")
+            "aten::native_batch_norm", "aten::_native_batch_norm_legit", "aten::instance_norm",
+            "aten::_native_batch_norm_legit_functional")
 def batch_norm(g, input, weight, bias, running_mean, running_var, *rest):
     """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
     name = g.provenance.aten
@@ -38,30 +39,60 @@ def batch_norm(g, input, weight, bias, running_mean, running_var, *rest):
             return g.op("InstanceNormalization", input, scale, shift, epsilon_f=eps)
     if name.startswith("aten::_native_batch_norm_legit_no_training"):
         training, eps = False, rest[1]
+    elif isinstance(running_mean, bool):
+        # _native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps)
+        training, eps = running_mean, rest[0]
+        running_mean = running_var = None
     else:
         training, eps = rest[0], rest[2]
-    if training:
-        raise NotImplementedError("batch_norm in training mode: export the model in eval() mode")
-    channels = [input.shape[1]]
+    channels = [input.shape[1]] if rank(input) > 1 else [input.shape[0]]
     scale = _ones_or(g, weight, channels, input.dtype)
     shift = _ones_or(g, bias, channels, input.dtype, 0.0)
+    native = isinstance(g.expected, (tuple, list))
+    if training or running_mean is None:
+        # Batch statistics (a functional batch_norm with training=True, or no running stats):
+        # normalize over every axis but the channels. The running-stat update is a buffer
+        # write that inference does not need.
+        out, mean, inv_std = _batch_statistics_norm(g, input, scale, shift, eps)
+        if native:
+            return (out, mean, inv_std) + (None,) * (len(g.expected) - 3)
+        return out
     out = g.op("BatchNormalization", input, scale, shift, running_mean, running_var, epsilon_f=eps)
-    if isinstance(g.expected, (tuple, list)):
-        return (out, None, None) if len(g.expected) == 3 else (out, None, None, None, None)
+    if native:
+        # In evaluation torch returns empty saved statistics.
+        empty = g.const(torch.zeros(0, dtype=_torch_dtype(input.dtype)))
+        return (out, empty, empty) + (None,) * (len(g.expected) - 3)
     return out
 
 
-def _layer_norm_decomposed(g, x, axes, weight, bias, eps):
+def _batch_statistics_norm(g, x, scale, shift, eps):
+    """(normalized x, mean [C], 1/sqrt(biased var + eps) [C]) over the batch and spatial axes."""
+    r = rank(x)
+    axes = [0] + list(range(2, r))
     mean = reduce(g, "ReduceMean", x, axes, True)
     centered = g.op("Sub", x, mean)
     variance = reduce(g, "ReduceMean", g.op("Mul", centered, centered), axes, True)
-    denominator = g.op("Sqrt", g.op("Add", variance, g.const(eps, x.dtype)))
-    out = g.op("Div", centered, denominator)
+    inv_std = g.op("Reciprocal", g.op("Sqrt", g.op("Add", variance, g.const(eps, x.dtype))))
+    trailing = list(range(1, r - 1))
+    out = g.op("Mul", centered, inv_std)
+    out = g.op("Mul", out, unsqueeze(g, scale, trailing) if trailing else scale)
+    out = g.op("Add", out, unsqueeze(g, shift, trailing) if trailing else shift)
+    flat = g.const([-1])
+    return out, g.op("Reshape", mean, flat), g.op("Reshape", inv_std, flat)
+
+
+def _layer_norm_decomposed(g, x, axes, weight, bias, eps):
+    """(normalized x, mean, 1/std), the statistics kept over ``axes`` as native_layer_norm's."""
+    mean = reduce(g, "ReduceMean", x, axes, True)
+    centered = g.op("Sub", x, mean)
+    variance = reduce(g, "ReduceMean", g.op("Mul", centered, centered), axes, True)
+    inv_std = g.op("Reciprocal", g.op("Sqrt", g.op("Add", variance, g.const(eps, x.dtype))))
+    out = g.op("Mul", centered, inv_std)
     if weight is not None:
         out = g.op("Mul", out, weight)
     if bias is not None:
         out = g.op("Add", out, bias)
-    return out
+    return out, mean, inv_std
 
 
 @translates("aten::layer_norm", "aten::native_layer_norm")
@@ -71,8 +102,9 @@ def layer_norm(g, input, normalized_shape, weight=None, bias=None, eps=1e-5, *_)
     axis = r - len(normalized_shape)
     native = isinstance(g.expected, (tuple, list))
     if g.opset < 17:
-        out = _layer_norm_decomposed(g, input, list(range(axis, r)), weight, bias, eps)
-        return (out, None, None) if native else out
+        out, mean, inv_std = _layer_norm_decomposed(g, input, list(range(axis, r)), weight,
+                                                    bias, eps)
+        return (out, mean, inv_std) if native else out
     scale = _ones_or(g, weight, normalized_shape, input.dtype)
     if native:
         out, mean, inv_std = g.op("LayerNormalization", input, scale, bias, axis_i=axis,
@@ -119,5 +151,10 @@ def group_norm(g, input, *args):
     if bias is not None:
         out = g.op("Add", out, unsqueeze(g, bias, trailing) if trailing else bias)
     if "native" in g.provenance.aten:
-        return out, None, None
+        # native_group_norm also returns the [N, G] mean and 1/std of each group.
+        mean = reduce(g, "ReduceMean", grouped, [2], True)
+        centered = g.op("Sub", grouped, mean)
+        variance = reduce(g, "ReduceMean", g.op("Mul", centered, centered), [2], False)
+        inv_std = g.op("Reciprocal", g.op("Sqrt", g.op("Add", variance, g.const(eps, input.dtype))))
+        return out, g.op("Squeeze", mean, g.const([2])), inv_std
     return out
