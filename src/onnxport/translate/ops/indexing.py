@@ -17,12 +17,20 @@ def embedding(g, weight, indices, padding_idx=-1, scale_grad_by_freq=False, spar
 @translates("aten::index_select")
 def index_select(g, self, dim, index):
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
+    if rank(self) == 0:
+        # torch indexes a 0-d tensor as if it were 1-d of one element and keeps it 0-d.
+        return g.op("Identity", self)
     return g.op("Gather", self, index, axis_i=normalize_axis(dim, rank(self)))
 
 
 @translates("aten::gather")
 def gather(g, self, dim, index, *, sparse_grad=False):
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
+    # ONNX takes int32/int64 indices only; torch also accepts other integer types.
+    index = cast(g, index, ir.DataType.INT64)
+    if rank(self) == 0:
+        # Every index into a 0-d tensor is 0: the value, in the index's shape.
+        return g.op("Expand", self, g.op("Shape", index))
     return g.op("GatherElements", self, index, axis_i=normalize_axis(dim, rank(self)))
 
 
@@ -118,9 +126,10 @@ def scatter_add(g, self, dim, index, src):
                 reduction_s="add")
 
 
-def _axis_indices(g, src, axis, start, step):
-    """int64 indices start, start+step, ... along ``axis``, broadcast to ``src``'s shape."""
-    r = rank(src)
+def _axis_indices(g, src, axis, start, step, r=None):
+    """int64 indices start, start+step, ... along ``axis``, broadcast to ``src``'s shape
+    (``r``: its rank, when ``src`` is a fresh value whose shape is not recorded)."""
+    r = rank(src) if r is None else r
     count = g.op("Shape", src, start_i=axis, end_i=axis + 1) if g.opset >= 15 else \
         g.op("Gather", g.op("Shape", src), g.const([axis]), axis_i=0)
     first = as_tensor(g, start, dtype=ir.DataType.INT64)
@@ -158,7 +167,7 @@ def select_scatter(g, self, src, dim, index):
     if isinstance(index, int) and index < 0 and isinstance(size, int):
         index += size
     src = g.op("Unsqueeze", cast(g, src, self.dtype), g.const([axis]))
-    indices = _axis_indices(g, src, axis, index, 1)
+    indices = _axis_indices(g, src, axis, index, 1, r)
     return g.op("ScatterElements", self, indices, src, axis_i=axis)
 
 

@@ -68,10 +68,12 @@ def reshape_to(g, x: ir.Value, dims: Sequence[Any]) -> ir.Value:
         if position is None:
             raise ValueError(f"cannot compute the size {text} of a reshape of {x.name}")
         entries[i] = size_of(g, x, position)
-    if any(e == 0 for e in entries if isinstance(e, int)) and any(
-        isinstance(d, int) and d == 0 for d in dims
-    ):
-        raise ValueError("reshape to an empty dimension with symbolic sizes is not supported")
+    if any(isinstance(d, int) and d == 0 for d in dims):
+        if all(isinstance(d, int) for d in dims):
+            # An empty result has no data: a constant (Reshape would read 0 as "keep").
+            return g.const(torch.zeros(dims, dtype=_torch_dtype(x.dtype)))
+        if any(e == 0 for e in entries if isinstance(e, int)):
+            raise ValueError("reshape to an empty dimension with symbolic sizes is not supported")
     return g.op("Reshape", x, shape_list(g, entries))
 
 
@@ -200,6 +202,8 @@ def squeeze_(g, self, dim=None):
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
     r = rank(self)
     shape = list(self.shape)
+    if r == 0:
+        return self  # squeezing a 0-d tensor (along 0 or -1) leaves it as it is
     if dim is None:
         axes = [i for i, d in enumerate(shape) if d == 1]
     else:
@@ -333,6 +337,8 @@ def roll(g, self, shifts, dims=()):
 
 def _roll_axis(g, x, shift, axis, size=None):
     if isinstance(size, int):
+        if size == 0:
+            return x  # nothing to roll (and no remainder by zero)
         shift = shift % size
         if shift == 0:
             return x
@@ -376,9 +382,36 @@ def pad(g, self, pad, mode="constant", value=None):
         ends[axis] = pad[2 * i + 1]
     onnx_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge",
                  "circular": "wrap"}[mode]
+    if onnx_mode == "wrap" and (g.opset < 19 or any(
+            isinstance(p, int) and p < 0 for p in begins + ends)):
+        return _circular_pad(g, self, begins, ends)
     pads = shape_list(g, begins + ends)
     fill = as_tensor(g, value if value is not None else 0, self) if onnx_mode == "constant" else None
     return g.op("Pad", self, pads, fill, mode_s=onnx_mode)
+
+
+def _circular_pad(g, x, begins, ends):
+    """Pad's "wrap" mode arrived in opset 19 (and its negative pads do not crop first, as
+    torch's do): each padded axis is its tail, itself, then its head."""
+    for axis, (before, after) in enumerate(zip(begins, ends)):
+        if not isinstance(before, int) or not isinstance(after, int):
+            raise NotImplementedError("circular padding by symbolic amounts before opset 19")
+        if before == 0 and after == 0:
+            continue
+        axes = g.const([axis])
+        # As torch: crop the negative pads first, then wrap what is left.
+        core = x
+        if before < 0 or after < 0:
+            core = g.op("Slice", x, g.const([max(0, -before)]),
+                        g.const([after if after < 0 else INT64_MAX]), axes)
+        parts = []
+        if before > 0:
+            parts.append(g.op("Slice", core, g.const([-before]), g.const([INT64_MAX]), axes))
+        parts.append(core)
+        if after > 0:
+            parts.append(g.op("Slice", core, g.const([0]), g.const([after]), axes))
+        x = parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis_i=axis)
+    return x
 
 
 def _pad_mode(mode):
@@ -418,6 +451,12 @@ def shape_as_tensor(g, self):
 def _unsupported_view(g, *args, **kwargs):
     """view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)"""
     raise NotImplementedError("reinterpreting a tensor's bytes as another dtype has no ONNX form")
+
+
+def _torch_dtype(dtype: ir.DataType) -> torch.dtype:
+    from onnx_ir.tensor_adapters import to_torch_dtype
+
+    return to_torch_dtype(dtype)
 
 
 def _dtype_arg(dtype):
