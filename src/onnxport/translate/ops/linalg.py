@@ -34,13 +34,41 @@ def addmm(g, self, mat1, mat2, *, beta=1, alpha=1):
 def baddbmm(g, self, batch1, batch2, *, beta=1, alpha=1):
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     product = g.op("MatMul", batch1, batch2)
+    if "addbmm" in g.provenance.aten and "baddbmm" not in g.provenance.aten:
+        # addbmm adds the sum of the batch of products: one [n, p] matrix.
+        product = g.op("ReduceSum", product, g.const([0]), keepdims_i=0)
     if alpha != 1:
         product = g.op("Mul", product, g.const(alpha, product.dtype))
     base = self if beta == 1 else g.op("Mul", self, g.const(beta, self.dtype))
     return g.op("Add", base, product) if beta != 0 else product
 
 
-@translates("aten::dot", "aten::vdot", "aten::mv", "aten::inner")
+@translates("aten::dot", "aten::vdot", "aten::mv")
 def dot(g, self, other):
     """dot(Tensor self, Tensor tensor) -> Tensor"""
     return g.op("MatMul", self, other)
+
+
+@translates("aten::inner")
+def inner(g, self, other):
+    """inner(Tensor self, Tensor other) -> Tensor"""
+    a, b = rank(self), rank(other)
+    if a == 0 or b == 0:
+        return g.op("Mul", self, other)  # with a scalar, inner is the product
+    if b == 1:
+        return g.op("MatMul", self, other)
+    # Contract the last axes of both: self [..., k] @ other [..., k] moved to [k, ...].
+    moved = g.op("Transpose", other, perm_i=[b - 1] + list(range(b - 1)))
+    flat = g.op("Reshape", moved, g.const([0, -1]))
+    out = g.op("MatMul", self, flat)
+    if b == 2:
+        return out
+    shape = g.op("Concat", _leading_shape(g, self), _leading_shape(g, other), axis_i=0)
+    return g.op("Reshape", out, shape)
+
+
+def _leading_shape(g, x):
+    """The shape of ``x`` without its last axis."""
+    if g.opset >= 15:
+        return g.op("Shape", x, end_i=-1)
+    return g.op("Slice", g.op("Shape", x), g.const([0]), g.const([-1]))
