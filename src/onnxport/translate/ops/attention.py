@@ -57,13 +57,23 @@ def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p
 
 
 def _causal_mask(g, query, key):
+    """The [L, S] bool mask ones(L, S).tril(): a constant for static sizes, else position
+    arithmetic (Range and a comparison, which every opset has; Trilu needs opset 14)."""
     r = rank(query)
     length, source = query.shape[r - 2], key.shape[r - 2]
     if isinstance(length, int) and isinstance(source, int):
         import torch
 
         return g.const(torch.ones(length, source, dtype=torch.bool).tril())
-    shape = g.op("Concat", size_of(g, query, r - 2), size_of(g, key, r - 2), axis_i=0)
-    ones = g.op("ConstantOfShape", shape, value=ir.tensor([1], dtype=ir.DataType.BOOL))
-    lower = g.op("Trilu", g.op("Cast", ones, to_i=int(ir.DataType.INT64)), upper_i=0)
-    return g.op("Cast", lower, to_i=int(ir.DataType.BOOL))
+    return lower_triangle(g, size_of(g, query, r - 2), size_of(g, key, r - 2))
+
+
+def lower_triangle(g, rows, columns, diagonal=0):
+    """A bool [rows, columns] mask, true where column - row <= diagonal (1-D [1] sizes)."""
+    zero, one = g.const(0, ir.DataType.INT64), g.const(1, ir.DataType.INT64)
+    row = g.op("Range", zero, g.op("Squeeze", rows, g.const([0])), one)
+    column = g.op("Range", zero, g.op("Squeeze", columns, g.const([0])), one)
+    row = g.op("Unsqueeze", row, g.const([1]))
+    if diagonal:
+        row = g.op("Add", row, g.const(diagonal, ir.DataType.INT64))
+    return g.op("LessOrEqual", column, row)

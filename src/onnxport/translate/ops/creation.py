@@ -114,9 +114,24 @@ def arange(g, *args, **kwargs):
     return cast(g, out, dtype)
 
 
-@translates("aten::tril", "aten::triu")
+@translates("aten::tril", "aten::triu", since_opset=14)
 def tril(g, self, diagonal=0):
     """tril(Tensor self, int diagonal=0) -> Tensor"""
     upper = "triu" in g.provenance.aten
     k = g.const(diagonal, ir.DataType.INT64) if diagonal else None
     return g.op("Trilu", self, k, upper_i=int(upper))
+
+
+@translates("aten::tril", "aten::triu")
+def tril_before_14(g, self, diagonal=0):
+    """tril(Tensor self, int diagonal=0) -> Tensor  (before Trilu: compare positions)"""
+    from onnxport.translate.ops.attention import lower_triangle
+    from onnxport.translate.ops.shape import size_of
+
+    r = len(self.shape)
+    rows, columns = size_of(g, self, r - 2), size_of(g, self, r - 1)
+    if "triu" in g.provenance.aten:  # triu(k) keeps what tril(k - 1) drops
+        keep = g.op("Not", lower_triangle(g, rows, columns, diagonal - 1))
+    else:
+        keep = lower_triangle(g, rows, columns, diagonal)
+    return g.op("Where", keep, self, g.const(0, self.dtype))
