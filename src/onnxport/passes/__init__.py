@@ -5,7 +5,9 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
+from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
+from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 
 
@@ -14,6 +16,8 @@ def optimize(model: ir.Model) -> ir.Model:
     manager = ir.passes.PassManager(
         [
             FoldWeightTranspose(),
+            FuseConvBatchNorm(),
+            FoldConstants(),
             FuseConsecutiveUnsqueeze(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
@@ -25,4 +29,4 @@ def optimize(model: ir.Model) -> ir.Model:
     return manager(model).model
 
 
-__all__ = ["FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "optimize"]
+__all__ = ["FoldConstants", "FoldWeightTranspose", "FuseConvBatchNorm", "FuseConsecutiveUnsqueeze", "optimize"]
