@@ -114,9 +114,12 @@ def capture_torch_export(
 
 
 def needs_functionalization(program: ExportedProgram) -> bool:
-    """True when an in-place op writes into a view or a graph input (which ONNX cannot express
-    by rebinding a value): such graphs go through torch's functionalization."""
-    for node in program.graph.nodes:
+    """True when an in-place op writes into a tensor that is read afterwards through another
+    alias (a view or the base it is a view of), or into a graph input. Rebinding the written
+    value is enough otherwise; these graphs go through torch's functionalization instead."""
+    nodes = list(program.graph.nodes)
+    order = {node: i for i, node in enumerate(nodes)}
+    for node in nodes:
         if node.op != "call_function":
             continue
         schema = getattr(node.target, "_schema", None)
@@ -125,9 +128,27 @@ def needs_functionalization(program: ExportedProgram) -> bool:
         for argument, value in zip(schema.arguments, node.args):
             if argument.alias_info is None or not argument.alias_info.is_write:
                 continue
-            if isinstance(value, torch.fx.Node) and (value.op == "placeholder" or _is_view(value)):
+            if not isinstance(value, torch.fx.Node):
+                continue
+            if value.op == "placeholder":
                 return True
+            for alias in _aliases(value):
+                if alias is not value and any(order[user] > order[node] for user in alias.users):
+                    return True
     return False
+
+
+def _aliases(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """Every node sharing storage with ``node``: its root base and all views taken from it."""
+    root = node
+    while _is_view(root) and isinstance(root.args[0], torch.fx.Node):
+        root = root.args[0]
+    found, pending = [], [root]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(user for user in current.users if _is_view(user) and user.args and user.args[0] is current)
+    return found
 
 
 def _is_view(node: torch.fx.Node) -> bool:

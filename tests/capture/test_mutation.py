@@ -1,0 +1,56 @@
+"""In-place ops: rebinding where that is exact, torch's functionalization where a write is
+seen through another alias."""
+
+import torch
+
+import onnxport
+from onnxport.capture.torch_export import needs_functionalization
+
+
+def _check(model, *args):
+    program = onnxport.export(model, args)
+    with torch.no_grad():
+        want = model(*[a.clone() for a in args])
+    torch.testing.assert_close(program(*args)[0], want, rtol=1e-3, atol=1e-4)
+    return torch.export.export(model, args, strict=False)
+
+
+class WriteIntoViewReadThroughBase(torch.nn.Module):
+    def forward(self, x):
+        y = x * 1
+        y[:, 1:3] = 0.5  # a write into a view, read back through y
+        z = y.view(-1)
+        z.add_(1)        # a write into another view of y
+        return y * 2
+
+
+class InPlaceChain(torch.nn.Module):
+    def forward(self, x):
+        y = torch.relu(x * 3)
+        y.add_(1)
+        y.mul_(2)        # later reads of y see both writes
+        return y + y.flatten().view(y.shape)
+
+
+class DropoutOnView(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dropout = torch.nn.Dropout(inplace=True)
+
+    def forward(self, x):
+        return self.dropout(torch.flatten(x * 2, 1))
+
+
+def test_write_into_view_is_functionalized():
+    program = _check(WriteIntoViewReadThroughBase(), torch.randn(2, 4))
+    assert needs_functionalization(program)
+
+
+def test_in_place_chain_is_rebound_without_functionalization():
+    program = _check(InPlaceChain(), torch.randn(2, 3))
+    assert not needs_functionalization(program)
+
+
+def test_in_place_on_a_view_nobody_reads_again_needs_no_functionalization():
+    program = _check(DropoutOnView().eval(), torch.randn(2, 3, 2))
+    assert not needs_functionalization(program)
