@@ -43,7 +43,6 @@ for _op, _names in [
     ("Erf", ("aten::erf",)),
     ("Floor", ("aten::floor",)),
     ("Ceil", ("aten::ceil",)),
-    ("Round", ("aten::round",)),
     ("Sign", ("aten::sign",)),
     ("IsNaN", ("aten::isnan",)),
     ("Softsign", ("aten::softsign",)),
@@ -79,6 +78,19 @@ def bitwise_not(g, self):
     # Before BitwiseNot: ~x == -1 - x in two's complement, and 255 - x for uint8.
     all_ones = 255 if self.dtype == ir.DataType.UINT8 else -1
     return g.op("Sub", g.const(all_ones, self.dtype), self)
+
+
+@translates("aten::round")
+def round_(g, self, *, decimals=0):
+    """round.decimals(Tensor self, *, int decimals) -> Tensor"""
+    if decimals == 0:
+        return g.op("Round", self)
+    # As torch's kernel: scale by a power of ten, round half to even, scale back.
+    if decimals > 0:
+        scale = g.const(10.0 ** decimals, self.dtype)
+        return g.op("Div", g.op("Round", g.op("Mul", self, scale)), scale)
+    scale = g.const(10.0 ** -decimals, self.dtype)
+    return g.op("Mul", g.op("Round", g.op("Div", self, scale)), scale)
 
 
 @translates("aten::rsqrt")
@@ -172,8 +184,14 @@ def elu(g, self, alpha=1.0, scale=1.0, input_scale=1.0):
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
     if scale == 1.0 and input_scale == 1.0:
         return g.op("Elu", self, alpha_f=alpha)
-    x = g.op("Mul", self, g.const(input_scale, self.dtype)) if input_scale != 1.0 else self
-    return g.op("Mul", g.op("Elu", x, alpha_f=alpha), g.const(scale, self.dtype))
+    # torch: scale * x where x > 0, else scale * alpha * (exp(input_scale * x) - 1); the
+    # input scale applies to the negative side only.
+    if input_scale == 1.0:
+        return g.op("Mul", g.op("Elu", self, alpha_f=alpha), g.const(scale, self.dtype))
+    x = g.op("Mul", self, g.const(input_scale, self.dtype))
+    negative = g.op("Elu", x, alpha_f=alpha)
+    out = g.op("Where", g.op("Greater", self, g.const(0.0, self.dtype)), self, negative)
+    return g.op("Mul", out, g.const(scale, self.dtype)) if scale != 1.0 else out
 
 
 @translates("aten::selu", "aten::selu_")
@@ -240,8 +258,8 @@ def _binary(onnx_op: str, *names: str, result_is_bool: bool = False):
 
 for _op, _names in [
     ("Mul", ("aten::mul", "aten::mul_", "aten::multiply")),
-    ("Max", ("aten::maximum", "aten::max.other", "aten::fmax")),
-    ("Min", ("aten::minimum", "aten::min.other", "aten::fmin")),
+    ("Max", ("aten::maximum", "aten::max.other")),
+    ("Min", ("aten::minimum", "aten::min.other")),
     ("Pow", ("aten::pow", "aten::pow_")),
 ]:
     _binary(_op, *_names)
@@ -254,6 +272,18 @@ for _op, _names in [
     ("GreaterOrEqual", ("aten::ge", "aten::greater_equal")),
 ]:
     _binary(_op, *_names, result_is_bool=True)
+
+
+@translates("aten::fmax", "aten::fmin")
+def fmax(g, self, other):
+    """fmax(Tensor self, Tensor other) -> Tensor"""
+    a, b = _operands(g, self, other, expected_dtype(g))
+    out = g.op("Max" if "fmax" in g.provenance.aten else "Min", a, b)
+    if a.dtype not in FLOAT_TYPES:
+        return out
+    # Unlike Max/Min (and maximum/minimum), fmax/fmin ignore a NaN operand.
+    out = g.op("Where", g.op("IsNaN", a), b, out)
+    return g.op("Where", g.op("IsNaN", b), a, out)
 
 
 @translates("aten::ne", "aten::not_equal")
