@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import onnx_ir as ir
+import torch
+from onnx_ir.tensor_adapters import to_torch_dtype
 
-from onnxport.translate.ops._helpers import as_tensor, cast, normalize_axis, rank
+from onnxport.translate.ops._helpers import as_tensor, cast, normalize_axis, rank, reduce
 from onnxport.translate.registry import translates
 
 
@@ -27,7 +29,11 @@ def index_select(g, self, dim, index):
 def gather(g, self, dim, index, *, sparse_grad=False):
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
     # ONNX takes int32/int64 indices only; torch also accepts other integer types.
+    index_shape = g.static_shape(index)
     index = cast(g, index, ir.DataType.INT64)
+    if index_shape is not None and 0 in index_shape:
+        # An empty index (which torch lets have another rank) gathers an empty tensor.
+        return g.const(torch.zeros(index_shape, dtype=to_torch_dtype(self.dtype)))
     if rank(self) == 0:
         # Every index into a 0-d tensor is 0: the value, in the index's shape.
         return g.op("Expand", self, g.op("Shape", index))
@@ -91,22 +97,109 @@ def _index_by_mask(g, self, mask, k):
 def index_put(g, self, indices, values, accumulate=False):
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
     positions = [i for i, idx in enumerate(indices) if idx is not None]
-    if len(positions) == 1 and positions[0] == 0 and indices[0].dtype == ir.DataType.BOOL:
-        mask = indices[0]
-        r_mask, r_self = rank(mask), rank(self)
-        if r_mask < r_self:
-            mask = g.op("Unsqueeze", mask, g.const(list(range(r_mask, r_self))))
-        fill = cast(g, values, self.dtype)
-        return g.op("Where", mask, fill, self)
-    if len(positions) != 1 or positions[0] != 0:
-        raise NotImplementedError("index_put with indices other than one tensor on the first axis")
-    idx = g.op("Unsqueeze", cast(g, indices[0], ir.DataType.INT64), g.const([-1]))
-    expected_shape = g.op("Concat", g.op("Shape", indices[0]),
-                          g.op("Shape", self, start_i=1) if g.opset >= 15 else
-                          g.op("Slice", g.op("Shape", self), g.const([1]), g.const([2**62])),
-                          axis_i=0)
-    updates = g.op("Expand", cast(g, values, self.dtype), expected_shape)
-    return g.op("ScatterND", self, idx, updates, reduction_s="add" if accumulate else None)
+    r = rank(self)
+    values = cast(g, values, self.dtype)
+    if any(indices[k].dtype == ir.DataType.BOOL for k in positions):
+        if positions != [0]:
+            raise NotImplementedError("index_put with a boolean mask after the first axis or "
+                                      "beside other indices")
+        return _put_by_mask(g, self, indices[0], values, accumulate)
+    # Integer indices: bring the indexed axes to the front, ScatterND there, and back.
+    perm = positions + [i for i in range(r) if i not in positions]
+    x = self if perm == list(range(r)) else g.op("Transpose", self, perm_i=perm)
+    idx_values = [_nonnegative(g, cast(g, indices[k], ir.DataType.INT64), self, k)
+                  for k in positions]
+    idx_shape = None
+    for value in idx_values:
+        shape = g.op("Shape", value)
+        idx_shape = shape if idx_shape is None else _broadcast_shape(g, idx_shape, shape)
+    s = max(rank(indices[k]) for k in positions)
+    coordinates = g.op("Concat", *[g.op("Unsqueeze", g.op("Expand", v, idx_shape), g.const([-1]))
+                                   for v in idx_values], axis_i=-1)
+    # What self[indices] looks like in torch: the index dims replace the indexed axes when
+    # those are adjacent, else they come first.
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    first = positions[0] if adjacent else 0
+    rest = [i for i in range(r) if i not in positions]
+    before, after = [i for i in rest if i < first], [i for i in rest if i >= first]
+    parts = [_dims(g, self, before)] if before else []
+    parts.append(idx_shape)
+    if after:
+        parts.append(_dims(g, self, after))
+    selected_shape = parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis_i=0)
+    updates = g.op("Expand", values, selected_shape)
+    if before:  # [before..., S..., after...] -> [S..., before..., after...]
+        n_before = len(before)
+        order = list(range(n_before, n_before + s)) + list(range(n_before)) + \
+            list(range(n_before + s, n_before + s + len(after)))
+        updates = g.op("Transpose", updates, perm_i=order)
+    if accumulate and g.opset < 16:
+        out = _scatter_nd_add(g, x, coordinates, updates, len(positions))
+    else:
+        out = g.op("ScatterND", x, coordinates, updates,
+                   reduction_s="add" if accumulate else None)
+    if x is self:
+        return out
+    inverse = [perm.index(i) for i in range(r)]
+    return g.op("Transpose", out, perm_i=inverse)
+
+
+def _dims(g, x, axes):
+    """The sizes of ``x`` along ``axes`` (ascending), as a 1-D int64 value."""
+    return g.op("Gather", g.op("Shape", x), g.const(list(axes)), axis_i=0)
+
+
+def _nonnegative(g, index, x, axis):
+    """torch counts negative indices from the end; ScatterND wants them in range."""
+    size = g.op("Gather", g.op("Shape", x), g.const(axis), axis_i=0)
+    return g.op("Where", g.op("Less", index, g.const(0, ir.DataType.INT64)),
+                g.op("Add", index, size), index)
+
+
+def _scatter_nd_add(g, x, coordinates, updates, depth):
+    """ScatterND with reduction 'add' before opset 16: the updates summed into each target
+    row by a one-hot MatMul (repeated indices accumulate, as in torch)."""
+    shape = g.op("Shape", x)
+    lead = g.op("Slice", shape, g.const([0]), g.const([depth]))
+    # Flat row numbers of the coordinates over the first ``depth`` axes.
+    strides = []
+    for k in range(depth):
+        stride = reduce(g, "ReduceProd", g.op("Slice", shape, g.const([k + 1]), g.const([depth])),
+                        None, True) if k + 1 < depth else g.const([1])
+        strides.append(stride)
+    flat_coordinates = g.op("Reshape", coordinates, g.const([-1, depth]))
+    rows = g.op("ReduceSum", g.op("Mul", flat_coordinates, g.op("Concat", *strides, axis_i=0)),
+                g.const([1]), keepdims_i=0)
+    count = reduce(g, "ReduceProd", lead, None, True)
+    positions = g.op("Range", g.const(0, ir.DataType.INT64), g.op("Squeeze", count, g.const([0])),
+                     g.const(1, ir.DataType.INT64))
+    one_hot = g.op("Cast", g.op("Equal", g.op("Unsqueeze", positions, g.const([1])),
+                                g.op("Unsqueeze", rows, g.const([0]))), to_i=int(x.dtype))
+    flat_updates = g.op("Reshape", updates, g.op("Concat", g.op("Shape", rows), g.const([-1]),
+                                                 axis_i=0))
+    added = g.op("MatMul", one_hot, flat_updates)
+    return g.op("Add", x, g.op("Reshape", added, shape))
+
+
+def _put_by_mask(g, self, mask, values, accumulate):
+    r_mask, r_self = rank(mask), rank(self)
+    if values.shape is not None and len(values.shape) <= r_self - r_mask:
+        # Values that broadcast over the masked positions: a Where.
+        expanded = mask if r_mask == r_self else g.op(
+            "Unsqueeze", mask, g.const(list(range(r_mask, r_self))))
+        fill = g.op("Add", self, values) if accumulate else values
+        return g.op("Where", expanded, fill, self)
+    # One value per masked position (x[mask] = tensor): scatter at the mask's coordinates.
+    coordinates = g.op("Transpose", g.op("NonZero", mask), perm_i=[1, 0])
+    count = g.op("Shape", coordinates, start_i=0, end_i=1) if g.opset >= 15 else \
+        g.op("Slice", g.op("Shape", coordinates), g.const([0]), g.const([1]))
+    selected_shape = g.op("Concat", count, g.op("Slice", g.op("Shape", self), g.const([r_mask]),
+                                                g.const([2**62])), axis_i=0)
+    updates = g.op("Expand", values, selected_shape)
+    if accumulate and g.opset < 16:
+        return _scatter_nd_add(g, self, coordinates, updates, r_mask)
+    return g.op("ScatterND", self, coordinates, updates,
+                reduction_s="add" if accumulate else None)
 
 
 @translates("aten::scatter", "aten::scatter_")
@@ -115,15 +208,26 @@ def scatter(g, self, dim, index, src, *, reduce=None):
     if not isinstance(src, ir.Value):
         src = g.op("Expand", as_tensor(g, src, self), g.op("Shape", index))
     kwargs = {"reduction_s": {"add": "add", "multiply": "mul"}[reduce]} if reduce else {}
-    return g.op("ScatterElements", self, index, cast(g, src, self.dtype),
-                axis_i=normalize_axis(dim, rank(self)), **kwargs)
+    return _scatter_elements(g, self, dim, index, cast(g, src, self.dtype), **kwargs)
 
 
 @translates("aten::scatter_add", "aten::scatter_add_")
 def scatter_add(g, self, dim, index, src):
     """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    return _scatter_elements(g, self, dim, index, cast(g, src, self.dtype), reduction_s="add")
+
+
+def _scatter_elements(g, self, dim, index, src, **attrs):
+    index = cast(g, index, ir.DataType.INT64)
+    if rank(self) == 0:
+        # ONNX needs an axis: scatter into the 0-d tensor as a 1-element 1-d one.
+        zero = g.const([0])
+        out = g.op("ScatterElements", g.op("Unsqueeze", self, zero),
+                   g.op("Reshape", index, g.const([-1])), g.op("Reshape", src, g.const([-1])),
+                   axis_i=0, **attrs)
+        return g.op("Squeeze", out, zero)
     return g.op("ScatterElements", self, index, src, axis_i=normalize_axis(dim, rank(self)),
-                reduction_s="add")
+                **attrs)
 
 
 def _axis_indices(g, src, axis, start, step, r=None):
