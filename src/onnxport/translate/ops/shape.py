@@ -269,7 +269,25 @@ def _split_by_expected(g, self, dim):
             "aten::split_copy", "aten::split_with_sizes_copy")
 def split_(g, self, split_size_or_sections, dim=0):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
+    sections = split_size_or_sections
+    if isinstance(sections, ir.Value) and sections.meta.get("symint") is None:
+        # tensor_split at the positions held in a 1-d tensor: the sizes are data.
+        return _split_at_tensor_indices(g, self, sections, dim)
     return list(_split_by_expected(g, self, dim))
+
+
+def _split_at_tensor_indices(g, self, indices, dim):
+    axis = normalize_axis(dim, rank(self))
+    indices = cast(g, indices, ir.DataType.INT64)
+    count = len(g.expected)
+    axes = g.const([axis])
+    pieces = []
+    for i in range(count):
+        start = g.const([0]) if i == 0 else g.op("Gather", indices, g.const([i - 1]), axis_i=0)
+        end = g.op("Gather", indices, g.const([i]), axis_i=0) if i < count - 1 else \
+            g.const([INT64_MAX])
+        pieces.append(g.op("Slice", self, start, end, axes))
+    return pieces
 
 
 @translates("aten::unbind", "aten::unbind_copy")

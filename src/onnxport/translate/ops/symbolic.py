@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import onnx_ir as ir
+import torch
 
 from onnxport.translate.ops._helpers import as_1d, cast, expected_dtype
 from onnxport.translate.registry import translates
@@ -80,3 +81,31 @@ def sym_int(g, a):
 def sym_ceil(g, a):
     """ceil(SymFloat a) -> SymInt"""
     return g.op("Cast", g.op("Ceil", _operand(g, a, ir.DataType.FLOAT)), to_i=int(ir.DataType.INT64))
+
+
+@translates("aten::sym_storage_offset")
+def sym_storage_offset(g, self):
+    """sym_storage_offset(Tensor self) -> SymInt
+
+    ONNX values have no storage: torch.export reads the offsets of views (tensor_split at
+    tensor indices) only for its runtime assertions, which emit nothing. Left to the
+    decomposer this op re-emits itself without end."""
+    return g.const([0], ir.DataType.INT64)
+
+
+@translates("aten::item", "aten::_local_scalar_dense")
+def item(g, self):
+    """item(Tensor self) -> Scalar
+
+    A tensor's one value as a symbolic scalar: a 1-D [1] value like every SymInt (int64) or
+    SymFloat (float) in the graph."""
+    dtype = {torch.SymInt: ir.DataType.INT64, torch.SymFloat: ir.DataType.FLOAT,
+             torch.SymBool: ir.DataType.BOOL}.get(type(g.expected))
+    if dtype is None:
+        dtype = ir.DataType.INT64 if self.dtype in _INTEGER_TYPES else (
+            ir.DataType.BOOL if self.dtype == ir.DataType.BOOL else ir.DataType.FLOAT)
+    return cast(g, g.op("Reshape", self, g.const([1])), dtype)
+
+
+_INTEGER_TYPES = {ir.DataType.INT64, ir.DataType.INT32, ir.DataType.INT16, ir.DataType.INT8,
+                  ir.DataType.UINT8}
