@@ -35,6 +35,9 @@ def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p
         if not isinstance(head_size, int):
             raise NotImplementedError("attention with a symbolic head size needs an explicit scale")
         scale = 1.0 / math.sqrt(head_size)
+    if is_causal:
+        # From the key as given: its repeated-heads form below has no recorded shape.
+        attn_mask = _causal_mask(g, query, key)
     if enable_gqa and isinstance(query.shape[r - 3], int) and isinstance(key.shape[r - 3], int) \
             and query.shape[r - 3] != key.shape[r - 3]:
         repeats = query.shape[r - 3] // key.shape[r - 3]
@@ -45,8 +48,6 @@ def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p
     key_t = g.op("Transpose", key, perm_i=perm)
     scores = g.op("MatMul", query, key_t)
     scores = g.op("Mul", scores, g.const(scale, query.dtype))
-    if is_causal:
-        attn_mask = _causal_mask(g, query, key)
     if attn_mask is not None:
         if attn_mask.dtype == ir.DataType.BOOL:
             scores = g.op("Where", attn_mask, scores, g.const(float("-inf"), query.dtype))

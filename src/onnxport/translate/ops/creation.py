@@ -17,8 +17,12 @@ def _filled(g, size, fill, dtype: ir.DataType):
     from onnx_ir.tensor_adapters import to_torch_dtype
 
     if isinstance(fill, ir.Value):
-        base = _filled(g, size, 0, dtype)
-        return g.op("Add", base, cast(g, fill, dtype)) if size else cast(g, fill, dtype)
+        # A symbolic fill (a 1-D [1] SymInt/SymFloat/SymBool value) spread by Expand, which
+        # unlike an Add of zeros also takes bools.
+        scalar = g.op("Reshape", cast(g, fill, dtype), g.const([], ir.DataType.INT64))
+        if not size:
+            return scalar
+        return g.op("Expand", scalar, shape_list(g, list(size)))
     if all(isinstance(s, int) for s in size):
         count = 1
         for s in size:
@@ -88,6 +92,8 @@ def fill(g, self, value):
 @translates("aten::scalar_tensor")
 def scalar_tensor(g, s, **_):
     """scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    if isinstance(s, ir.Value):  # a symbolic scalar, 1-D [1] in the graph: make it 0-d
+        return g.op("Reshape", cast(g, s, expected_dtype(g)), g.const([], ir.DataType.INT64))
     return as_tensor(g, s, dtype=expected_dtype(g))
 
 
