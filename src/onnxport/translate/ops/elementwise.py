@@ -45,7 +45,6 @@ for _op, _names in [
     ("Ceil", ("aten::ceil",)),
     ("Sign", ("aten::sign",)),
     ("IsNaN", ("aten::isnan",)),
-    ("Softsign", ("aten::softsign",)),
     ("Identity", ("aten::positive",)),
 ]:
     _unary(_op, *_names)

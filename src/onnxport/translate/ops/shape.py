@@ -145,8 +145,7 @@ def t(g, self):
 @translates("aten::contiguous", "aten::clone", "aten::alias", "aten::detach", "aten::detach_",
             "aten::lift_fresh_copy", "aten::lift_fresh", "aten::resolve_conj", "aten::resolve_neg",
             "aten::dropout", "aten::dropout_", "aten::feature_dropout", "aten::alpha_dropout",
-            "aten::feature_alpha_dropout", "aten::alias_copy", "aten::identity",
-            "aten::_assert_tensor_metadata_passthrough")
+            "aten::feature_alpha_dropout", "aten::alias_copy")
 def identity(g, self, *_, **__):
     """contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)"""
     dtype = expected_dtype(g)
@@ -155,7 +154,7 @@ def identity(g, self, *_, **__):
     return self
 
 
-@translates("aten::to", "aten::_to_copy", "aten::type_as", "aten::to_copy")
+@translates("aten::to", "aten::_to_copy", "aten::type_as")
 def to(g, self, *_, **__):
     """to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False) -> Tensor(a)"""
     dtype = expected_dtype(g)
