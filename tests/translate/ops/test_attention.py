@@ -1,0 +1,72 @@
+"""Attention (ops/attention.py): scaled_dot_product_attention with masks, causality, scale
+and grouped-query heads, as MatMul/Softmax/MatMul. (Every opset, and dynamic sequence
+lengths: tests/translate/test_opsets.py and test_dynamic_shapes.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_check import cases, check, check_opinfo, count, op_types, opinfo_cases
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset",
+                         opinfo_cases(["nn.functional.scaled_dot_product_attention"]))
+def test_sdpa_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset, limit=6)
+
+
+def _qkv(batch=2, heads=3, length=5, source=5, size=8, kv_heads=None):
+    torch.manual_seed(0)
+    q = torch.randn(batch, heads, length, size)
+    k = torch.randn(batch, kv_heads or heads, source, size)
+    v = torch.randn(batch, kv_heads or heads, source, size)
+    return q, k, v
+
+
+def _bool_mask(length, source):
+    mask = torch.rand(length, source) > 0.4
+    mask[:, 0] = True  # no fully masked row (nan in eager and ONNX alike)
+    return mask
+
+
+sdpa = F.scaled_dot_product_attention
+HAND = {
+    "plain": (sdpa, *_qkv()),
+    "3-d": (sdpa, *[t[0] for t in _qkv()]),
+    "causal": (lambda q, k, v: sdpa(q, k, v, is_causal=True), *_qkv()),
+    "causal, longer source": (lambda q, k, v: sdpa(q, k, v, is_causal=True),
+                              *_qkv(length=3, source=7)),
+    "bool mask": (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), *_qkv(), _bool_mask(5, 5)),
+    "bool mask per batch and head": (
+        lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), *_qkv(),
+        _bool_mask(5, 5).expand(2, 3, 5, 5).clone()),
+    "float mask": (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), *_qkv(), torch.randn(1, 1, 5, 5)),
+    "scale": (lambda q, k, v: sdpa(q, k, v, scale=0.3), *_qkv()),
+    "grouped-query heads": (lambda q, k, v: sdpa(q, k, v, enable_gqa=True),
+                            *_qkv(heads=6, kv_heads=2)),
+    "grouped-query heads, causal": (lambda q, k, v: sdpa(q, k, v, is_causal=True, enable_gqa=True),
+                                    *_qkv(heads=4, kv_heads=2, length=6, source=6)),
+    "nn.MultiheadAttention": (torch.nn.MultiheadAttention(8, 2, batch_first=True),
+                              torch.randn(2, 5, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8)),
+}
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+def test_sdpa(case):
+    function, *args = case
+    check(function, *args)
+
+
+def test_sdpa_is_matmul_softmax_matmul():
+    program = check(sdpa, *_qkv())
+    ops = op_types(program)
+    assert count(program, "MatMul") == 2 and count(program, "Softmax") == 1
+    assert "Trilu" not in ops
+
+
+def test_static_causal_mask_is_a_constant():
+    program = check(lambda q, k, v: sdpa(q, k, v, is_causal=True), *_qkv())
+    ops = op_types(program)
+    assert "Range" not in ops and "Trilu" not in ops and count(program, "Where") == 1

@@ -1,0 +1,140 @@
+"""Convolution and pooling (ops/conv_pool.py): OpInfo samples, the aten::convolution forms,
+and what the graph looks like (one Conv, GlobalAveragePool for 1x1...)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_check import cases, check, check_opinfo, count, op_types, opinfo_cases
+
+CONV_POOL = [
+    "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d",
+    "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d",
+    "nn.functional.conv_transpose3d", "nn.functional.max_pool1d", "nn.functional.max_pool2d",
+    "nn.functional.max_pool3d", "nn.functional.avg_pool1d", "nn.functional.avg_pool2d",
+    "nn.functional.avg_pool3d", "nn.functional.adaptive_avg_pool1d",
+    "nn.functional.adaptive_avg_pool2d", "nn.functional.adaptive_avg_pool3d",
+    "nn.functional.adaptive_max_pool1d", "nn.functional.adaptive_max_pool2d",
+    "nn.functional.adaptive_max_pool3d",
+]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(CONV_POOL))
+def test_conv_pool_opinfo(name, variant, dtype, subset):
+    # Up to 6 samples: the interesting ones (dilation, 'same', ceil mode) come later.
+    check_opinfo(name, variant, dtype, subset, limit=6)
+
+
+IMAGE = torch.randn(2, 4, 9, 9)
+W = torch.randn(6, 4, 3, 3)
+B = torch.randn(6)
+
+
+def _convolution(transposed):
+    if transposed:
+        weight, bias = torch.randn(4, 3, 3, 3), torch.randn(3)
+        return (lambda x, w, b: torch.ops.aten.convolution(
+            x, w, b, [2, 2], [1, 1], [1, 1], True, [1, 1], 1), IMAGE, weight, bias)
+    return (lambda x, w, b: torch.ops.aten.convolution(
+        x, w, b, [2, 1], [1, 0], [1, 2], False, [0, 0], 2), IMAGE, torch.randn(6, 2, 3, 3), B)
+
+
+HAND = {
+    "aten::convolution": _convolution(False),
+    "aten::convolution transposed": _convolution(True),
+    "aten::_convolution": (lambda x, w, b: torch.ops.aten._convolution(
+        x, w, b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, False, False, True, True),
+        IMAGE, W, B),
+    "conv2d same with dilation": (lambda x, w: F.conv2d(x, w, padding="same", dilation=2),
+                                  IMAGE, torch.randn(6, 4, 4, 3)),
+    "conv2d valid": (lambda x, w: F.conv2d(x, w, padding="valid"), IMAGE, W),
+    "conv2d unbatched": (lambda x, w, b: F.conv2d(x, w, b, stride=2), IMAGE[0], W, B),
+    "conv1d grouped": (lambda x, w: F.conv1d(x, w, groups=2, padding=1),
+                       torch.randn(2, 4, 10), torch.randn(6, 2, 3)),
+    "conv_transpose2d output_padding": (
+        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+        IMAGE, torch.randn(4, 3, 3, 3), torch.randn(3)),
+    "conv_transpose2d output_padding past stride": (
+        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=2,
+                                           dilation=3),
+        IMAGE, torch.randn(4, 3, 3, 3), torch.randn(3)),
+    "conv_transpose1d unbatched": (lambda x, w: F.conv_transpose1d(x, w, stride=3),
+                                   torch.randn(4, 7), torch.randn(4, 2, 3)),
+    "max_pool2d ceil mode": (lambda x: F.max_pool2d(x, 3, 2, ceil_mode=True), IMAGE),
+    "max_pool2d padding dilation": (lambda x: F.max_pool2d(x, 3, 1, padding=1, dilation=2),
+                                    IMAGE),
+    "max_pool2d with indices": (lambda x: F.max_pool2d(x, 2, return_indices=True), IMAGE),
+    "max_pool2d with indices unbatched": (
+        lambda x: F.max_pool2d(x, 3, 2, padding=1, return_indices=True), IMAGE[0]),
+    "max_pool1d with indices": (lambda x: F.max_pool1d(x, 2, return_indices=True),
+                                torch.randn(2, 3, 8)),
+    "avg_pool2d count_include_pad False": (
+        lambda x: F.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False), IMAGE),
+    "avg_pool2d ceil mode": (lambda x: F.avg_pool2d(x, 2, ceil_mode=True), IMAGE),
+    "avg_pool2d divisor_override": (lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=4),
+                                    IMAGE),
+    "avg_pool2d divisor_override ceil mode": (
+        lambda x: F.avg_pool2d(x, 2, 2, ceil_mode=True, divisor_override=3), IMAGE),
+    "avg_pool1d unbatched": (lambda x: F.avg_pool1d(x, 2), torch.randn(3, 8)),
+    "adaptive_avg_pool2d whole windows": (lambda x: F.adaptive_avg_pool2d(x, 3), IMAGE),
+    "adaptive_avg_pool2d uneven windows": (lambda x: F.adaptive_avg_pool2d(x, (4, 5)), IMAGE),
+    "adaptive_avg_pool2d None size": (lambda x: F.adaptive_avg_pool2d(x, (None, 2)),
+                                      IMAGE[..., :8]),
+    "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, 3), IMAGE),
+    "adaptive_max_pool2d 1x1 with indices": (
+        lambda x: F.adaptive_max_pool2d(x, 1, return_indices=True), IMAGE),
+    "adaptive_max_pool2d uneven with indices": (
+        lambda x: F.adaptive_max_pool2d(x, (2, 4), return_indices=True), IMAGE),
+    "adaptive_max_pool1d unbatched": (lambda x: F.adaptive_max_pool1d(x, 3),
+                                      torch.randn(3, 7)),
+    "aten::_adaptive_avg_pool2d": (lambda x: torch.ops.aten._adaptive_avg_pool2d(x, [3, 2]),
+                                   IMAGE[..., :8]),
+    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (1, 2, 2)),
+                            torch.randn(1, 2, 4, 4, 4)),
+}
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+def test_conv_pool(case):
+    function, *args = case
+    check(function, *args)
+
+
+def test_conv2d_is_one_conv():
+    conv = torch.nn.Conv2d(4, 6, 3, padding=1)
+    program = check(conv, IMAGE)
+    assert op_types(program) == ["Conv"]
+
+
+def test_conv2d_same_padding_has_explicit_pads():
+    program = check(lambda x, w: F.conv2d(x, w, padding="same"), IMAGE, torch.randn(6, 4, 4, 4))
+    (conv,) = program.model.graph
+    assert "auto_pad" not in conv.attributes
+    assert list(conv.attributes["pads"].value) == [1, 1, 2, 2]  # the odd one at the end
+
+
+def test_conv_transpose_is_one_conv_transpose():
+    program = check(torch.nn.ConvTranspose2d(4, 3, 3, stride=2, output_padding=1), IMAGE)
+    assert op_types(program) == ["ConvTranspose"]
+
+
+def test_adaptive_avg_pool_to_one_is_global_average_pool():
+    program = check(lambda x: F.adaptive_avg_pool2d(x, 1), IMAGE)
+    assert op_types(program) == ["GlobalAveragePool"]
+
+
+def test_adaptive_avg_pool_with_whole_windows_is_one_average_pool():
+    program = check(lambda x: F.adaptive_avg_pool2d(x, 3), IMAGE)
+    assert op_types(program) == ["AveragePool"]
+
+
+def test_adaptive_max_pool_without_indices_uses_max_pool():
+    program = check(lambda x: F.adaptive_max_pool2d(x, 3), IMAGE)
+    assert op_types(program) == ["MaxPool"]
+
+
+def test_max_pool_indices_are_within_each_plane():
+    program = check(lambda x: F.max_pool2d(x, 3, return_indices=True), IMAGE)
+    assert count(program, "MaxPool") == 1 and count(program, "Mod") == 1

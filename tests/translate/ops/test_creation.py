@@ -1,0 +1,97 @@
+"""Tensor creation (ops/creation.py): arange, full, zeros/ones/empty and their *_like and
+new_* forms, fill, scalar_tensor, tril/triu."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import onnxport
+from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+
+CREATION = [
+    "arange", "full", "zeros", "ones", "new_zeros", "new_ones", "new_full", "zeros_like",
+    "ones_like", "full_like", "fill", "scalar_tensor", "tril", "triu", ("tril", torch.int64),
+    ("triu", torch.bool),
+]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(CREATION))
+def test_creation_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset, limit=5)
+
+
+X = torch.randn(3, 4)
+
+
+def _fill_tensor(x, v):
+    return x.clone().fill_(v)
+
+
+HAND = {
+    "arange end": (lambda x: x + torch.arange(4), X),
+    "arange start end step": (lambda x: torch.arange(2, 11, 3) * 1.5, X),
+    "arange float step": (lambda x: torch.arange(0.0, 1.0, 0.125), X),
+    "arange float dtype": (lambda x: torch.arange(5, dtype=torch.float64), X),
+    "arange from a size": (lambda x: torch.arange(x.shape[1]) + x, X),
+    "full": (lambda x: torch.full((2, 3), 1.5), X),
+    "full int": (lambda x: torch.full((2, 3), 7), X),
+    "full bool": (lambda x: torch.full((2,), True), X),
+    "full large is made at run time": (lambda x: torch.full((64, 64), 2.0), X),
+    "full with a tensor value": (lambda x: torch.full((2, 2), x[0, 0].item()), X),
+    "zeros": (lambda x: torch.zeros(2, 5) + x.sum(), X),
+    "ones int": (lambda x: torch.ones(3, dtype=torch.int32), X),
+    "new_zeros": (lambda x: x.new_zeros(2, 3), X),
+    "new_ones with dtype": (lambda x: x.new_ones((4,), dtype=torch.int64), X),
+    "new_full": (lambda x: x.new_full((2, 2), -3.0), X),
+    "zeros_like": (torch.zeros_like, X),
+    "ones_like with dtype": (lambda x: torch.ones_like(x, dtype=torch.int64), X),
+    "full_like": (lambda x: torch.full_like(x, 0.25), X),
+    "fill_ scalar": (lambda x: x.clone().fill_(4.0), X),
+    "fill_ tensor": (_fill_tensor, X, torch.tensor(-2.0)),
+    "aten::fill": (lambda x: torch.ops.aten.fill(x, 3), X),
+    "scalar_tensor": (lambda x: x * torch.scalar_tensor(2.5), X),
+    "tril": (torch.tril, X),
+    "triu diagonal": (lambda x: torch.triu(x, 1), X),
+    "tril negative diagonal batched": (lambda x: torch.tril(x, -1), torch.randn(2, 4, 5)),
+}
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+def test_creation(case):
+    function, *args = case
+    check(function, *args)
+
+
+@pytest.mark.parametrize("opset, trilu", [(13, False), (14, True)])
+@pytest.mark.parametrize("diagonal", [-1, 0, 2])
+@pytest.mark.parametrize("upper", [False, True])
+def test_tril_triu_before_and_with_trilu(opset, trilu, diagonal, upper):
+    function = torch.triu if upper else torch.tril
+    program = check(lambda x: function(x, diagonal), torch.randn(2, 4, 5), opset=opset)
+    assert ("Trilu" in op_types(program)) == trilu
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: torch.empty(2, 3),
+    lambda x: x.new_empty(4, 2),
+    lambda x: torch.empty_like(x),
+    lambda x: torch.empty(3, dtype=torch.int64),
+], ids=["empty", "new_empty", "empty_like", "empty int"])
+def test_empty_has_the_shape_and_dtype(make):
+    """Uninitialized memory has no values to compare: only the shape and dtype."""
+    program = onnxport.export(make, (X,))
+    (actual,) = program(X)
+    expected = make(X)
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+
+
+def test_small_filled_tensors_are_constants():
+    program = check(lambda x: x + torch.full((3, 4), 1.5), X)
+    assert op_types(program) == ["Add"]
+
+
+def test_large_filled_tensors_are_constant_of_shape():
+    """The op library keeps large fills out of the file (before any constant folding pass)."""
+    program = check(lambda x: torch.full((64, 64), 2.0), X, optimize=False)
+    assert op_types(program) == ["ConstantOfShape"]

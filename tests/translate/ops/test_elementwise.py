@@ -1,0 +1,207 @@
+"""Elementwise ops (ops/elementwise.py): unary and binary families from OpInfo samples, the
+activations, type promotion and in-place forms by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_check import cases, check, check_opinfo, count, op_types, opinfo_cases
+
+UNARY = [
+    "sigmoid", "tanh", "exp", "log", "sqrt", "neg", "abs", "reciprocal", "sin", "cos", "tan",
+    "asin", "acos", "atan", "sinh", "cosh", "erf", "floor", "ceil", "round", "round:decimals_3",
+    "round:decimals_neg_3", "sign", "isnan", "positive", "rsqrt", "logit", "clamp",
+    "clamp_min", "clamp_max", ("clamp", torch.int64), ("logical_not", torch.bool),
+    "logical_not", ("bitwise_not", torch.int64), ("bitwise_not", torch.uint8),
+    ("bitwise_not", torch.bool), ("neg", torch.int64), ("abs", torch.int64),
+    "nn.functional.relu", "nn.functional.hardswish", "nn.functional.hardsigmoid",
+    "nn.functional.mish", "nn.functional.silu", "nn.functional.gelu", "nn.functional.hardtanh",
+    "nn.functional.relu6", "nn.functional.leaky_relu", "nn.functional.elu",
+    "nn.functional.selu", "nn.functional.softplus", "nn.functional.prelu",
+]
+
+BINARY = [
+    "add", "sub", "rsub", "mul", "div:no_rounding_mode", "div:trunc_rounding",
+    "div:floor_rounding", "true_divide", "floor_divide", "remainder", "fmod", "pow", "atan2",
+    "maximum", "minimum", "fmax", "fmin", "max:binary", "min:binary",
+    "eq", "ne", "lt", "le", "gt", "ge", "where", "masked_fill",
+    "logical_and", "logical_or", "logical_xor",
+    ("logical_and", torch.bool), ("logical_or", torch.bool), ("logical_xor", torch.bool),
+    ("bitwise_and", torch.int64), ("bitwise_or", torch.int64), ("bitwise_xor", torch.int64),
+    ("bitwise_and", torch.bool), ("add", torch.int64), ("mul", torch.int64),
+    ("sub", torch.int64), ("div:floor_rounding", torch.int64),
+    ("div:trunc_rounding", torch.int64), ("floor_divide", torch.int64),
+    ("remainder", torch.int64), ("fmod", torch.int64), ("maximum", torch.int64),
+    ("eq", torch.int64), ("lt", torch.int64),
+]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(UNARY))
+def test_unary_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset, limit=3)
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(BINARY))
+def test_binary_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset, limit=3)
+
+
+X = torch.randn(3, 5) * 3
+POSITIVE = torch.rand(3, 5) + 0.1
+INTS = torch.tensor([[-7, -3, 0, 4, 9], [5, -5, 8, -8, 1]])
+
+
+def _in_place(x):
+    y = x.clone()
+    y.mul_(2).add_(1).sub_(0.5).div_(3).pow_(2)
+    y.relu_()
+    z = x.clone().sigmoid_().tanh_()
+    w = x.clone()
+    F.hardtanh_(w, -1.0, 1.0)
+    F.leaky_relu_(w, 0.2)
+    F.elu_(w)
+    F.relu6(w, inplace=True)
+    F.hardswish(w, inplace=True)
+    F.hardsigmoid(w, inplace=True)
+    F.silu(w, inplace=True)
+    F.mish(w, inplace=True)
+    F.selu(w, inplace=True)
+    v = x.clone().clamp_(-1, 1).clamp_min_(-0.5).clamp_max_(0.5)
+    v.masked_fill_(x > 1, 2.0)
+    return y, z, w, v
+
+
+HAND = {
+    # activations and their parameters
+    "elu with scale and input_scale": (
+        lambda x: torch.ops.aten.elu(x, 0.7, 1.3, 0.8), X),
+    "softplus beta and threshold": (lambda x: F.softplus(x, beta=2.0, threshold=1.5), X),
+    "hardtanh bounds": (lambda x: F.hardtanh(x, -2.0, 0.5), X),
+    "leaky_relu slope": (lambda x: F.leaky_relu(x, 0.3), X),
+    "prelu channels": (lambda x, w: F.prelu(x, w), torch.randn(2, 3, 4, 4), torch.rand(3)),
+    "prelu one weight": (lambda x, w: F.prelu(x, w), torch.randn(2, 3, 4), torch.rand(1)),
+    "logit with eps": (lambda x: torch.logit(x, eps=1e-3), torch.rand(3, 5)),
+    "logit without eps": (torch.logit, torch.rand(3, 5) * 0.9 + 0.05),
+    "rsqrt": (torch.rsqrt, POSITIVE),
+    "gelu exact": (F.gelu, X),
+    "gelu tanh": (lambda x: F.gelu(x, approximate="tanh"), X),
+    "silu": (F.silu, X),
+    "relu6": (F.relu6, X),
+    "selu": (F.selu, X),
+    "mish": (F.mish, X),
+    "softsign": (F.softsign, X),
+    "hardsigmoid": (F.hardsigmoid, X),
+    "in-place forms": (_in_place, X),
+    # clamp
+    "clamp with tensor bounds": (torch.clamp, X, -torch.rand(3, 5), torch.rand(1, 5)),
+    "clamp with a tensor min only": (lambda x, m: torch.clamp(x, min=m), X, torch.rand(5)),
+    "clamp with a max only": (lambda x: torch.clamp(x, max=0.5), X),
+    "clamp min above max": (lambda x: torch.clamp(x, 0.6, 0.4), X),
+    "clamp int by float": (lambda x: torch.clamp(x, -2.5, 3.5), INTS),
+    # binary forms, scalars and promotion
+    "add alpha": (lambda x, y: torch.add(x, y, alpha=2.5), X, POSITIVE),
+    "sub alpha": (lambda x, y: torch.sub(x, y, alpha=-1.5), X, POSITIVE),
+    "rsub scalar": (lambda x: 2 - x, X),
+    "rsub alpha": (lambda x, y: torch.rsub(x, y, alpha=3), X, POSITIVE),
+    "int tensor plus float scalar": (lambda x: x + 1.5, INTS),
+    "int tensor times float tensor": (lambda x, y: x * y, INTS, X[:2]),
+    "bool plus int": (lambda x, y: (x > 0) + y, X[:2], INTS),
+    "int true division": (lambda x, y: x / y, INTS, torch.tensor([3, -2, 7, 5, -3])),
+    "int floor division by negatives": (
+        lambda x, y: torch.div(x, y, rounding_mode="floor"), INTS,
+        torch.tensor([3, -2, 7, 5, -3])),
+    "int trunc division by negatives": (
+        lambda x, y: torch.div(x, y, rounding_mode="trunc"), INTS,
+        torch.tensor([3, -2, 7, 5, -3])),
+    "float floor division": (lambda x: torch.floor_divide(x, -0.7), X),
+    "remainder by negative": (lambda x: torch.remainder(x, -1.3), X),
+    "fmod by scalar": (lambda x: torch.fmod(x, 1.3), X),
+    "pow by scalar": (lambda x: x ** 3, X),
+    "scalar pow by tensor": (lambda x: 2.0 ** x, X),
+    "pow int": (lambda x: x ** 2, INTS),
+    "atan2 all quadrants": (torch.atan2, torch.tensor([1.0, 1.0, -1.0, -1.0, 0.5]),
+                            torch.tensor([1.0, -1.0, 1.0, -1.0, -2.0])),
+    "fmax/fmin ignore nan": (
+        lambda x, y: (torch.fmax(x, y), torch.fmin(x, y)),
+        torch.tensor([1.0, float("nan"), 3.0, float("nan")]),
+        torch.tensor([float("nan"), 2.0, 1.0, float("nan")])),
+    "maximum propagates nan": (
+        torch.maximum, torch.tensor([1.0, float("nan")]), torch.tensor([float("nan"), 2.0])),
+    "isnan": (torch.isnan, torch.tensor([1.0, float("nan"), float("inf")])),
+    "where with scalars": (lambda x: torch.where(x > 0, x, 0.0), X),
+    "where with two scalars": (lambda x: torch.where(x > 0, 1.0, -1.0), X),
+    "where int condition": (lambda c, x, y: torch.where(c.bool(), x, y), INTS[:, :3] % 2,
+                            torch.randn(2, 3), torch.randn(1, 3)),
+    "masked_fill tensor value": (lambda x, v: x.masked_fill(x > 0, v), X, torch.tensor(-9.0)),
+    "masked_fill broadcast mask": (lambda x, m: x.masked_fill(m, 0.5), X,
+                                   torch.tensor([True, False, True, False, False])),
+    "comparisons with scalars": (lambda x: (x > 0.5, x <= 1, x == 0, x != 2, x >= -1, x < 0),
+                                 X),
+    "ne tensors": (torch.ne, INTS, INTS.flip(0)),
+    "logical ops on floats": (lambda x, y: (torch.logical_and(x, y), torch.logical_or(x, y),
+                                            torch.logical_xor(x, y), torch.logical_not(x)),
+                              torch.tensor([0.0, 1.5, 0.0, -2.0]),
+                              torch.tensor([0.0, 0.0, 3.0, 1.0])),
+    "bitwise on ints": (lambda x, y: (x & y, x | y, x ^ y, ~x), INTS, INTS.flip(1)),
+    "bitwise on bools": (lambda x, y: (x & y, x | y, x ^ y, ~x), INTS > 0, INTS < 3),
+}
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+def test_elementwise(case):
+    function, *args = case
+    check(function, *args)
+
+
+@pytest.mark.parametrize("opset, fused", [(13, False), (14, True)])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_hardswish_is_one_node_from_opset_14(opset, fused, inplace):
+    program = check(lambda x: F.hardswish(x.clone(), inplace=inplace), X, opset=opset)
+    assert op_types(program) == (["HardSwish"] if fused else ["HardSigmoid", "Mul"])
+
+
+@pytest.mark.parametrize("opset, nodes", [(17, None), (18, ["Mish"])])
+def test_mish_is_one_node_from_opset_18(opset, nodes):
+    program = check(F.mish, X, opset=opset)
+    if nodes is not None:
+        assert op_types(program) == nodes
+    else:
+        assert "Mish" not in op_types(program)  # decomposed (softplus, tanh) below 18
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("opset", [18, 20])
+def test_gelu_is_a_single_gelu_from_opset_20(opset, approximate):
+    program = check(lambda x: F.gelu(x, approximate=approximate), X, opset=opset)
+    if opset >= 20:
+        assert op_types(program) == ["Gelu"]
+        assert program.model.graph.node(0).attributes["approximate"].value == approximate
+    else:
+        assert "Gelu" not in op_types(program)
+        assert ("Tanh" in op_types(program)) == (approximate == "tanh")
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_bitwise_not_on_integers(opset):
+    program = check(torch.bitwise_not, INTS, opset=opset)
+    assert ("BitwiseNot" in op_types(program)) == (opset >= 18)
+
+
+def test_clamp_with_scalars_is_one_clip():
+    program = check(lambda x: x.clamp(-1, 1), X)
+    assert op_types(program) == ["Clip"]
+
+
+def test_relu_is_one_relu():
+    assert op_types(check(torch.relu, X)) == ["Relu"]
+
+
+def test_silu_is_sigmoid_times_x():
+    program = check(F.silu, X)
+    assert count(program, "Sigmoid") == 1 and count(program, "Mul") == 1
+
+
+def test_default_softplus_is_one_node():
+    assert op_types(check(F.softplus, X)) == ["Softplus"]

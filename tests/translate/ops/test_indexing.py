@@ -1,0 +1,182 @@
+"""Indexing (ops/indexing.py): embedding, gather, advanced indexing, index_put, scatter and
+the *_scatter ops that functionalized writes into views become."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+
+INDEXING = [
+    "nn.functional.embedding", "index_select", "gather", "scatter", "scatter_add",
+    "index_put", "__getitem__", "slice_scatter", "select_scatter", "take_along_dim",
+    ("gather", torch.int64), ("index_select", torch.int64),
+]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(INDEXING))
+def test_indexing_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset, limit=5)
+
+
+X = torch.randn(4, 5, 6)
+aten = torch.ops.aten
+
+
+def _set_rows(x, i, v):
+    y = x.clone()
+    y[i] = v
+    return y
+
+
+def _set_mask(x):
+    y = x.clone()
+    y[y > 0] = 0.0
+    return y
+
+
+def _set_slice(x):
+    y = x.clone()
+    y[:, 1:3] = 7.0
+    return y
+
+
+def _set_select(x, v):
+    y = x.clone()
+    y[:, 2] = v
+    return y
+
+
+def _set_columns(x, i, v):
+    y = x.clone()
+    y[:, i] = v
+    return y
+
+
+def _set_pairs(x, i, j, v):
+    y = x.clone()
+    y[i, :, j] = v
+    return y
+
+
+def _set_mask_values(x, v):
+    y = x.clone()
+    y[x > 0] = v[: int((x > 0).sum())]
+    return y
+
+
+def _add_into_view(x):
+    y = x.clone()
+    y[1:3].add_(1.0)
+    return y
+
+
+def _copy_into(x, v):
+    y = x.clone()
+    y.copy_(v)
+    return y
+
+
+HAND = {
+    "embedding": (lambda w, i: F.embedding(i, w), torch.randn(10, 3),
+                  torch.tensor([[0, 2, 9], [4, 4, 1]])),
+    "embedding padding_idx": (lambda w, i: F.embedding(i, w, padding_idx=0),
+                              torch.randn(10, 3), torch.tensor([0, 5, 0])),
+    "nn.Embedding": (torch.nn.Embedding(7, 4), torch.tensor([[1, 6], [0, 3]])),
+    "index_select": (lambda x, i: x.index_select(1, i), X, torch.tensor([4, 0, 0])),
+    "index_select negative dim": (lambda x, i: x.index_select(-1, i), X, torch.tensor([1])),
+    "gather": (lambda x, i: x.gather(2, i), X, torch.randint(0, 6, (4, 5, 2))),
+    "gather int32 index": (lambda x, i: torch.gather(x, 0, i.long()), X,
+                           torch.randint(0, 4, (2, 5, 6), dtype=torch.int32)),
+    "take_along_dim": (lambda x, i: torch.take_along_dim(x, i, dim=1), X,
+                       torch.randint(0, 5, (4, 3, 6))),
+    "index one tensor": (lambda x, i: x[i], X, torch.tensor([3, 0, 3])),
+    "index second axis": (lambda x, i: x[:, i], X, torch.tensor([[1, 2], [4, 0]])),
+    "index negative values": (lambda x, i: x[:, :, i], X, torch.tensor([-1, 0])),
+    "index two adjacent tensors": (lambda x, i, j: x[i, j], X, torch.tensor([0, 3]),
+                                   torch.tensor([4, 1])),
+    "index two tensors after a slice": (lambda x, i, j: x[:, i, j], X, torch.tensor([[0], [3]]),
+                                        torch.tensor([5, 1])),
+    "index broadcast tensors": (lambda x, i, j: x[i, j], X, torch.tensor([[0], [1]]),
+                                torch.tensor([2, 3, 4])),
+    "index bool mask": (lambda x: x[x[:, 0, 0] > 0], X),
+    "aten::_unsafe_index": (lambda x, i: aten._unsafe_index(x, [None, i]), X,
+                            torch.tensor([1, 1, 2])),
+    "setitem rows": (_set_rows, X, torch.tensor([0, 2]), torch.tensor(5.0)),
+    "setitem rows with values": (_set_rows, X, torch.tensor([3, 1]), torch.randn(2, 5, 6)),
+    "setitem bool mask": (_set_mask, X),
+    "setitem second axis": (_set_columns, X, torch.tensor([4, 0]), torch.randn(4, 2, 6)),
+    "setitem second axis negative index": (_set_columns, X, torch.tensor([-1]), 3.0),
+    "setitem non-adjacent axes": (_set_pairs, X, torch.tensor([0, 3]), torch.tensor([5, 1]),
+                                  torch.randn(2, 5)),
+    "index_put bool mask accumulate": (
+        lambda x: x.index_put((x > 0,), torch.tensor(10.0), accumulate=True), X),
+    "index_put bool mask row values": (
+        lambda x, m, v: x.index_put((m,), v), X, torch.tensor([True, False, True, False]),
+        torch.randn(2, 5, 6)),
+    "setitem slice": (_set_slice, X),
+    "setitem select": (_set_select, X, torch.randn(4, 6)),
+    "add into a view": (_add_into_view, X),
+    "index_put accumulate": (lambda x, i, v: x.index_put((i,), v, accumulate=True), X,
+                             torch.tensor([0, 0, 2]), torch.ones(3, 5, 6)),
+    "index_put_": (lambda x, i, v: x.clone().index_put_((i,), v), X, torch.tensor([1]),
+                   torch.tensor(-1.0)),
+    "aten::_unsafe_index_put": (lambda x, i, v: aten._unsafe_index_put(x, [i], v), X,
+                                torch.tensor([2, 3]), torch.zeros(2, 5, 6)),
+    "scatter src": (lambda x, i, s: x.scatter(1, i, s), X, torch.tensor([[[0], [4]]]).expand(4, 2, 6),
+                    torch.randn(4, 2, 6)),
+    "scatter value": (lambda x, i: x.scatter(2, i, 2.5), X, torch.randint(0, 6, (4, 5, 1))),
+    "scatter reduce add": (lambda x, i, s: x.scatter(0, i, s, reduce="add"), X,
+                           torch.randint(0, 4, (2, 5, 6)), torch.randn(2, 5, 6)),
+    "scatter_": (lambda x, i, s: x.clone().scatter_(1, i, s), X,
+                 torch.tensor([[[1], [3]]]).expand(4, 2, 6), torch.randn(4, 2, 6)),
+    "scatter_add": (lambda x, i, s: x.scatter_add(0, i, s), X, torch.randint(0, 4, (3, 5, 6)),
+                    torch.randn(3, 5, 6)),
+    "scatter_add_": (lambda x, i, s: x.clone().scatter_add_(2, i, s), X,
+                     torch.randint(0, 6, (4, 5, 6)), torch.randn(4, 5, 6)),
+    "slice_scatter": (lambda x, s: aten.slice_scatter(x, s, 1, 1, 5, 2), X, torch.randn(4, 2, 6)),
+    "slice_scatter negative start": (lambda x, s: aten.slice_scatter(x, s, 2, -2), X,
+                                     torch.randn(4, 5, 2)),
+    "slice_scatter whole": (lambda x, s: aten.slice_scatter(x, s, 0), X, torch.randn(4, 5, 6)),
+    "select_scatter": (lambda x, s: aten.select_scatter(x, s, 1, -1), X, torch.randn(4, 6)),
+    "copy": (lambda x, s: aten.copy(x, s), X, torch.randn(4, 5, 6)),
+    "copy broadcast": (lambda x, s: aten.copy(x, s), X, torch.randn(6)),
+    "copy_ with cast": (_copy_into, X, torch.randint(0, 9, (5, 6))),
+}
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+def test_indexing(case):
+    function, *args = case
+    check(function, *args)
+
+
+def test_embedding_is_one_gather():
+    program = check(torch.nn.Embedding(7, 4), torch.tensor([[1, 6], [0, 3]]))
+    assert op_types(program) == ["Gather"]
+
+
+def test_gather_is_one_gather_elements():
+    program = check(lambda x, i: x.gather(2, i), X, torch.randint(0, 6, (4, 5, 2)))
+    assert op_types(program) == ["GatherElements"]
+
+
+@pytest.mark.parametrize("opset", [13, 15, 16, 18])
+@pytest.mark.parametrize("where", ["first axis", "second axis", "two axes", "mask rows"])
+def test_index_put_accumulate_at_opsets(where, opset):
+    """Repeated indices add up; before opset 16 (ScatterND's reduction) by a one-hot MatMul."""
+    functions = {
+        "first axis": (lambda x, i, v: x.index_put((i,), v, accumulate=True),
+                       torch.tensor([0, 0, 2]), torch.ones(3, 5, 6)),
+        "second axis": (lambda x, i, v: aten.index_put(x, [None, i], v, True),
+                        torch.tensor([1, 1, -1]), torch.randn(4, 3, 6)),
+        "two axes": (lambda x, i, j, v: x.index_put((i, j), v, accumulate=True),
+                     torch.tensor([0, 0, 3]), torch.tensor([2, 2, 1]), torch.randn(6)),
+        "mask rows": (lambda x, m, v: x.index_put((m,), v, accumulate=True),
+                      torch.tensor([True, False, True, True]), torch.randn(3, 5, 6)),
+    }
+    function, *args = functions[where]
+    program = check(function, X, *args, opset=opset)
+    assert ("MatMul" in op_types(program)) == (opset < 16)

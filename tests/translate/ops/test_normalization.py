@@ -1,0 +1,115 @@
+"""Normalization (ops/normalization.py): batch, layer, group, instance and RMS norms, their
+native_* forms with saved statistics, and the opset-dependent single nodes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+
+NORMS = [
+    "nn.functional.batch_norm", "nn.functional.layer_norm", "nn.functional.group_norm",
+    "nn.functional.instance_norm", "nn.functional.rms_norm", "native_layer_norm",
+    "native_batch_norm", "native_group_norm", "_native_batch_norm_legit",
+]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(NORMS))
+def test_normalization_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset, limit=5)
+
+
+X = torch.randn(3, 4, 5, 6)
+C = 4
+
+
+def _stats():
+    torch.manual_seed(1)
+    return (torch.randn(C) * 0.5, torch.rand(C) + 0.5, torch.rand(C) + 0.5, torch.randn(C))
+
+
+def _batch_norm_module():
+    module = torch.nn.BatchNorm2d(C)
+    mean, var, weight, bias = _stats()
+    with torch.no_grad():
+        module.running_mean.copy_(mean)
+        module.running_var.copy_(var)
+        module.weight.copy_(weight)
+        module.bias.copy_(bias)
+    return module
+
+
+def _layer_norm_native(x, w, b):
+    return torch.ops.aten.native_layer_norm(x, [5, 6], w, b, 1e-5)
+
+
+HAND = {
+    "batch_norm module (eval)": (_batch_norm_module(), X),
+    "batch_norm functional, no affine": (
+        lambda x, m, v: F.batch_norm(x, m, v, eps=1e-3), X, *_stats()[:2]),
+    "batch_norm training=True uses batch statistics": (
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), X, *_stats()[2:]),
+    "batch_norm 1d (N, C)": (lambda x, m, v: F.batch_norm(x, m, v), torch.randn(5, C),
+                             *_stats()[:2]),
+    "native_batch_norm eval": (lambda x, w, b, m, v: torch.ops.aten.native_batch_norm(
+        x, w, b, m, v, False, 0.1, 1e-5)[0], X, *_stats()[2:], *_stats()[:2]),
+    "native_batch_norm training saves statistics": (
+        lambda x, w, b: torch.ops.aten.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5),
+        X, *_stats()[2:]),
+    "aten::_native_batch_norm_legit_no_training": (
+        lambda x, w, b, m, v: torch.ops.aten._native_batch_norm_legit_no_training(
+            x, w, b, m, v, 0.1, 1e-5)[0], X, *_stats()[2:], *_stats()[:2]),
+    "aten::_native_batch_norm_legit.no_stats": (
+        lambda x, w, b: torch.ops.aten._native_batch_norm_legit.no_stats(x, w, b, True, 0.1,
+                                                                         1e-5), X, *_stats()[2:]),
+    "aten::_native_batch_norm_legit (functionalized)": (
+        lambda x, w, b, m, v: torch.ops.aten._native_batch_norm_legit(
+            x, w, b, m.clone(), v.clone(), True, 0.1, 1e-5), X, *_stats()[2:], *_stats()[:2]),
+    "layer_norm last axis": (lambda x, w, b: F.layer_norm(x, (6,), w, b), X, torch.randn(6),
+                             torch.randn(6)),
+    "layer_norm two axes no affine": (lambda x: F.layer_norm(x, (5, 6), eps=1e-3), X),
+    "layer_norm weight only": (lambda x, w: F.layer_norm(x, (6,), w), X, torch.randn(6)),
+    "native_layer_norm saves mean and rstd": (_layer_norm_native, X, torch.randn(5, 6),
+                                              torch.randn(5, 6)),
+    "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), X, torch.randn(C), torch.randn(C)),
+    "group_norm no affine 3-d": (lambda x: F.group_norm(x, 4, eps=1e-3), torch.randn(2, 8, 7)),
+    "native_group_norm saves mean and rstd": (
+        lambda x, w, b: torch.ops.aten.native_group_norm(x, w, b, 3, 4, 30, 2, 1e-5),
+        X, torch.randn(C), torch.randn(C)),
+    "instance_norm": (lambda x, w, b: F.instance_norm(x, weight=w, bias=b), X, torch.randn(C),
+                      torch.randn(C)),
+    "instance_norm with running stats": (
+        lambda x, m, v: F.instance_norm(x, m, v, use_input_stats=False), X, *_stats()[:2]),
+    "rms_norm": (lambda x, w: F.rms_norm(x, (6,), w, eps=1e-6), X, torch.randn(6)),
+    "rms_norm default eps, no weight": (lambda x: F.rms_norm(x, (5, 6)), X),
+}
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+@pytest.mark.parametrize("opset", [13, 18])
+def test_normalization(case, opset):
+    """Below and above LayerNormalization (17); RMSNormalization (23) is tested below."""
+    function, *args = case
+    check(function, *args, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [13, 16, 17, 18])
+def test_layer_norm_is_one_node_from_opset_17(opset):
+    program = check(torch.nn.LayerNorm(6), X, opset=opset)
+    if opset >= 17:
+        assert op_types(program) == ["LayerNormalization"]
+    else:
+        assert "LayerNormalization" not in op_types(program)
+
+
+@pytest.mark.parametrize("opset", [22, 23])
+def test_rms_norm_is_one_node_from_opset_23(opset):
+    program = check(torch.nn.RMSNorm(6), X, opset=opset)
+    assert (op_types(program) == ["RMSNormalization"]) == (opset >= 23)
+
+
+def test_batch_norm_in_eval_is_one_node():
+    program = check(_batch_norm_module(), X)
+    assert op_types(program) == ["BatchNormalization"]

@@ -1,0 +1,111 @@
+"""Reductions and softmax-like ops (ops/reductions.py) from OpInfo samples and by hand, at
+opsets before and after ReduceX took its axes as an input (18)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+
+REDUCTIONS = [
+    "mean", "sum", "prod", "amax", "amin", "max:reduction_with_dim", "max:reduction_no_dim",
+    "min:reduction_with_dim", "min:reduction_no_dim", "argmax", "argmin", "softmax",
+    "softmax:with_dtype", "log_softmax", "log_softmax:with_dtype", "cumsum", "var",
+    "var:unbiased", "std", "std:unbiased", "any", "all", "norm", "norm:inf", "norm:fro",
+    "linalg.vector_norm", "logsumexp", ("any", torch.bool), ("all", torch.bool),
+    ("sum", torch.int64), ("prod", torch.int64), ("amax", torch.int64), ("cumsum", torch.int64),
+    ("argmax", torch.int64), ("mean", torch.float64),
+]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(REDUCTIONS))
+def test_reduction_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset)
+
+
+X = torch.randn(2, 3, 4, 5)
+INTS = torch.randint(-5, 5, (3, 4))
+
+HAND = {
+    "mean over dims": (lambda x: x.mean(dim=(1, 3)), X),
+    "mean keepdim negative dims": (lambda x: x.mean(dim=(-1, -2), keepdim=True), X),
+    "mean of all": (lambda x: x.mean(), X),
+    "sum with dtype": (lambda x: x.sum(dim=1, dtype=torch.float64), X),
+    "sum of ints": (lambda x: x.sum(0), INTS),
+    "sum of bools": (lambda x: (x > 0).sum(dim=1), X),
+    "mean of empty dims list": (lambda x: x.sum(dim=[]), X),
+    "prod over dim": (lambda x: x.prod(2, keepdim=True), X),
+    "amax several dims": (lambda x: x.amax(dim=(0, 2)), X),
+    "max with indices": (lambda x: x.max(dim=2), X),
+    "min with indices keepdim": (lambda x: x.min(dim=-1, keepdim=True), X),
+    "max of all": (lambda x: x.max(), X),
+    "argmax keepdim": (lambda x: x.argmax(dim=1, keepdim=True), X),
+    "argmin of all": (lambda x: x.argmin(), X),
+    "softmax middle axis": (lambda x: x.softmax(dim=1), X),
+    "softmax to float64": (lambda x: x.softmax(-1, dtype=torch.float64), X),
+    "log_softmax": (lambda x: x.log_softmax(dim=-1), X),
+    "aten::_softmax": (lambda x: torch.ops.aten._softmax(x, 2, False), X),
+    "aten::_log_softmax": (lambda x: torch.ops.aten._log_softmax(x, -1, False), X),
+    "special softmax and log_softmax": (
+        lambda x: (torch.special.softmax(x, 1), torch.special.log_softmax(x, 1)), X),
+    "cumsum with dtype": (lambda x: x.cumsum(1, dtype=torch.float64), X),
+    "cumsum of ints": (lambda x: x.cumsum(0), INTS),
+    "var over dim (var.dim)": (lambda x: torch.var(x, 1, True, True), X),
+    "var correction 0": (lambda x: torch.var(x, dim=(1, 2), correction=0), X),
+    "var correction 2": (lambda x: torch.var(x, dim=-1, correction=2, keepdim=True), X),
+    "var of all, unbiased": (lambda x: torch.var(x, unbiased=True), X),
+    "var of one sample is nan": (lambda x: torch.var(x, dim=0), X[:1]),
+    "std over dims": (lambda x: x.std(dim=(0, 3)), X),
+    "std unbiased=False": (lambda x: torch.std(x, 2, False), X),
+    "any over dim": (lambda x: (x > 1).any(dim=1), X),
+    "all of all": (lambda x: (x > -5).all(), X),
+    "any of floats": (lambda x: x.any(dim=0), torch.tensor([[0.0, 1.0], [0.0, 0.0]])),
+    "norm 2": (lambda x: torch.linalg.vector_norm(x, dim=-1), X),
+    "norm 1": (lambda x: torch.linalg.vector_norm(x, 1, dim=(1, 2)), X),
+    "norm 3": (lambda x: torch.linalg.vector_norm(x, 3, dim=1, keepdim=True), X),
+    "norm 0.5": (lambda x: torch.linalg.vector_norm(x, 0.5), X),
+    "norm inf": (lambda x: torch.linalg.vector_norm(x, float("inf"), dim=0), X),
+    "norm -inf": (lambda x: torch.linalg.vector_norm(x, float("-inf"), dim=0), X),
+    "norm 0 counts nonzeros": (lambda x: torch.linalg.vector_norm(x, 0, dim=1),
+                               torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, -3.0]])),
+    "torch.norm": (lambda x: torch.norm(x, dim=1), X),
+    "F.normalize": (lambda x: torch.nn.functional.normalize(x, dim=1), X),
+    "logsumexp": (lambda x: x.logsumexp(dim=(1, 2)), X),
+    "logsumexp of ints": (lambda x: x.logsumexp(dim=1), INTS),
+}
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+def test_reduction(case):
+    function, *args = case
+    check(function, *args)
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "amax", "amin", "prod", "logsumexp",
+                                       "norm1", "norm2"])
+def test_axes_as_attribute_or_input(reduction, opset):
+    """ReduceSum took its axes as an input from opset 13, the other reductions from 18."""
+    functions = {
+        "mean": lambda x: x.mean(dim=(0, 2)),
+        "sum": lambda x: x.sum(dim=(0, 2)),
+        "amax": lambda x: x.amax(dim=(0, 2)),
+        "amin": lambda x: x.amin(dim=(0, 2)),
+        "prod": lambda x: x.prod(dim=2),
+        "logsumexp": lambda x: x.logsumexp(dim=(0, 2)),
+        "norm1": lambda x: torch.linalg.vector_norm(x, 1, dim=(0, 2)),
+        "norm2": lambda x: torch.linalg.vector_norm(x, 2, dim=(0, 2)),
+    }
+    program = check(functions[reduction], X, opset=opset)
+    assert len(op_types(program)) == 1, op_types(program)
+    node = program.model.graph.node(0)
+    assert ("axes" in node.attributes) == (opset < 18 and node.op_type != "ReduceSum")
+
+
+def test_mean_is_one_reduce_mean():
+    assert op_types(check(lambda x: x.mean(-1, keepdim=True), X)) == ["ReduceMean"]
+
+
+def test_softmax_is_one_softmax():
+    assert op_types(check(lambda x: x.softmax(1), X)) == ["Softmax"]

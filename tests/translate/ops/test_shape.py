@@ -1,0 +1,181 @@
+"""Shape ops (ops/shape.py): views, transposes, concatenation, splitting, slicing, padding,
+sizes; OpInfo samples and by hand, with the graph they make."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+
+SHAPE = [
+    "cat", "stack", "split", "split:list_args", "split_with_sizes", "chunk", "tensor_split",
+    "flip", "roll", "repeat", "permute", "transpose", "t", "movedim", "squeeze",
+    "squeeze:multiple", "unsqueeze", "flatten", "unflatten", "view", "reshape", "view_as",
+    "reshape_as", "expand", "expand_as", "broadcast_to", "narrow", "select", "slice", "unbind",
+    "constant_pad_nd", "nn.functional.pad:constant", "nn.functional.pad:reflect",
+    "nn.functional.pad:replicate", "nn.functional.pad:circular", "clone", "contiguous", "to",
+    ("cat", torch.int64), ("view", torch.bool),
+]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(SHAPE))
+def test_shape_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset, limit=5)
+
+
+X = torch.randn(2, 3, 4, 5)
+aten = torch.ops.aten
+
+HAND = {
+    "view": (lambda x: x.view(6, 20), X),
+    "reshape with -1": (lambda x: x.reshape(2, -1, 5), X),
+    "aten::_unsafe_view": (lambda x: aten._unsafe_view(x, [6, 4, 5]), X),
+    "aten::_reshape_alias": (lambda x: aten._reshape_alias(x, [6, 20], [20, 1]), X),
+    "view_as": (lambda x, y: x.view_as(y), X, torch.empty(4, 30)),
+    "reshape_as": (lambda x, y: x.reshape_as(y), X, torch.empty(120)),
+    "flatten from 1": (lambda x: x.flatten(1), X),
+    "flatten middle": (lambda x: x.flatten(1, 2), X),
+    "flatten all": (lambda x: x.flatten(), X),
+    "unflatten": (lambda x: x.unflatten(-1, (5, 1)), X),
+    "aten::squeeze_copy": (lambda x: aten.squeeze_copy(x, [1]), torch.randn(2, 1, 3)),
+    "aten::view_copy": (lambda x: aten.view_copy(x, [3, 40]), X),
+    "permute": (lambda x: x.permute(3, 1, 0, 2), X),
+    "permute identity": (lambda x: x.permute(0, 1, 2, 3) + 1, X),
+    "transpose": (lambda x: x.transpose(1, -1), X),
+    "swapaxes": (lambda x: x.swapaxes(0, 2), X),
+    "swapdims": (lambda x: x.swapdims(3, 1), X),
+    "t": (lambda x: x.t(), torch.randn(3, 4)),
+    "t of 1-d": (lambda x: x.t() * 2, torch.randn(3)),
+    "numpy T": (lambda x: x.T, torch.randn(3, 4)),
+    "identities": (lambda x: (x.contiguous() + x.clone() + x.detach() + aten.alias(x)
+                              + F.dropout(x, 0.5, training=False) + aten.lift_fresh_copy(x)
+                              + x.resolve_conj() + x.resolve_neg() + aten.alias_copy(x)), X),
+    "aten::contiguous, lift_fresh, dropout_": (
+        lambda x: aten.contiguous(x) + aten.lift_fresh(x) + aten.dropout_(x.clone(), 0.5, False),
+        X),
+    "dropout variants": (lambda x: aten.dropout(x, 0.3, False) + aten.feature_dropout(x, 0.3, False)
+                         + aten.alpha_dropout(x, 0.3, False)
+                         + aten.feature_alpha_dropout(x, 0.3, False), X),
+    "to dtype": (lambda x: x.to(torch.int32), X * 10),
+    "to same dtype": (lambda x: x.to(torch.float32) + 1, X),
+    "aten::_to_copy": (lambda x: aten._to_copy(x, dtype=torch.float64), X),
+    "type_as": (lambda x, y: x.type_as(y), X * 5, torch.zeros(1, dtype=torch.int64)),
+    "bool to float": (lambda x: (x > 0).float(), X),
+    "expand": (lambda x: x.expand(3, 4, 5), torch.randn(4, 1)),
+    "expand with -1": (lambda x: x.expand(2, -1, 6), torch.randn(1, 3, 1)),
+    "aten::expand_copy": (lambda x: aten.expand_copy(x, [2, 3, 4]), torch.randn(3, 1)),
+    "broadcast_to": (lambda x: x.broadcast_to(2, 3, 4), torch.randn(4)),
+    "expand_as": (lambda x, y: x.expand_as(y), torch.randn(1, 5), X),
+    "squeeze all": (lambda x: x.squeeze(), torch.randn(1, 3, 1, 4)),
+    "squeeze a dim of size 1": (lambda x: x.squeeze(2), torch.randn(1, 3, 1, 4)),
+    "squeeze a dim not of size 1": (lambda x: x.squeeze(1) * 2, torch.randn(1, 3, 1, 4)),
+    "squeeze dims": (lambda x: x.squeeze((0, 2)), torch.randn(1, 3, 1, 4)),
+    "unsqueeze": (lambda x: x.unsqueeze(0), X),
+    "unsqueeze negative": (lambda x: x.unsqueeze(-1), X),
+    "aten::unsqueeze_copy": (lambda x: aten.unsqueeze_copy(x, 2), X),
+    "cat": (lambda x, y: torch.cat([x, y], dim=1), X, torch.randn(2, 2, 4, 5)),
+    "cat with type promotion": (lambda x, y: torch.cat([x, y], -1), X,
+                                torch.ones(2, 3, 4, 2, dtype=torch.int64)),
+    "cat skips 1-d empty tensors": (lambda x, y: torch.cat([x, y]), torch.randn(3, 2),
+                                    torch.randn(0)),
+    "concat": (lambda x, y: torch.concat([x, y]), X, X),
+    "concatenate": (lambda x, y: torch.concatenate([x, y], axis=2), X, X),
+    "stack": (lambda x, y: torch.stack([x, y], dim=2), X, X),
+    "stack negative dim": (lambda x, y: torch.stack([x, y], dim=-1), X, X),
+    "split": (lambda x: x.split(2, dim=-1), X),
+    "split with sizes": (lambda x: x.split([1, 3, 1], dim=3), X),
+    "chunk": (lambda x: x.chunk(2, dim=2), X),
+    "chunk uneven": (lambda x: x.chunk(2, dim=-1), X),
+    "tensor_split sections": (lambda x: x.tensor_split(3, dim=3), X),
+    "tensor_split indices": (lambda x: x.tensor_split([1, 4], dim=3), X),
+    "tensor_split tensor indices": (lambda x, i: x.tensor_split(i, dim=3), X,
+                                    torch.tensor([1, 3])),
+    "aten::split_copy": (lambda x: aten.split_copy(x, 2, 1), X),
+    "aten::split_with_sizes_copy": (lambda x: aten.split_with_sizes_copy(x, [1, 2], 1), X),
+    "unbind": (lambda x: x.unbind(1), X),
+    "aten::unbind_copy": (lambda x: aten.unbind_copy(x, 0), X),
+    "select": (lambda x: x[:, 1], X),
+    "select negative": (lambda x: x.select(2, -1), X),
+    "aten::select_copy": (lambda x: aten.select_copy(x, 0, 1), X),
+    "slice": (lambda x: x[:, 1:3, ::2], X),
+    "slice negative bounds": (lambda x: x[..., -3:-1], X),
+    "slice past the end": (lambda x: x[:, :10] + 1, X),
+    "aten::slice_copy": (lambda x: aten.slice_copy(x, 1, 0, 2), X),
+    "narrow": (lambda x: x.narrow(3, 1, 3), X),
+    "aten::narrow_copy": (lambda x: aten.narrow_copy(x, 1, 1, 2), X),
+    "roll one dim": (lambda x: x.roll(2, 3), X),
+    "roll several dims": (lambda x: x.roll((1, -2), (1, 3)), X),
+    "roll flattened": (lambda x: x.roll(7), X),
+    "roll by the size": (lambda x: x.roll(5, -1) + 1, X),
+    "repeat": (lambda x: x.repeat(2, 1, 3), torch.randn(3, 4)),
+    "repeat adds dims": (lambda x: x.repeat(2, 1, 1, 1), torch.randn(3, 4)),
+    "flip": (lambda x: x.flip(0, 3), X),
+    "pad constant": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), X),
+    "pad negative crops": (lambda x: F.pad(x, (-1, 2)), X),
+    "aten::constant_pad_nd": (lambda x: aten.constant_pad_nd(x, [2, 1], 3.0), X),
+    "pad reflect": (lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect"), X),
+    "pad replicate": (lambda x: F.pad(x, (2, 1), mode="replicate"), torch.randn(2, 3, 5)),
+    "pad circular": (lambda x: F.pad(x, (2, 1, 1, 3), mode="circular"), X),
+    "aten::reflection_pad1d": (lambda x: aten.reflection_pad1d(x, [2, 1]), torch.randn(2, 3, 5)),
+    "aten::reflection_pad3d": (lambda x: aten.reflection_pad3d(x, [1, 1, 1, 0, 0, 1]),
+                               torch.randn(1, 2, 3, 4, 5)),
+    "aten::replication_pad2d": (lambda x: aten.replication_pad2d(x, [1, 2, 2, 1]), X),
+    "aten::replication_pad3d": (lambda x: aten.replication_pad3d(x, [1, 0, 0, 1, 1, 1]),
+                                torch.randn(1, 2, 3, 4, 5)),
+    "size and numel": (lambda x: x.reshape(x.size(0), x.numel() // x.size(0)), X),
+    "aten::_shape_as_tensor": (lambda x: aten._shape_as_tensor(x), X),
+    "aten::sym_numel": (lambda x: torch.full((2,), aten.sym_numel(x)), X),
+    "aten::numel": (lambda x: torch.full((2,), aten.numel(x)), X),
+    "view.dtype": (lambda x: x.view(torch.int32), X),
+    "view_as_real": (lambda x: torch.view_as_real(x), torch.randn(3, dtype=torch.complex64)),
+}
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+def test_shape(case):
+    function, *args = case
+    check(function, *args)
+
+
+def test_view_with_static_shape_is_one_reshape():
+    assert op_types(check(lambda x: x.view(6, 20), X)) == ["Reshape"]
+
+
+def test_flatten_from_axis_1_is_onnx_flatten():
+    assert op_types(check(lambda x: x.flatten(1), X)) == ["Flatten"]
+
+
+def test_split_is_one_split():
+    assert op_types(check(lambda x: x.split([1, 3, 1], dim=3), X)) == ["Split"]
+
+
+def test_permute_is_one_transpose():
+    assert op_types(check(lambda x: x.permute(0, 2, 3, 1), X)) == ["Transpose"]
+
+
+def test_identities_emit_nothing_but_an_identity_for_the_output():
+    program = check(lambda x: x.contiguous().clone().detach(), X)
+    assert op_types(program) == ["Identity"]
+
+
+def test_expand_of_equal_sizes_is_dropped():
+    program = check(lambda x: x.expand(2, 3, 4, 5) + 1, X)
+    assert op_types(program) == ["Add"]
+
+
+@pytest.mark.parametrize("opset", [13, 18, 19])
+def test_circular_pad_at_opsets_before_and_with_wrap(opset):
+    program = check(lambda x: F.pad(x, (2, 1, 1, 3), mode="circular"), X, opset=opset)
+    pads = [n for n in program.model.graph if n.op_type == "Pad"]
+    if opset >= 19:
+        assert len(pads) == 1 and pads[0].attributes["mode"].value == "wrap"
+    else:
+        assert not pads
+
+
+def test_reflect_pad_is_one_pad():
+    program = check(lambda x: F.pad(x, (2, 1), mode="reflect"), torch.randn(2, 3, 5))
+    (pad,) = program.model.graph
+    assert pad.op_type == "Pad" and pad.attributes["mode"].value == "reflect"
