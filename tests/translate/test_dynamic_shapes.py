@@ -105,6 +105,24 @@ def test_dynamic_axes_form(function):
     assert str(program.model.graph.inputs[0].shape[0]) == "batch"
 
 
+def _unflatten_batch(x):
+    return x.flatten(0, 1).unflatten(0, (x.shape[0], x.shape[1]))
+
+
+@pytest.mark.parametrize("function", cases({
+    "unflatten to the sizes it was flattened from": _unflatten_batch,
+    "expand_as a dynamic tensor": lambda x: x[:1, :1].expand_as(x),
+    "view_as a dynamic tensor": lambda x: x.reshape(x.shape[0], -1).view_as(x),
+    "narrow by a symbolic length": lambda x: x.narrow(1, 1, x.shape[1] - 2),
+    "select at a symbolic index": lambda x: x[:, x.shape[1] - 3],
+    "arange between sizes": lambda x: torch.arange(x.shape[1], x.shape[0] + x.shape[1]),
+}))
+def test_dynamic_batch_and_sequence(function):
+    shapes = ({0: BATCH, 1: torch.export.Dim("sequence", min=4, max=128)},)
+    check(function, torch.randn(4, 6, 8), dynamic_shapes=shapes,
+          run_with=[(torch.randn(5, 9, 8),), (torch.randn(3, 4, 8),)])
+
+
 def _attention(causal, masked):
     def attend(q, mask):
         if masked:

@@ -99,7 +99,17 @@ def view_as(g, self, other):
     return reshape_to(g, self, _expected_dims(g))
 
 
-@translates("aten::flatten", "aten::unflatten", "aten::squeeze_copy", "aten::view_copy")
+@translates("aten::unflatten")
+def unflatten(g, self, dim, sizes):
+    """unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)"""
+    # From the sizes given (SymInt values included), not torch's result shape: a symbolic size
+    # of the result need not be a size of the input (unflatten(0, (b, s)) of [b*s, ...]).
+    axis = normalize_axis(dim, rank(self))
+    dims = list(self.shape)
+    return reshape_to(g, self, dims[:axis] + list(sizes) + dims[axis + 1:])
+
+
+@translates("aten::flatten", "aten::squeeze_copy", "aten::view_copy")
 def reshape_to_expected(g, self, *_, **__):
     """flatten.using_ints(Tensor self, int start_dim=0, int end_dim=-1) -> Tensor"""
     dims = _expected_dims(g)
@@ -189,11 +199,11 @@ def expand(g, self, size, *_, **__):
 @translates("aten::expand_as")
 def expand_as(g, self, other):
     """expand_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
-    return expand(g, self, _expected_dims_as_entries(g))
-
-
-def _expected_dims_as_entries(g):
-    return _expected_dims(g)
+    dims = _expected_dims(g)
+    if all(isinstance(d, int) for d in dims):
+        return expand(g, self, dims)
+    # Symbolic sizes have no value here: Expand to other's shape (the same broadcast).
+    return g.op("Expand", self, g.op("Shape", other))
 
 
 @translates("aten::squeeze")
