@@ -16,6 +16,11 @@ UNARY = [
     "clamp_min", "clamp_max", ("clamp", torch.int64), ("logical_not", torch.bool),
     "logical_not", ("bitwise_not", torch.int64), ("bitwise_not", torch.uint8),
     ("bitwise_not", torch.bool), ("neg", torch.int64), ("abs", torch.int64),
+    # float functions of integers compute in float; floor/ceil/round of integers are identities
+    ("exp", torch.int64), ("sqrt", torch.int64), ("sigmoid", torch.int64), ("sin", torch.int64),
+    ("erf", torch.int64), ("reciprocal", torch.int64), ("rsqrt", torch.int64),
+    ("floor", torch.int64), ("ceil", torch.int64), ("round", torch.int64),
+    ("isnan", torch.int64), ("sign", torch.int64), ("nn.functional.relu", torch.int64),
     "nn.functional.relu", "nn.functional.hardswish", "nn.functional.hardsigmoid",
     "nn.functional.mish", "nn.functional.silu", "nn.functional.gelu", "nn.functional.hardtanh",
     "nn.functional.relu6", "nn.functional.leaky_relu", "nn.functional.elu",
@@ -146,6 +151,10 @@ HAND = {
                               torch.tensor([0.0, 0.0, 3.0, 1.0])),
     "bitwise on ints": (lambda x, y: (x & y, x | y, x ^ y, ~x), INTS, INTS.flip(1)),
     "bitwise on bools": (lambda x, y: (x & y, x | y, x ^ y, ~x), INTS > 0, INTS < 3),
+    "arithmetic on bools stays bool": (
+        lambda x, y: (x * y, x + y, torch.maximum(x, y), torch.minimum(x, y)), INTS > 0, INTS < 3),
+    "float functions of ints": (lambda x: (x.exp(), x.sqrt(), x.sigmoid(), torch.rsqrt(x),
+                                           x.tanh(), x.floor(), x.round()), INTS.abs() + 1),
 }
 
 

@@ -78,6 +78,8 @@ HAND = {
     "cat": (lambda x, y: torch.cat([x, y], dim=1), X, torch.randn(2, 2, 4, 5)),
     "cat with type promotion": (lambda x, y: torch.cat([x, y], -1), X,
                                 torch.ones(2, 3, 4, 2, dtype=torch.int64)),
+    "cat of bool and int": (lambda x, y: torch.cat([x > 0, y], dim=1), torch.randn(2, 3),
+                            torch.ones(2, 2, dtype=torch.int64)),
     "cat skips 1-d empty tensors": (lambda x, y: torch.cat([x, y]), torch.randn(3, 2),
                                     torch.randn(0)),
     "concat": (lambda x, y: torch.concat([x, y]), X, X),

@@ -13,8 +13,21 @@ from onnxport.translate.registry import translates
 
 
 # -- unary ----------------------------------------------------------------------------------
+# ONNX defines these for floats only; of an integer tensor torch's result is the tensor.
+_IDENTITY_ON_INTEGERS = {"Floor", "Ceil", "Round"}
+
+
 def _unary(onnx_op: str, *names: str, since_opset: int = 1, **attrs):
     def translation(g, self, *_, **__):
+        out = expected_dtype(g)
+        if self.dtype not in FLOAT_TYPES:
+            if onnx_op in _IDENTITY_ON_INTEGERS:
+                return g.op("Identity", self)
+            if out in FLOAT_TYPES:
+                # torch computes exp, sqrt, sigmoid... of integers in the default float dtype.
+                self = cast(g, self, out)
+            elif onnx_op == "IsNaN":
+                self = cast(g, self, ir.DataType.FLOAT)  # (no integer is nan)
         return g.op(onnx_op, self, **attrs)
 
     translation.__name__ = onnx_op.lower()
@@ -82,6 +95,8 @@ def bitwise_not(g, self):
 @translates("aten::round")
 def round_(g, self, *, decimals=0):
     """round.decimals(Tensor self, *, int decimals) -> Tensor"""
+    if self.dtype not in FLOAT_TYPES:
+        return g.op("Identity", self)  # an integer is already round
     if decimals == 0:
         return g.op("Round", self)
     # As torch's kernel: scale by a power of ten, round half to even, scale back.
@@ -95,7 +110,9 @@ def round_(g, self, *, decimals=0):
 @translates("aten::rsqrt")
 def rsqrt(g, self):
     """rsqrt(Tensor self) -> Tensor"""
-    return g.op("Reciprocal", g.op("Sqrt", self))
+    out = expected_dtype(g)
+    x = cast(g, self, out) if out in FLOAT_TYPES else self  # of integers: in float
+    return g.op("Reciprocal", g.op("Sqrt", x))
 
 
 @translates("aten::silu", "aten::silu_")
@@ -244,10 +261,16 @@ def _operands(g, self, other, dtype=None):
     return as_tensor(g, self, dtype=dtype), as_tensor(g, other, dtype=dtype)
 
 
+# On bools (torch keeps bool for these) the arithmetic op is a logical one.
+_ON_BOOLS = {"Mul": "And", "Max": "Or", "Min": "And", "Add": "Or"}
+
+
 def _binary(onnx_op: str, *names: str, result_is_bool: bool = False):
     def translation(g, self, other, *_, **__):
         dtype = None if result_is_bool else expected_dtype(g)
         a, b = _operands(g, self, other, dtype)
+        if dtype == ir.DataType.BOOL and onnx_op in _ON_BOOLS:
+            return g.op(_ON_BOOLS[onnx_op], a, b)
         return g.op(onnx_op, a, b)
 
     translation.__name__ = onnx_op.lower()
@@ -315,6 +338,8 @@ _logical("Xor", "BitwiseXor", "aten::__xor__", "aten::bitwise_xor", "aten::logic
 def add(g, self, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     a, b = _operands(g, self, other, expected_dtype(g))
+    if a.dtype == ir.DataType.BOOL:
+        return g.op("Or", a, b)  # torch adds bools as a logical or
     if alpha != 1:
         b = g.op("Mul", b, g.const(alpha, b.dtype))
     return g.op("Add", a, b)

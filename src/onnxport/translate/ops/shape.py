@@ -243,7 +243,7 @@ def cat(g, tensors, dim=0):
     values = [cast(g, t, dtype) if dtype is not None else t for t in kept]
     if len(values) == 1:
         return values[0]
-    axis = normalize_axis(dim, rank(values[0]))
+    axis = normalize_axis(dim, rank(kept[0]))  # (a fresh Cast output has no recorded shape)
     return g.op("Concat", *values, axis_i=axis)
 
 
