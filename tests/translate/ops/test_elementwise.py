@@ -40,6 +40,9 @@ BINARY = [
     ("div:trunc_rounding", torch.int64), ("floor_divide", torch.int64),
     ("remainder", torch.int64), ("fmod", torch.int64), ("maximum", torch.int64),
     ("eq", torch.int64), ("lt", torch.int64),
+    # bools: ORT has no bool Where, ONNX no bool Less/Greater
+    ("where", torch.bool), ("masked_fill", torch.bool), ("lt", torch.bool), ("ge", torch.bool),
+    ("maximum", torch.bool), ("mul", torch.bool), ("add", torch.bool),
 ]
 
 

@@ -15,7 +15,9 @@ REDUCTIONS = [
     "var:unbiased", "std", "std:unbiased", "any", "all", "norm", "norm:inf", "norm:fro",
     "linalg.vector_norm", "logsumexp", ("any", torch.bool), ("all", torch.bool),
     ("sum", torch.int64), ("prod", torch.int64), ("amax", torch.int64), ("cumsum", torch.int64),
-    ("argmax", torch.int64), ("mean", torch.float64),
+    ("argmax", torch.int64), ("mean", torch.float64), ("amax", torch.bool),
+    ("amin", torch.bool), ("max:reduction_with_dim", torch.bool),
+    ("min:reduction_no_dim", torch.bool), ("cumsum", torch.bool), ("sum", torch.bool),
 ]
 
 

@@ -269,6 +269,9 @@ def _binary(onnx_op: str, *names: str, result_is_bool: bool = False):
     def translation(g, self, other, *_, **__):
         dtype = None if result_is_bool else expected_dtype(g)
         a, b = _operands(g, self, other, dtype)
+        if result_is_bool and a.dtype == ir.DataType.BOOL and onnx_op != "Equal":
+            # Less/Greater... take numbers only: order bools as 0 and 1.
+            a, b = cast(g, a, ir.DataType.INT32), cast(g, b, ir.DataType.INT32)
         if dtype == ir.DataType.BOOL and onnx_op in _ON_BOOLS:
             return g.op(_ON_BOOLS[onnx_op], a, b)
         return g.op(onnx_op, a, b)
@@ -421,13 +424,20 @@ def where(g, condition, self=None, other=None):
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
     dtype = expected_dtype(g)
     a, b = _operands(g, self, other, dtype)
-    return g.op("Where", cast(g, condition, ir.DataType.BOOL), a, b)
+    return _where(g, cast(g, condition, ir.DataType.BOOL), a, b)
+
+
+def _where(g, condition, a, b):
+    if a.dtype == ir.DataType.BOOL:
+        # ONNX Runtime has no bool Where: (c and a) or (not c and b).
+        return g.op("Or", g.op("And", condition, a), g.op("And", g.op("Not", condition), b))
+    return g.op("Where", condition, a, b)
 
 
 @translates("aten::masked_fill", "aten::masked_fill_")
 def masked_fill(g, self, mask, value):
     """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    return g.op("Where", cast(g, mask, ir.DataType.BOOL), as_tensor(g, value, self), self)
+    return _where(g, cast(g, mask, ir.DataType.BOOL), as_tensor(g, value, self), self)
 
 
 @translates("aten::atan2")

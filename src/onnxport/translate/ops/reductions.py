@@ -29,6 +29,8 @@ def _reduction(onnx_op: str, *names: str):
         axes = _axes(self, dim)
         if axes is not None and not axes:
             axes = None
+        if x.dtype == ir.DataType.BOOL:  # amax/amin of bools
+            return cast(g, reduce(g, onnx_op, _comparable(g, x), axes, keepdim), ir.DataType.BOOL)
         return reduce(g, onnx_op, x, axes, keepdim)
 
     translation.__name__ = onnx_op.lower()
@@ -48,26 +50,32 @@ def max_(g, self, dim=None, keepdim=False):
     """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
     is_max = "max" in g.provenance.aten
     op = "ReduceMax" if is_max else "ReduceMin"
-    if dim is None:
-        return reduce(g, op, self, None, False)
-    if rank(self) == 0:
+    if rank(self) == 0 and dim is not None:
         # A 0-d tensor is its own max along dim 0 (or -1), at index 0; ONNX needs an axis.
         return g.op("Identity", self), g.const(0, ir.DataType.INT64)
+    x = _comparable(g, self)
+    if dim is None:
+        return cast(g, reduce(g, op, x, None, False), self.dtype)
     axis = normalize_axis(dim, rank(self))
-    values = reduce(g, op, self, [axis], keepdim)
-    indices = g.op("ArgMax" if is_max else "ArgMin", self, axis_i=axis, keepdims_i=int(keepdim))
+    values = cast(g, reduce(g, op, x, [axis], keepdim), self.dtype)
+    indices = g.op("ArgMax" if is_max else "ArgMin", x, axis_i=axis, keepdims_i=int(keepdim))
     return values, indices
+
+
+def _comparable(g, x):
+    """Bools as int32: ONNX's ReduceMax/ReduceMin/ArgMax/ArgMin take numbers only."""
+    return cast(g, x, ir.DataType.INT32) if x.dtype == ir.DataType.BOOL else x
 
 
 @translates("aten::argmax", "aten::argmin")
 def argmax(g, self, dim=None, keepdim=False):
     """argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
     op = "ArgMax" if "argmax" in g.provenance.aten else "ArgMin"
-    x = self
+    x = _comparable(g, self)
     if rank(self) == 0:
         return g.const(0, ir.DataType.INT64)  # the only index of a 0-d tensor
     if dim is None:
-        x = g.op("Reshape", self, g.const([-1]))
+        x = g.op("Reshape", x, g.const([-1]))
         dim = 0
         result = g.op(op, x, axis_i=0, keepdims_i=0)
         return result
@@ -105,7 +113,11 @@ def cumsum(g, self, dim, *, dtype=None):
     x = cast(g, self, out) if out is not None else self
     if rank(self) == 0:
         return g.op("Identity", x)  # ONNX CumSum rejects scalars; torch's is the value itself
-    return g.op("CumSum", x, g.const(normalize_axis(dim, rank(self)), ir.DataType.INT64))
+    axis = g.const(normalize_axis(dim, rank(self)), ir.DataType.INT64)
+    if x.dtype == ir.DataType.BOOL:
+        # A bool cumsum (dtype=torch.bool) is a running "or": count in int64, then nonzero.
+        return cast(g, g.op("CumSum", cast(g, x, ir.DataType.INT64), axis), ir.DataType.BOOL)
+    return g.op("CumSum", x, axis)
 
 
 @translates("aten::var", "aten::std")
