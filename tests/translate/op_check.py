@@ -204,6 +204,8 @@ NOT_COMPARABLE: dict[str, tuple[Callable, str]] = {
     "nn.functional.scaled_dot_product_attention": (
         lambda s: s.kwargs.get("dropout_p", 0.0) > 0,
         "dropout_p > 0 is random in eager; an exported graph is an inference graph"),
+    "cumsum": (lambda s: s.kwargs.get("dtype") == torch.bool,
+               "eager has no bool cumsum kernel on CPU (\"cumsum_out_cpu\" not implemented)"),
 }
 
 
