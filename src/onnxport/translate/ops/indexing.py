@@ -52,16 +52,16 @@ def index(g, self, indices):
         if idx.dtype == ir.DataType.BOOL:
             return _index_by_mask(g, self, idx, k)
         return g.op("Gather", self, cast(g, idx, ir.DataType.INT64), axis_i=k)
-    if positions != list(range(positions[0], positions[0] + len(positions))):
-        raise NotImplementedError("indexing with non-adjacent index tensors")
     if any(indices[k].dtype == ir.DataType.BOOL for k in positions):
-        raise NotImplementedError("indexing with several boolean masks")
-    # Adjacent integer indices: broadcast them, stack on a last axis and GatherND on the
-    # indexed axes brought to the front.
+        raise NotImplementedError("indexing with a boolean mask beside other indices")
+    # Integer indices: broadcast them, stack on a last axis and GatherND on the indexed axes
+    # brought to the front. torch puts the index dims where the indexed axes were when those
+    # are adjacent, and first (as GatherND does) when they are not.
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
     r = rank(self)
-    first = positions[0]
+    first = positions[0] if adjacent else 0
     x = self
-    if first > 0:
+    if positions != list(range(len(positions))):
         perm = positions + [i for i in range(r) if i not in positions]
         x = g.op("Transpose", self, perm_i=perm)
     idx_values = [cast(g, indices[k], ir.DataType.INT64) for k in positions]
@@ -87,10 +87,18 @@ def _broadcast_shape(g, a, b):
 
 
 def _index_by_mask(g, self, mask, k):
-    if k != 0:
-        raise NotImplementedError("boolean mask indexing after the first axis")
+    """self[..., mask, ...] with the mask over axes k.. : GatherND at the mask's coordinates
+    on those axes brought to the front, the selected axis then moved back to k."""
+    r, r_mask = rank(self), rank(mask)
     coordinates = g.op("Transpose", g.op("NonZero", mask), perm_i=[1, 0])
-    return g.op("GatherND", self, coordinates)
+    if k == 0:
+        return g.op("GatherND", self, coordinates)
+    masked = list(range(k, k + r_mask))
+    x = g.op("Transpose", self, perm_i=masked + [i for i in range(r) if i not in masked])
+    selected = g.op("GatherND", x, coordinates)
+    out_rank = r - r_mask + 1
+    return g.op("Transpose", selected,
+                perm_i=list(range(1, k + 1)) + [0] + list(range(k + 1, out_rank)))
 
 
 @translates("aten::index_put", "aten::index_put_", "aten::_unsafe_index_put")
