@@ -102,6 +102,7 @@ HAND = {
     "softsign": (F.softsign, X),
     "hardsigmoid": (F.hardsigmoid, X),
     "in-place forms": (_in_place, X),
+    "celu (decomposes to prims::expm1)": (lambda x: F.celu(x, 0.5), X),
     # clamp
     "clamp with tensor bounds": (torch.clamp, X, -torch.rand(3, 5), torch.rand(1, 5)),
     "clamp with a tensor min only": (lambda x, m: torch.clamp(x, min=m), X, torch.rand(5)),

@@ -74,6 +74,7 @@ HAND = {
     "torch.norm": (lambda x: torch.norm(x, dim=1), X),
     "F.normalize": (lambda x: torch.nn.functional.normalize(x, dim=1), X),
     "logsumexp": (lambda x: x.logsumexp(dim=(1, 2)), X),
+    "var_mean (decomposes to prims::var)": (lambda x: torch.var_mean(x, dim=1), X),
     "logsumexp of ints": (lambda x: x.logsumexp(dim=1), INTS),
 }
 
