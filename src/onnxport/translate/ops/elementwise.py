@@ -133,9 +133,11 @@ def gelu(g, self, approximate="none"):
         tanh = g.op("Tanh", g.op("Mul", inner, g.const(math.sqrt(2 / math.pi), self.dtype)))
         half_x = g.op("Mul", self, g.const(0.5, self.dtype))
         return g.op("Mul", half_x, g.op("Add", tanh, g.const(1.0, self.dtype)))
-    erf = g.op("Erf", g.op("Mul", self, g.const(1 / math.sqrt(2), self.dtype)))
-    half_x = g.op("Mul", self, g.const(0.5, self.dtype))
-    return g.op("Mul", half_x, g.op("Add", erf, g.const(1.0, self.dtype)))
+    # Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5: the exact pattern ONNX Runtime's
+    # GeluFusion recognizes, so the five nodes run as one Gelu kernel.
+    erf = g.op("Erf", g.op("Div", self, g.const(math.sqrt(2), self.dtype)))
+    scaled = g.op("Mul", self, g.op("Add", erf, g.const(1.0, self.dtype)))
+    return g.op("Mul", scaled, g.const(0.5, self.dtype))
 
 
 @translates("aten::hardtanh", "aten::hardtanh_")
