@@ -122,7 +122,10 @@ class ONNXProgram:
         return [torch.from_numpy(np.asarray(o)) for o in outputs]
 
     def _get_session(self, options: ONNXRuntimeOptions | None):
-        if self._session is not None and options is None:
+        # Only a session made with default options is kept and reused.
+        default = options is None or (options.session_options is None
+                                      and options.execution_providers is None)
+        if self._session is not None and default:
             return self._session
         import onnxruntime as ort
 
@@ -137,7 +140,7 @@ class ONNXProgram:
         else:
             data = ir.to_proto(self.model).SerializeToString()
             session = ort.InferenceSession(data, session_options, providers=providers)
-        if options is None or options.session_options is None and options.execution_providers is None:
+        if default:
             self._session = session
         return session
 

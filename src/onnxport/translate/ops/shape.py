@@ -484,7 +484,3 @@ def _torch_dtype(dtype: ir.DataType) -> torch.dtype:
     from onnx_ir.tensor_adapters import to_torch_dtype
 
     return to_torch_dtype(dtype)
-
-
-def _dtype_arg(dtype):
-    return None if dtype is None else onnx_dtype(dtype)
