@@ -8,7 +8,6 @@ import os
 import pathlib
 
 import onnx
-import onnx_ir as ir
 import pytest
 import torch
 
@@ -356,10 +355,11 @@ def test_failed_save_leaves_existing_file(tmp_path, small, monkeypatch):
     target = tmp_path / "m.onnx"
     target.write_bytes(b"previous export")
 
-    def broken_save(*args, **kwargs):
+    def broken_write(model, stream, **options):
+        stream.write(b"half a model")
         raise OSError("disk full")
 
-    monkeypatch.setattr(ir, "save", broken_save)
+    monkeypatch.setattr(onnxport.program, "write_model", broken_write)
     with pytest.raises(OSError, match="disk full"):
         onnxport.export(model, (x,), target)
     assert target.read_bytes() == b"previous export"

@@ -14,6 +14,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import InvalidExportOptionsError
+from onnxport.serialize import write_model
 
 # Protobuf cannot hold a message of 2 GB; leave room for the graph itself.
 PROTOBUF_LIMIT = 2**31 - 64 * 2**20
@@ -65,9 +66,6 @@ class ONNXProgram:
         """
         if model_state is not None:
             self._apply_state(model_state)
-        model = self.model
-        if not include_initializers:
-            model = _without_initializers(model)
         if serializer is not None:
             if isinstance(destination, (str, os.PathLike)):
                 with _atomic_path(destination) as temporary:
@@ -76,22 +74,23 @@ class ONNXProgram:
             else:
                 serializer.serialize(self, destination)
             return
-        too_big = self.weights_size() > PROTOBUF_LIMIT if include_initializers else False
+        too_big = include_initializers and self.weights_size() > PROTOBUF_LIMIT
         if external_data is False and too_big:
             raise InvalidExportOptionsError(
                 f"external_data=False, but the weights take {self.weights_size() / 2**30:.2f} GB, "
                 "over protobuf's 2 GB limit; use external_data=True (or leave it unset)"
             )
-        use_external = bool(external_data) or (external_data is None and too_big)
+        use_external = include_initializers and (
+            bool(external_data) or (external_data is None and too_big))
         if not isinstance(destination, (str, os.PathLike)):
             if use_external:
                 raise InvalidExportOptionsError(
                     "external data needs a path to write the side file next to; a file object "
                     "was given: pass a path as f"
                 )
-            destination.write(ir.to_proto(model).SerializeToString())
+            write_model(self.model, destination, include_initializers=include_initializers)
             return
-        _save_atomically(model, os.fspath(destination), use_external)
+        _save_atomically(self.model, os.fspath(destination), use_external, include_initializers)
 
     def _apply_state(self, model_state) -> None:
         if isinstance(model_state, (str, os.PathLike)):
@@ -132,14 +131,11 @@ class ONNXProgram:
         options = options or ONNXRuntimeOptions()
         session_options = options.session_options or ort.SessionOptions()
         providers = options.execution_providers or ["CPUExecutionProvider"]
-        if self.weights_size() > PROTOBUF_LIMIT:
-            with tempfile.TemporaryDirectory() as folder:
-                path = os.path.join(folder, "model.onnx")
-                self.save(path, external_data=True)
-                session = ort.InferenceSession(path, session_options, providers=providers)
-        else:
-            data = ir.to_proto(self.model).SerializeToString()
-            session = ort.InferenceSession(data, session_options, providers=providers)
+        # Through a file: ONNX Runtime then holds the only other copy of the weights.
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "model.onnx")
+            self.save(path)
+            session = ort.InferenceSession(path, session_options, providers=providers)
         if default:
             self._session = session
         return session
@@ -163,12 +159,6 @@ def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
-def _without_initializers(model: ir.Model) -> ir.Model:
-    copy = ir.from_proto(ir.to_proto(model))
-    copy.graph.initializers.clear()
-    return copy
-
-
 class _atomic_path:
     """A temporary file next to ``destination``, renamed over it only when writing succeeded."""
 
@@ -189,7 +179,8 @@ class _atomic_path:
         return False
 
 
-def _save_atomically(model: ir.Model, destination: str, external: bool) -> None:
+def _save_atomically(model: ir.Model, destination: str, external: bool,
+                     include_initializers: bool = True) -> None:
     folder = os.path.dirname(os.path.abspath(destination))
     base = os.path.basename(destination)
     if not os.path.isdir(folder):
@@ -202,7 +193,8 @@ def _save_atomically(model: ir.Model, destination: str, external: bool) -> None:
             ir.save(model, staged, external_data=data_name)
             os.replace(os.path.join(staging, data_name), os.path.join(folder, data_name))
         else:
-            ir.save(model, staged)
+            with open(staged, "wb") as stream:
+                write_model(model, stream, include_initializers=include_initializers)
         os.replace(staged, destination)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
