@@ -6,6 +6,8 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.tensor_adapters import TorchTensor
 
+from onnxport.passes._piecewise import PiecewiseTensor
+
 
 class FoldWeightTranspose(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -39,11 +41,8 @@ class FoldWeightTranspose(ir.passes.InPlacePass):
 def _transposed(tensor: ir.TensorProtocol, perm: list[int], name: str) -> ir.TensorProtocol:
     shape = [tensor.shape[p] for p in perm]
     if isinstance(tensor, TorchTensor):
-        source = tensor.raw
-        # Lazy: the transposed copy is made when the file is written, then dropped.
-        return ir.LazyTensor(
-            lambda: TorchTensor(source.permute(*perm).contiguous()),
-            dtype=tensor.dtype, shape=ir.Shape(shape), name=f"{name}.T",
-        )
+        transposed = tensor.raw.permute(*perm)  # a view: copied slice by slice when written
+        return PiecewiseTensor(lambda rows: transposed[rows], dtype=tensor.dtype,
+                               shape=ir.Shape(shape), name=f"{name}.T")
     array = tensor.numpy().transpose(perm).copy()
     return ir.tensor(array, name=f"{name}.T")

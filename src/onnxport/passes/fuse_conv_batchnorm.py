@@ -9,6 +9,8 @@ import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
+from onnxport.passes._piecewise import PiecewiseTensor
+
 
 def _torch(tensor: ir.TensorProtocol) -> torch.Tensor:
     if isinstance(tensor, TorchTensor):
@@ -60,10 +62,11 @@ class FuseConvBatchNorm(ir.passes.InPlacePass):
         def factor() -> torch.Tensor:
             return _torch(scale).double() / torch.sqrt(_torch(var).double() + epsilon)
 
-        def fused_weight() -> ir.TensorProtocol:
-            w = _torch(weight_tensor)
+        def fused_weight(channels: slice) -> torch.Tensor:
+            # The per-channel factor in double, the product in the weight's dtype.
+            w = _torch(weight_tensor)[channels]
             shape = [-1] + [1] * (w.dim() - 1)
-            return TorchTensor((w.double() * factor().reshape(shape)).to(w.dtype))
+            return w * factor()[channels].to(w.dtype).reshape(shape)
 
         def fused_bias() -> ir.TensorProtocol:
             b = _torch(bias_tensor).double() if bias_tensor is not None else torch.zeros(channels, dtype=torch.double)
@@ -72,8 +75,11 @@ class FuseConvBatchNorm(ir.passes.InPlacePass):
 
         weight_name = weight.name
         bias_name = bias.name if bias is not None else _bias_name(graph, weight_name)
-        new_weight = _lazy_initializer(weight_name, fused_weight, dtype, weight_tensor.shape)
-        new_bias = _lazy_initializer(bias_name, fused_bias, dtype, ir.Shape([channels]))
+        new_weight = _initializer(PiecewiseTensor(fused_weight, dtype=dtype,
+                                                  shape=ir.Shape(weight_tensor.shape),
+                                                  name=weight_name))
+        new_bias = _initializer(ir.LazyTensor(fused_bias, dtype=dtype, shape=ir.Shape([channels]),
+                                              name=bias_name))
         conv.replace_input_with(1, None)
         graph.initializers.pop(weight_name)
         if bias is not None:
@@ -106,7 +112,7 @@ def _bias_name(graph: ir.Graph, weight_name: str) -> str:
     return name
 
 
-def _lazy_initializer(name, compute, dtype, shape) -> ir.Value:
-    """An initializer computed when the model is written (the fused copy is not kept in memory)."""
-    tensor = ir.LazyTensor(compute, dtype=dtype, shape=ir.Shape(shape), name=name)
-    return ir.Value(name=name, shape=ir.Shape(shape), type=ir.TensorType(dtype), const_value=tensor)
+def _initializer(tensor: ir.TensorProtocol) -> ir.Value:
+    """An initializer holding a lazy tensor: computed when the model is written, not kept."""
+    return ir.Value(name=tensor.name, shape=ir.Shape(tensor.shape),
+                    type=ir.TensorType(tensor.dtype), const_value=tensor)
