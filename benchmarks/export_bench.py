@@ -38,6 +38,9 @@ RSS_SAMPLE_SECONDS = 0.005
 ORT_TARGET_SECONDS = 2.0  # ONNX Runtime time per model, all exporters: enough runs for a median
 ORT_MIN_RUNS = 5
 MIN_EXTRA_RSS_MB = 5.0  # extra RSS below this is allocator noise; floored so ratios stay defined
+# Every exporter exports at the same opset (``--opset``): torch.onnx's own default (20) has ops
+# that opset 18 lacks (one Gelu node instead of five), which would be compared as graph quality.
+OPSET = 18
 
 
 def all_model_names() -> list[str]:
@@ -59,11 +62,12 @@ def export_with(exporter: str, model, args: tuple, kwargs: dict, path: str) -> N
     if exporter == "onnxport":
         import onnxport
 
-        onnxport.export(model, args, f=path, kwargs=kwargs)
+        onnxport.export(model, args, f=path, kwargs=kwargs, opset_version=OPSET)
     else:
         import torch
 
-        torch.onnx.export(model, args, path, kwargs=kwargs, dynamo=(exporter == "dynamo"))
+        torch.onnx.export(model, args, path, kwargs=kwargs, dynamo=(exporter == "dynamo"),
+                          opset_version=OPSET)
 
 
 def as_positional(model, args: tuple, kwargs: dict) -> tuple:
@@ -285,6 +289,7 @@ def run_in_subprocess(task: str, model_name: str, repeat: int, output_dir: str,
     """One worker task in a fresh interpreter; a crash or time-out becomes {"error": ...}."""
     result_path = os.path.join(output_dir, f"{task}.json")
     command = [sys.executable, __file__, "--worker", task, model_name, "--repeat", str(repeat),
+               "--opset", str(OPSET),
                "--output-dir", output_dir, "--result", result_path]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -399,8 +404,8 @@ def table_rows(all_results: dict) -> tuple[list[tuple[str, str]], list[list[str]
 
 def print_table(all_results: dict) -> None:
     headers, rows = table_rows(all_results)
-    title = ("onnxport vs torch.onnx (dynamo = torch.onnx dynamo=True, ts = dynamo=False; "
-             "ratios onnxport/other, lower is better)")
+    title = (f"onnxport vs torch.onnx at opset {OPSET} (dynamo = torch.onnx dynamo=True, "
+             "ts = dynamo=False; ratios onnxport/other, lower is better)")
     try:
         from rich.console import Console
         from rich.table import Table
@@ -486,7 +491,8 @@ def environment() -> dict:
             "uncommitted_src_changes": bool(git("status", "--porcelain", "--", "src")),
             "python": platform.python_version(), "torch": torch.__version__,
             "onnxruntime": onnxruntime.__version__, "onnxport": onnxport.__version__,
-            "cpus": os.cpu_count(), "platform": platform.platform(), "argv": sys.argv}
+            "cpus": os.cpu_count(), "platform": platform.platform(), "argv": sys.argv,
+            "opset": OPSET}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -497,10 +503,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the raw results to this file")
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds one (exporter, model) measurement may take")
+    parser.add_argument("--opset", type=int, default=OPSET,
+                        help="ONNX opset every exporter exports at (default %(default)s, "
+                             "onnxport's default)")
     parser.add_argument("--worker", nargs=2, metavar=("TASK", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--output-dir", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    global OPSET
+    OPSET = options.opset
 
     if options.worker:
         run_worker(*options.worker, options.repeat, options.output_dir, options.result)
