@@ -496,6 +496,7 @@ def environment() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global OPSET
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help="comma-separated model names (default: the whole zoo)")
     parser.add_argument("--repeat", type=int, default=1,
@@ -510,7 +511,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
-    global OPSET
     OPSET = options.opset
 
     if options.worker:
