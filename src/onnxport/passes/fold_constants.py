@@ -1,25 +1,51 @@
 """FoldConstants: a node whose inputs are all constants is replaced by its computed output, and
 Shape/Size of a value whose shape is fully known become constants. Precondition: the node is a
-deterministic standard ONNX op without subgraphs, and its output stays under a size limit (so
-that folding never bloats the file)."""
+deterministic standard ONNX op without subgraphs, and its output stays under a size limit. A
+large result whose elements are all equal is not stored: it stays (or becomes) a ConstantOfShape,
+and the nodes it feeds can still be folded."""
 
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import numpy as np
 import onnx_ir as ir
 
 # Outputs larger than this many elements are left to be computed at run time.
 OUTPUT_LIMIT = 1 << 20
+# Results up to this many elements are always stored. Above it, a fill (all elements equal) is
+# made at run time by ConstantOfShape: the limit of the creation ops (zeros, full, ones...),
+# which folding would otherwise undo by writing their fills into the file.
+FILL_LIMIT = 1024
 # A constant this large that has other users is not folded (it would be stored twice).
 _SHARED_LIMIT = 1024
 _NOT_FOLDED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                "Multinomial", "Bernoulli", "Dropout", "If", "Loop", "Scan", "SequenceConstruct"}
+# Fill values ConstantOfShape cannot hold before opset 20, or that numpy cannot compare.
+_NO_FILL_DTYPES = {ir.DataType.BFLOAT16, ir.DataType.STRING}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fill:
+    """A value known to be ``scalar`` repeated over ``shape``, made at run time (not stored)."""
+
+    scalar: np.ndarray  # 0-d, of the value's dtype
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def array(self) -> np.ndarray:
+        return np.full(self.shape, self.scalar, dtype=self.scalar.dtype)
 
 
 class FoldConstants(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
         opset = model.opset_imports.get("", 18)
+        fills: dict[ir.Value, _Fill] = {}  # large fills left as ConstantOfShape, by output
         modified = False
         for node in list(graph):
             if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDED:
@@ -27,16 +53,50 @@ class FoldConstants(ir.passes.InPlacePass):
             if any(attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
                    for attr in node.attributes.values()):
                 continue
+            if node.op_type == "ConstantOfShape":
+                fill = _constant_of_shape(node)
+                if fill is not None and fill.size > FILL_LIMIT:
+                    fills[node.outputs[0]] = fill  # already what it should be: keep it
+                    continue
             outputs = _shape_of(node) if node.op_type in ("Shape", "Size") else None
             if outputs is None:
-                outputs = _evaluate(node, opset)
+                outputs = _evaluate(node, opset, fills)
             if outputs is None:
                 continue
             for value, array in zip(node.outputs, outputs):
-                _replace_with_constant(graph, value, array)
+                result = _as_fill_or_array(value, array)
+                if isinstance(result, _Fill):
+                    fills[_replace_with_fill(graph, node, value, result)] = result
+                else:
+                    _replace_with_constant(graph, value, result)
             graph.remove(node, safe=True)
             modified = True
         return ir.passes.PassResult(model, modified)
+
+
+def _constant_of_shape(node: ir.Node) -> _Fill | None:
+    shape_value = node.inputs[0] if node.inputs else None
+    if shape_value is None or shape_value.const_value is None or shape_value.is_graph_input():
+        return None
+    output = node.outputs[0]
+    if output.dtype is None or output.dtype in _NO_FILL_DTYPES:
+        return None
+    shape = tuple(int(d) for d in shape_value.const_value.numpy().reshape(-1))
+    attr = node.attributes.get("value")
+    scalar = attr.value.numpy().reshape(-1)[0] if attr is not None else np.float32(0)
+    return _Fill(np.asarray(scalar, dtype=output.dtype.numpy()), shape)
+
+
+def _as_fill_or_array(value: ir.Value, array: np.ndarray) -> _Fill | np.ndarray:
+    """A large result whose elements are all equal as a fill; anything else as it is."""
+    if array.size <= FILL_LIMIT or (value.dtype is not None and value.dtype in _NO_FILL_DTYPES):
+        return array
+    first = array.reshape(-1)[0]
+    if array.dtype.kind in "biufc" and np.array_equal(
+            array, np.broadcast_to(first, array.shape), equal_nan=array.dtype.kind in "fc"):
+        dtype = value.dtype.numpy() if value.dtype is not None else array.dtype
+        return _Fill(np.asarray(first, dtype=dtype), tuple(array.shape))
+    return array
 
 
 def _shape_of(node: ir.Node) -> list[np.ndarray] | None:
@@ -52,22 +112,30 @@ def _shape_of(node: ir.Node) -> list[np.ndarray] | None:
     return [np.array(dims[slice(start, end)], dtype=np.int64)]
 
 
-def _evaluate(node: ir.Node, opset: int) -> list[np.ndarray] | None:
+def _evaluate(node: ir.Node, opset: int, fills: dict[ir.Value, _Fill]) -> list[np.ndarray] | None:
     inputs = list(node.inputs)
-    if not inputs or any(v is not None and v.const_value is None for v in inputs):
+    if not inputs:
         return None
-    if any(v is not None and (v.is_graph_input() or v.const_value.size > OUTPUT_LIMIT)
-           for v in inputs):
-        return None
-    if any(v is not None and v.dtype in (ir.DataType.BFLOAT16, ir.DataType.STRING) for v in inputs):
-        return None
-    if any(v is not None and v.const_value.size > _SHARED_LIMIT and len(v.uses()) > 1
-           for v in inputs):
-        return None  # folding would store a second copy of a weight that stays in use
+    for v in inputs:
+        if v is None:
+            continue
+        if v in fills:
+            if fills[v].size > OUTPUT_LIMIT:
+                return None
+            continue
+        if v.const_value is None or v.is_graph_input() or v.const_value.size > OUTPUT_LIMIT:
+            return None
+        if v.dtype in (ir.DataType.BFLOAT16, ir.DataType.STRING):
+            return None
+        if v.const_value.size > _SHARED_LIMIT and len(v.uses()) > 1:
+            return None  # folding would store a second copy of a weight that stays in use
+    if any(_static_size(v) > OUTPUT_LIMIT for v in node.outputs):
+        return None  # known to be too large: do not compute it only to throw it away
     from onnx.reference import ReferenceEvaluator
 
     proto = ir.serde.serialize_node(node)
-    feeds = {v.name: v.const_value.numpy() for v in inputs if v is not None}
+    feeds = {v.name: fills[v].array() if v in fills else v.const_value.numpy()
+             for v in inputs if v is not None}
     try:
         evaluator = ReferenceEvaluator(proto, opsets={"": opset})
         results = evaluator.run(None, feeds)
@@ -76,6 +144,28 @@ def _evaluate(node: ir.Node, opset: int) -> list[np.ndarray] | None:
     if any(np.asarray(r).size > OUTPUT_LIMIT for r in results):
         return None
     return [np.asarray(r) for r in results]
+
+
+def _static_size(value: ir.Value) -> int:
+    if value.shape is None or not all(isinstance(d, int) for d in value.shape):
+        return 0
+    return math.prod(value.shape)
+
+
+def _replace_with_fill(graph: ir.Graph, node: ir.Node, value: ir.Value, fill: _Fill) -> ir.Value:
+    """Replace ``value`` (an output of ``node``) by a ConstantOfShape making ``fill``."""
+    name = value.name
+    shape = _initializer(graph, f"{name}__shape", np.array(fill.shape, dtype=np.int64))
+    constant_of_shape = ir.node(
+        "ConstantOfShape", [shape], attributes={"value": ir.tensor(fill.scalar.reshape(1))},
+        name=f"{node.name}/ConstantOfShape" if node.name else None)
+    constant_of_shape.metadata_props.update(node.metadata_props)
+    graph.insert_before(node, constant_of_shape)
+    result = constant_of_shape.outputs[0]
+    value.name = f"{name}__folded"
+    result.name, result.shape, result.dtype = name, ir.Shape(fill.shape), value.dtype
+    ir.convenience.replace_all_uses_with(value, result, replace_graph_outputs=True)
+    return result
 
 
 def _replace_with_constant(graph: ir.Graph, value: ir.Value, array: np.ndarray) -> None:
