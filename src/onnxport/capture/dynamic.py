@@ -4,10 +4,13 @@ turned into what torch.export takes plus the ONNX names of the dynamic dimension
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 
+from onnxport.capture import hf_cache
+from onnxport.capture.pytree_names import tensor_leaves
 from onnxport.errors import InvalidExportOptionsError
 
 
@@ -18,17 +21,30 @@ class DynamicSpec:
     output_dim_names: dict[str, dict[int, str]]
 
 
-def tensor_input_slots(args: tuple, kwargs: dict, parameter_names: Sequence[str]) -> list[tuple[str, int]]:
-    """For each tensor input in order: (the forward parameter it belongs to, its position)."""
-    slots = []
+@dataclasses.dataclass(frozen=True)
+class InputSlot:
+    """One tensor input of the graph: a top-level argument, or a tensor nested in one (a list,
+    a dict, a KV cache), in the order torch.export makes them graph inputs."""
+
+    name: str  # its default ONNX name: the parameter's, or "parameter.path.in.it" when nested
+    parameter: str  # the forward parameter it is (in)
+    position: int  # that parameter's position in args, or -1 for kwargs
+    path: tuple[str, ...]  # where it is inside the parameter's value; () for a tensor argument
+    tensor: torch.Tensor
+
+
+def tensor_input_slots(args: tuple, kwargs: dict,
+                       parameter_names: Sequence[str]) -> list[InputSlot]:
+    """Every tensor input, nested ones included, in order."""
+    hf_cache.register_if_loaded()  # so that a KV cache given as input flattens to its tensors
     names = list(parameter_names)
-    for i, arg in enumerate(args):
-        name = names[i] if i < len(names) else f"arg{i}"
-        if isinstance(arg, torch.Tensor):
-            slots.append((name, i))
-    for key in kwargs:
-        if isinstance(kwargs[key], torch.Tensor):
-            slots.append((key, -1))
+    top_level = [(names[i] if i < len(names) else f"arg{i}", i, arg) for i, arg in enumerate(args)]
+    top_level += [(key, -1, value) for key, value in kwargs.items()]
+    slots = []
+    for parameter, position, value in top_level:
+        for path, tensor in tensor_leaves(value):
+            name = ".".join([parameter, *path])
+            slots.append(InputSlot(name, parameter, position, tuple(path), tensor))
     return slots
 
 
@@ -58,7 +74,7 @@ def resolve_dynamic(
         )
     slots = tensor_input_slots(args, kwargs, parameter_names)
     onnx_names = list(input_names or [])
-    onnx_names += [name for name, _ in slots[len(onnx_names):]]
+    onnx_names += [slot.name for slot in slots[len(onnx_names):]]
     by_name = {name: k for k, name in enumerate(onnx_names)}
     outputs = set(output_names or [])
     dim_names: dict[tuple[int, int], str] = {}
@@ -68,7 +84,7 @@ def resolve_dynamic(
         named = _axis_names(name, axes)
         if name in by_name:
             k = by_name[name]
-            tensor = _tensor_at(args, kwargs, slots[k])
+            tensor = slots[k].tensor
             for axis, dim_name in named.items():
                 if not -tensor.dim() <= axis < tensor.dim():
                     raise InvalidExportOptionsError(
@@ -107,44 +123,81 @@ def _axis_names(name: str, axes: Any) -> dict[int, str]:
         f"dynamic_axes[{name!r}] must be a dict {{axis: name}} or a list of axes, got {axes!r}")
 
 
-def _tensor_at(args, kwargs, slot):
-    name, position = slot
-    return args[position] if position >= 0 else kwargs[name]
-
-
 def _shapes_for_torch_export(args, kwargs, slots, per_input, parameter_names):
     names = list(parameter_names)
-    shapes: dict[str, Any] = {}
-    for k, (name, position) in enumerate(slots):
-        spec = per_input.get(k)
-        key = name if position < 0 or position < len(names) else None
-        if key is None:
+    leaf_specs: dict[str, list] = {}
+    for k, slot in enumerate(slots):
+        if slot.position >= 0 and slot.position >= len(names):
             raise InvalidExportOptionsError(
                 "dynamic_axes on inputs passed as *args is not supported; use dynamic_shapes")
-        shapes[key] = spec
+        leaf_specs.setdefault(slot.parameter, []).append(per_input.get(k))
+    shapes: dict[str, Any] = {}
     for i, arg in enumerate(args):
-        if i < len(names) and names[i] not in shapes:
-            shapes[names[i]] = None
-    for key in kwargs:
-        shapes.setdefault(key, None)
+        if i < len(names):
+            shapes[names[i]] = _spec_like(arg, iter(leaf_specs.get(names[i], [])))
+    for key, value in kwargs.items():
+        shapes[key] = _spec_like(value, iter(leaf_specs.get(key, [])))
     return shapes
 
 
+def _spec_like(value: Any, leaf_specs: Iterator[Any]) -> Any:
+    """A dynamic_shapes entry for ``value`` with the given specs of its tensors, shaped as
+    torch.export wants it: a tensor's own spec, the same container for lists, tuples and
+    dicts, and the list of flattened children for any other pytree (a KV cache)."""
+    if isinstance(value, torch.Tensor):
+        return next(leaf_specs)
+    node_type = pytree._get_node_type(value)
+    node = pytree.SUPPORTED_NODES.get(node_type)
+    if node is None:
+        return None
+    children, context = node.flatten_fn(value)
+    specs = [_spec_like(child, leaf_specs) for child in children]
+    if node_type in pytree.BUILTIN_TYPES:
+        return node.unflatten_fn(specs, context)
+    return specs
+
+
+def _leaf_specs(value: Any, spec: Any) -> list[Any]:
+    """The dynamic_shapes entry of each tensor in ``value``, in flattening order (the inverse of
+    :func:`_spec_like`)."""
+    if isinstance(value, torch.Tensor):
+        return [spec]
+    node = pytree.SUPPORTED_NODES.get(pytree._get_node_type(value))
+    if node is None:
+        return []
+    children, context = node.flatten_fn(value)
+    if isinstance(spec, Mapping) and isinstance(value, Mapping):
+        specs = [spec.get(key) for key in context]
+    elif isinstance(spec, (list, tuple)) and len(spec) == len(children):
+        specs = list(spec)
+    else:  # None, or a structure torch.export will reject with its own message
+        specs = [None] * len(children)
+    return [leaf for child, child_spec in zip(children, specs)
+            for leaf in _leaf_specs(child, child_spec)]
+
+
 def _names_from_dynamic_shapes(dynamic_shapes, args, kwargs, parameter_names):
-    """Dim names given in torch.export's form ({"x": {0: Dim("batch")}}) as ONNX dim names."""
-    slots = tensor_input_slots(args, kwargs, parameter_names)
+    """Dim names given in torch.export's form ({"x": {0: Dim("batch")}}) as ONNX dim names.
+    A dim left to torch.export (Dim.AUTO, Dim.DYNAMIC) is named after its input and axis
+    (``attention_mask_dim_1``) unless a named Dim turns out to be the same size."""
+    names = list(parameter_names)
+    top_level = [(names[i] if i < len(names) else f"arg{i}", i, arg) for i, arg in enumerate(args)]
+    top_level += [(key, -1, value) for key, value in kwargs.items()]
     if isinstance(dynamic_shapes, Mapping):
-        per_slot = [dynamic_shapes.get(name) for name, _ in slots]
+        specs = [dynamic_shapes.get(name) for name, _, _ in top_level]
     elif isinstance(dynamic_shapes, (list, tuple)):
-        specs = list(dynamic_shapes)
-        per_slot = []
-        for name, position in slots:
-            per_slot.append(specs[position] if 0 <= position < len(specs) else None)
+        given = list(dynamic_shapes)
+        specs = [given[position] if 0 <= position < len(given) else None
+                 for _, position, _ in top_level]
     else:
         raise InvalidExportOptionsError(
             f"dynamic_shapes must be a dict or a tuple, got {type(dynamic_shapes).__name__}")
-    names: dict[tuple[int, int], str] = {}
-    for k, spec in enumerate(per_slot):
+    slots = tensor_input_slots(args, kwargs, parameter_names)
+    per_slot = [leaf for (_, _, value), spec in zip(top_level, specs)
+                for leaf in _leaf_specs(value, spec)]
+    named: dict[tuple[int, int], str] = {}
+    unnamed: dict[tuple[int, int], str] = {}
+    for k, (slot, spec) in enumerate(zip(slots, per_slot)):
         if isinstance(spec, Mapping):
             items = spec.items()
         elif isinstance(spec, (list, tuple)):
@@ -154,7 +207,14 @@ def _names_from_dynamic_shapes(dynamic_shapes, args, kwargs, parameter_names):
         for axis, dim in items:
             dim_name = getattr(dim, "__name__", None)
             if isinstance(dim_name, str) and not dim_name.startswith("DimHint"):
-                names[(k, axis)] = dim_name
+                named[(k, axis)] = dim_name
             elif isinstance(dim, str):
-                names[(k, axis)] = dim
-    return names
+                named[(k, axis)] = dim
+            elif _is_hint(dim, "AUTO", "DYNAMIC") and isinstance(axis, int):
+                unnamed[(k, axis)] = f"{slot.name}_dim_{axis}"
+    # Earlier entries win when two name one size: the given names before the made-up ones.
+    return {**named, **{key: name for key, name in unnamed.items() if key not in named}}
+
+
+def _is_hint(dim: Any, *kinds: str) -> bool:
+    return getattr(getattr(dim, "type", None), "name", None) in kinds

@@ -16,6 +16,8 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
+from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.pytree_names import output_names as output_names_of
 from onnxport.errors import CaptureError, InvalidExportOptionsError
 
 
@@ -110,7 +112,13 @@ def capture_torch_export(
             ) from error
     if needs_functionalization(program):
         program = functionalize(program, keep_op or (lambda op: False))
-    return _describe(program, dim_names or {}, input_names, output_names, output_dim_names or {})
+    nested_names = None
+    if not isinstance(model, ExportedProgram):
+        # Tensors inside a cache, list or dict are named after their path in it.
+        slots = tensor_input_slots(args, kwargs, parameter_names(model))
+        nested_names = [slot.name if slot.path else None for slot in slots]
+    return _describe(program, dim_names or {}, input_names, output_names, output_dim_names or {},
+                     nested_names)
 
 
 def needs_functionalization(program: ExportedProgram) -> bool:
@@ -183,16 +191,14 @@ def _first_lines(text: str, count: int = 12) -> str:
 @contextlib.contextmanager
 def _patched_for_export():
     """Register pytree support for transformers' cache classes when transformers is loaded."""
-    import sys
+    from onnxport.capture import hf_cache
 
-    if "transformers" in sys.modules:
-        from onnxport.capture import hf_cache
-
-        hf_cache.register_cache_pytrees()
+    hf_cache.register_if_loaded()
     yield
 
 
-def _describe(program, dim_names, input_names, output_names, output_dim_names) -> CapturedProgram:
+def _describe(program, dim_names, input_names, output_names, output_dim_names,
+              nested_names=None) -> CapturedProgram:
     signature = program.graph_signature
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     user_inputs: list[str] = []
@@ -218,7 +224,10 @@ def _describe(program, dim_names, input_names, output_names, output_dim_names) -
             f"input_names has {len(names)} names but the model has {len(user_inputs)} tensor "
             f"inputs ({', '.join(user_inputs)}); give at most {len(user_inputs)} names"
         )
-    onnx_inputs = names + user_inputs[len(names):]
+    defaults = list(user_inputs)
+    if nested_names is not None and len(nested_names) == len(user_inputs):
+        defaults = [nested or name for nested, name in zip(nested_names, user_inputs)]
+    onnx_inputs = names + defaults[len(names):]
 
     output_node = next(n for n in program.graph.nodes if n.op == "output")
     results = output_node.args[0]
@@ -230,11 +239,14 @@ def _describe(program, dim_names, input_names, output_names, output_dim_names) -
             f"output_names has {len(given)} names but the model has {len(user_outputs)} "
             f"outputs; give at most {len(user_outputs)} names"
         )
+    readable = output_names_of(program.call_spec.out_spec) if program.call_spec.out_spec else []
+    if len(readable) != len(user_outputs):
+        readable = [None] * len(user_outputs)
     defaults = []
     for k, i in enumerate(user_outputs):
         item = results[i]
         default = item.name if isinstance(item, torch.fx.Node) else f"output_{k}"
-        defaults.append(default)
+        defaults.append(readable[k] or default)
     onnx_outputs = given + defaults[len(given):]
     taken = set(onnx_inputs)
     for k, name in enumerate(onnx_outputs):

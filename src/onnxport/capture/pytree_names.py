@@ -1,0 +1,73 @@
+"""Readable names for the tensors nested in inputs and outputs (a KV cache, dicts, lists,
+ModelOutputs), built from their pytree paths: ``past_key_values.0.key``, ``logits``,
+``present.1.value``."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Iterator
+
+import torch
+import torch.utils._pytree as pytree
+
+from onnxport.capture import hf_cache
+
+# A cache given as ``past_key_values`` comes back updated; ONNX models call that one ``present``.
+_OUTPUT_RENAMED = {"past_key_values": "present"}
+
+
+def tensor_leaves(value: Any) -> list[tuple[list[str], torch.Tensor]]:
+    """The tensors in ``value`` with their paths, in the order torch.export flattens them
+    (the path of a bare tensor is ``[]``)."""
+    return [(parts, leaf) for parts, leaf in _walk(value, []) if isinstance(leaf, torch.Tensor)]
+
+
+def _walk(value: Any, parts: list[str]) -> Iterator[tuple[list[str], Any]]:
+    if isinstance(value, torch.Tensor):
+        yield parts, value
+        return
+    node_type = pytree._get_node_type(value)
+    node = pytree.SUPPORTED_NODES.get(node_type)
+    if node is None:
+        yield parts, value  # a number, string, None...
+        return
+    children, context = node.flatten_fn(value)
+    for key, child in zip(_child_keys(node_type, context, len(children)), children):
+        yield from _walk(child, parts + [key])
+
+
+def output_names(spec: pytree.TreeSpec) -> list[str | None]:
+    """One name per output leaf of ``spec`` (an exported program's output structure), or None
+    where the path has no name in it (a bare tensor, or a plain tuple or list)."""
+    names: list[str | None] = []
+
+    def walk(node: pytree.TreeSpec, parts: list[str], named: bool) -> None:
+        if node.is_leaf():
+            if named:
+                first = _OUTPUT_RENAMED.get(parts[0], parts[0])
+                names.append(".".join([first, *parts[1:]]))
+            else:
+                names.append(None)
+            return
+        is_cache = hf_cache.is_cache_type(node.type)
+        keys = _child_keys(node.type, node.context, node.num_children)
+        positional = not is_cache and keys == [str(i) for i in range(node.num_children)]
+        for key, child in zip(keys, node.children()):
+            walk(child, parts + [key], named or not positional)
+
+    walk(spec, [], False)
+    return names
+
+
+def _child_keys(node_type: Any, context: Any, count: int) -> list[str]:
+    """The name of each child of a pytree node: its key, field or cache role, else position."""
+    if hf_cache.is_cache_type(node_type):
+        return hf_cache.cache_leaf_names(context, count)
+    if node_type is collections.defaultdict and isinstance(context, (list, tuple)):
+        context = context[-1]
+    if isinstance(context, type) and hasattr(context, "_fields"):  # a namedtuple
+        context = list(context._fields)
+    if isinstance(context, (list, tuple)) and len(context) == count and all(
+            isinstance(key, (str, int)) for key in context):
+        return [str(key) for key in context]
+    return [str(i) for i in range(count)]
