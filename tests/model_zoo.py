@@ -71,6 +71,27 @@ def transformers_model(name: str, batch: int = 2, seq: int = 16):
     raise KeyError(name)
 
 
+def kv_cache_inputs(model, batch: int, sequence: int, past: int, seed: int = 0) -> dict:
+    """Keyword inputs of one decoding step of a causal LM from ``transformers_model``: ``sequence``
+    new tokens after ``past`` cached ones, the cache a DynamicCache of random keys and values,
+    and the first row left-padded (its first two cached positions masked out)."""
+    from transformers import DynamicCache
+
+    config = model.config
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = config.hidden_size // config.num_attention_heads
+    generator = torch.Generator().manual_seed(seed)
+    cache = DynamicCache(config=config)
+    for layer in range(config.num_hidden_layers):
+        key, value = (torch.randn(batch, heads, past, head_dim, generator=generator)
+                      for _ in range(2))
+        cache.update(key, value, layer)
+    mask = torch.ones(batch, past + sequence, dtype=torch.long)
+    mask[0, :min(2, past)] = 0
+    ids = torch.randint(0, config.vocab_size, (batch, sequence), generator=generator)
+    return {"input_ids": ids, "attention_mask": mask, "past_key_values": cache}
+
+
 def mlp_model(batch: int = 97):
     torch.manual_seed(0)
     return MLPModel().eval(), (torch.rand(batch, 8),), {}

@@ -61,3 +61,71 @@ def onnxport_dim(name):
     import onnx_ir as ir
 
     return ir.SymbolicDim(name)
+
+
+# -- a decoding step: the KV cache as input --------------------------------------------------
+def _decode_step_shapes(model):
+    batch = torch.export.Dim("batch")
+    layers = model.config.num_hidden_layers
+    return {
+        "input_ids": {0: batch, 1: torch.export.Dim("sequence")},
+        # past + sequence, which a Dim cannot spell: left to torch.export
+        "attention_mask": {0: batch, 1: torch.export.Dim.DYNAMIC},
+        "past_key_values": [{0: batch, 2: torch.export.Dim("past_sequence")}] * (2 * layers),
+    }
+
+
+def _eager(model, kwargs):
+    """The model's outputs as a flat list; the cache is copied because forward extends it."""
+    import copy
+
+    kwargs = {k: copy.deepcopy(v) if k == "past_key_values" else v for k, v in kwargs.items()}
+    with torch.no_grad():
+        outputs = model(**kwargs)
+    return [t for t in torch.utils._pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_kv_cache_input_with_dynamic_batch_sequence_and_past(name):
+    model, _, _ = model_zoo.build(name)
+    example = model_zoo.kv_cache_inputs(model, batch=2, sequence=3, past=5)
+    program = onnxport.export(model, (), kwargs=example, dynamic_shapes=_decode_step_shapes(model))
+
+    layers = model.config.num_hidden_layers
+    kv = [f"{layer}.{role}" for layer in range(layers) for role in ("key", "value")]
+    graph = program.model.graph
+    assert [v.name for v in graph.inputs] == \
+        ["input_ids", "attention_mask"] + [f"past_key_values.{n}" for n in kv]
+    assert [v.name for v in graph.outputs] == ["logits"] + [f"present.{n}" for n in kv]
+    dim = onnxport_dim
+    assert list(graph.inputs[0].shape) == [dim("batch"), dim("sequence")]
+    for value in graph.inputs[2:]:
+        assert (value.shape[0], value.shape[2]) == (dim("batch"), dim("past_sequence")), value
+
+    # Other batch sizes, new-token counts (one: plain decoding) and past lengths than exported.
+    for batch, sequence, past in [(2, 3, 5), (3, 1, 7), (1, 4, 2)]:
+        inputs = model_zoo.kv_cache_inputs(model, batch, sequence, past, seed=batch + past)
+        expected = _eager(model, inputs)
+        actual = program(**inputs)
+        assert len(actual) == len(expected) == 1 + 2 * layers
+        assert actual[1].shape[2] == past + sequence
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+
+
+def test_kv_cache_given_before_the_other_inputs():
+    # Graph inputs follow the order of kwargs, so names and dims must follow the cache's place.
+    model, _, _ = model_zoo.build("gpt2")
+    example = model_zoo.kv_cache_inputs(model, batch=2, sequence=3, past=5)
+    example = {"past_key_values": example["past_key_values"], "input_ids": example["input_ids"],
+               "attention_mask": example["attention_mask"]}
+    program = onnxport.export(model, (), kwargs=example, dynamic_shapes=_decode_step_shapes(model))
+    graph = program.model.graph
+    assert [v.name for v in graph.inputs][-2:] == ["input_ids", "attention_mask"]
+    assert graph.inputs[0].name == "past_key_values.0.key"
+    assert graph.inputs[0].shape[2] == onnxport_dim("past_sequence")
+    assert graph.inputs[-2].shape[1] == onnxport_dim("sequence")
+    inputs = model_zoo.kv_cache_inputs(model, batch=3, sequence=1, past=6, seed=1)
+    inputs = {k: inputs[k] for k in example}
+    for a, e in zip(program(**inputs), _eager(model, inputs)):
+        torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
