@@ -48,7 +48,8 @@ def test_constant_graph_output_stays_an_output():
 
 # -- large fills stay ConstantOfShape (creation's file-size limit is not undone) --------------
 def _initializer_sizes(program):
-    return {name: math.prod(value.shape) for name, value in program.model.graph.initializers.items()}
+    initializers = program.model.graph.initializers
+    return {name: math.prod(value.shape) for name, value in initializers.items()}
 
 
 def _constant_of_shape_fills(program):
