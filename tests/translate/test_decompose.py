@@ -1,9 +1,11 @@
 """Selective decomposition: ops without a translation are decomposed one node at a time, and
 ops with one are left whole."""
 
+import pytest
 import torch
 
 import onnxport
+from onnxport.errors import UnsupportedOpsError
 from onnxport.translate.registry import default_registry
 
 
@@ -37,3 +39,73 @@ def test_known_ops_are_not_decomposed():
     program = onnxport.export(model, (x,), opset_version=20)
     assert [n.op_type for n in program.model.graph] == ["Gemm", "LayerNormalization", "Gelu"]
     torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+class _Unsupported(torch.nn.Module):
+    """Ops with no translation: one called directly, others only reached by decomposing
+    an op that has none (fft_rfft -> prims::fft_r2c, special_i0 -> prims::bessel_i0)."""
+
+    def forward(self, x):
+        a = torch.fft.rfft(x).abs()
+        b = torch.special.i0(x)
+        c = torch.cummax(x, 1)[0]
+        d = torch.relu(x)  # supported
+        return a, b, c, d
+
+
+def test_every_unsupported_op_is_listed_at_once_with_its_source_line():
+    with pytest.raises(UnsupportedOpsError) as raised:
+        onnxport.export(_Unsupported(), (torch.randn(2, 4),))
+    missing = raised.value.missing
+    assert set(missing) == {"prims::fft_r2c", "prims::bessel_i0", "aten::cummax"}, missing
+    assert "in the decomposition of aten::fft_rfft" in missing["prims::fft_r2c"][0]
+    for name, line in [("prims::fft_r2c", "a = torch.fft.rfft"), ("prims::bessel_i0", "b = "),
+                       ("aten::cummax", "c = ")]:
+        place = missing[name][0]
+        assert place.startswith(f"{__file__}:{_line_of(line)} in forward"), place
+
+
+def _line_of(text):
+    lines = open(__file__).read().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.strip().startswith(text))
+
+
+def test_an_op_inside_a_decomposition_with_no_translation_is_an_unsupported_op():
+    """It was called as None ('NoneType' object is not callable)."""
+    with pytest.raises(UnsupportedOpsError, match=r"prims::bessel_i0: used at .* in forward "
+                                                  r"\(in the decomposition of aten::special_i0\)"):
+        onnxport.export(lambda x: torch.special.i0(x), (torch.randn(3),))
+
+
+def test_a_decomposition_that_calls_its_own_op_is_an_unsupported_op():
+    """sym_storage_offset's decomposition re-emits sym_storage_offset: without its
+    translation, decomposing it would recurse with no end."""
+    registry = default_registry()
+    saved = registry.lookup("aten::sym_storage_offset", 18)
+    registry.unregister("aten::sym_storage_offset")
+    try:
+        with pytest.raises(UnsupportedOpsError, match="its decomposition calls it again"):
+            onnxport.export(lambda x, i: torch.tensor_split(x, i),
+                            (torch.randn(8), torch.tensor([2, 5])))
+    finally:
+        registry.register("aten::sym_storage_offset", saved.function, saved.since_opset)
+
+
+def test_a_decomposition_is_traced_once():
+    """check_supported traces the decompositions it looks through; translation reuses them."""
+    calls = []
+    from torch.fx.experimental import proxy_tensor
+
+    real = proxy_tensor.make_fx
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    proxy_tensor.make_fx = counting
+    try:
+        program = onnxport.export(lambda x: torch.lerp(x, x * 2, 0.3), (torch.randn(3),))
+    finally:
+        proxy_tensor.make_fx = real
+    assert len(calls) == 1, calls
+    assert program.model.graph.num_nodes() > 0

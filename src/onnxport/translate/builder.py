@@ -60,6 +60,10 @@ class GraphBuilder:
         # What torch computed for the call being translated (a FakeTensor, SymInt, tuple...):
         # translations read output dtypes and symbolic sizes from it.
         self.expected: Any = None
+        # What torch computed for the call's arguments (the node's args with FakeTensors in
+        # place of nodes), for the few translations that need more than a value's dtype and
+        # shape (as_strided reads its input's strides).
+        self.arguments: Any = ()
         # Maps a torch size (int or SymInt) to an ONNX dim (int or named SymbolicDim).
         self.dim: Any = lambda size: size if isinstance(size, int) else ir.SymbolicDim(str(size))
         self._node_names: dict[str, int] = {}

@@ -3,16 +3,28 @@ traced for that one node on the fake values torch already computed, and translat
 
 This costs a few milliseconds per decomposed node instead of re-tracing the whole program
 (``ExportedProgram.run_decompositions``), and leaves every op the library knows untouched.
+The translator traces each decomposition once, looks through it for unsupported ops before it
+emits anything, and then translates it as traced.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
 import torch
 import torch.fx
 from torch._guards import detect_fake_mode
+
+@dataclasses.dataclass
+class Decomposition:
+    """A node's decomposition traced on its fake inputs."""
+
+    module: torch.fx.GraphModule
+    # Positions, in the flattened (args, kwargs) of the node, of the tensors that became the
+    # traced module's placeholders, in order.
+    tensor_positions: list[int]
 
 
 @functools.cache
@@ -37,14 +49,15 @@ def has_decomposition(target: Any) -> bool:
     return _decomposition_of(target) is not None
 
 
-def translate_by_decomposition(translator, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
-    """Trace the decomposition of ``node`` on its fake inputs and translate the result."""
+def decomposition(node: torch.fx.Node) -> Decomposition:
+    """The decomposition of ``node`` traced on its fake inputs."""
     function = _decomposition_of(node.target)
+    if function is None:
+        raise ValueError(f"{node.target} has no decomposition")
     fake_args = _plain(torch.fx.node.map_arg(node.args, lambda n: n.meta["val"]))
     fake_kwargs = _plain(torch.fx.node.map_arg(node.kwargs, lambda n: n.meta["val"]))
     flat, spec = torch.utils._pytree.tree_flatten((fake_args, fake_kwargs))
     tensor_positions = [i for i, item in enumerate(flat) if isinstance(item, torch.Tensor)]
-    real_flat, _ = torch.utils._pytree.tree_flatten((_plain(node.args), _plain(node.kwargs)))
 
     def call(*tensors):
         items = list(flat)
@@ -58,11 +71,14 @@ def translate_by_decomposition(translator, node: torch.fx.Node, args: tuple, kwa
     from torch.fx.experimental.proxy_tensor import make_fx
 
     with fake_mode if fake_mode is not None else _null():
-        traced = make_fx(call, tracing_mode="real", pre_dispatch=False)(*fake_inputs)
-    inputs = [translator.env[real_flat[i]] for i in tensor_positions]
-    from onnxport.translate.graph import translate_subgraph
+        module = make_fx(call, tracing_mode="real", pre_dispatch=False)(*fake_inputs)
+    return Decomposition(module, tensor_positions)
 
-    return translate_subgraph(translator, node, traced, inputs, decomposition=True)
+
+def decomposition_inputs(node: torch.fx.Node, traced: Decomposition) -> list:
+    """The nodes of ``node``'s arguments that feed the traced decomposition's placeholders."""
+    real_flat, _ = torch.utils._pytree.tree_flatten((_plain(node.args), _plain(node.kwargs)))
+    return [real_flat[i] for i in traced.tensor_positions]
 
 
 def _plain(value: Any) -> Any:

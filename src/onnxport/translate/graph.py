@@ -94,30 +94,65 @@ class _Translator:
         self.registry = registry
         self.g = g
         self.env: dict[torch.fx.Node, Any] = {}
+        self._decomposing: list[str] = []  # the ops whose decompositions are being translated
+        # Each decomposed node's traced decomposition: traced once, by check_supported.
+        self._decompositions: dict[torch.fx.Node, decompose.Decomposition] = {}
         self._symbol_subs = {sympy.Symbol(k): sympy.Symbol(v)
                              for k, v in context.symbol_names.items()}
 
     # -- what the graph needs ------------------------------------------------------------
     def check_supported(self) -> None:
-        """Raise one error naming every call that has neither a translation nor a decomposition."""
+        """Raise one error naming every call that has neither a translation nor a decomposition,
+        including calls that only appear inside the decompositions of other calls (which are
+        traced here, once, and kept for the translation)."""
         missing: dict[str, list[str]] = {}
         graphs = [m.graph for m in self.context.graph_module.modules()
                   if isinstance(m, torch.fx.GraphModule)]
-        for node in (n for graph in graphs for n in graph.nodes):
-            if node.op != "call_function":
-                continue
-            name = aten_name(node.target)
-            if name in _IGNORED_TARGETS or node.target is operator.getitem:
-                continue
-            if _inlined_subgraph(node) is not None:
-                continue
-            if self.registry.lookup(name, self.g.opset) is not None:
-                continue
-            if decompose.has_decomposition(node.target):
-                continue
-            missing.setdefault(name, []).append(_source_of(node) or _scope_of(node) or node.name)
+        for graph in graphs:
+            self._find_missing(graph.nodes, (), missing)
         if missing:
             raise UnsupportedOpsError(missing, self.g.opset)
+
+    def _find_missing(self, nodes, decomposing: tuple[str, ...],
+                      missing: dict[str, list[str]]) -> None:
+        """Add to ``missing`` the calls among ``nodes`` (and in their decompositions) that
+        cannot be translated; ``decomposing`` names the ops whose decomposition they are in."""
+        for node in nodes:
+            if node.op != "call_function" or not self._needs_translation(node):
+                continue
+            name = aten_name(node.target)
+            if self.registry.lookup(name, self.g.opset) is not None:
+                continue
+            place = _source_of(node) or _scope_of(node) or node.name
+            if decomposing and decomposing[0] != name:
+                place += f" (in the decomposition of {decomposing[0]})"
+            if name in decomposing:
+                missing.setdefault(name, []).append(place + ": its decomposition calls it again")
+                continue
+            if not decompose.has_decomposition(node.target):
+                missing.setdefault(name, []).append(place)
+                continue
+            try:
+                traced = self._decomposition(node)
+            except Exception as error:  # torch raises many kinds; all mean "cannot decompose"
+                first_line = (str(error).strip().splitlines() or [""])[0]
+                missing.setdefault(name, []).append(
+                    f"{place}: decomposing it failed ({type(error).__name__}: {first_line})")
+                continue
+            _adopt(node, traced.module, decomposition=True)
+            self._find_missing(traced.module.graph.nodes, decomposing + (name,), missing)
+
+    @staticmethod
+    def _needs_translation(node: torch.fx.Node) -> bool:
+        """False for the calls that emit nothing (asserts, getitem, mode-setting wrappers,
+        shape computations whose result torch already knows)."""
+        if node.target is operator.getitem or aten_name(node.target) in _IGNORED_TARGETS:
+            return False
+        if _is_tuple_type(node.target):
+            return False
+        if _inlined_subgraph(node) is not None:
+            return False
+        return _static_scalar(node.meta.get("val")) is None
 
     # -- translation -------------------------------------------------------------------------
     def run(self, export_params: bool, keep_initializers_as_inputs: bool) -> None:
@@ -193,6 +228,13 @@ class _Translator:
             container = self.env[node.args[0]]
             self.env[node] = container[node.args[1]]
             return
+        if _is_tuple_type(target):
+            # A decomposition that returns a named tuple (torch.return_types...) builds it.
+            items = list(torch.fx.node.map_arg(node.args, self._lookup))
+            kwargs = torch.fx.node.map_arg(node.kwargs, self._lookup)
+            items += [kwargs[field] for field in getattr(target, "_fields", ())[len(items):]]
+            self.env[node] = tuple(items)
+            return
         name = aten_name(target)
         if name in _IGNORED_TARGETS:
             return
@@ -217,19 +259,20 @@ class _Translator:
         args = torch.fx.node.map_arg(node.args, self._lookup)
         kwargs = torch.fx.node.map_arg(node.kwargs, self._lookup)
         translation = self.registry.lookup(name, g.opset)
-        try:
-            if translation is not None:
+        if translation is None:
+            result = self._translate_by_decomposition(node, name)
+        else:
+            g.arguments = torch.fx.node.map_arg(node.args, lambda n: n.meta.get("val"))
+            try:
                 result = translation.function(g, *args, **kwargs)
-            else:
-                result = decompose.translate_by_decomposition(self, node, args, kwargs)
-        except (TranslationError, UnsupportedOpsError):
-            raise
-        except Exception as error:
-            raise TranslationError(
-                f"translating {name} (node {node.name!r}"
-                f"{', at ' + _source_of(node) if _source_of(node) else ''}) failed: "
-                f"{type(error).__name__}: {error}"
-            ) from error
+            except (TranslationError, UnsupportedOpsError):
+                raise
+            except Exception as error:
+                raise TranslationError(
+                    f"translating {name} (node {node.name!r}"
+                    f"{', at ' + _source_of(node) if _source_of(node) else ''}) failed: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
         self._bind(node, result, expected)
         # An in-place op: later reads of the tensor it wrote see the new value. (Writes into
         # views were functionalized at capture, so the written tensor is never a view here.)
@@ -237,6 +280,33 @@ class _Translator:
             written = node.args[position] if position < len(node.args) else None
             if isinstance(written, torch.fx.Node) and isinstance(result, ir.Value):
                 self.env[written] = result
+
+    def _translate_by_decomposition(self, node: torch.fx.Node, name: str) -> Any:
+        """Translate the traced decomposition of ``node`` in its place. ``check_supported``
+        has looked through it already; the checks here guard calls made without it."""
+        place = _source_of(node) or _scope_of(node) or node.name
+        if not decompose.has_decomposition(node.target):
+            raise UnsupportedOpsError({name: [place]}, self.g.opset)
+        if name in self._decomposing:
+            raise UnsupportedOpsError({name: [f"{place}: its decomposition calls it again"]},
+                                      self.g.opset)
+        try:
+            traced = self._decomposition(node)
+        except Exception as error:
+            raise TranslationError(f"decomposing {name} (node {node.name!r}, at {place}) failed: "
+                                   f"{type(error).__name__}: {error}") from error
+        inputs = [self.env[n] for n in decompose.decomposition_inputs(node, traced)]
+        self._decomposing.append(name)
+        try:
+            return translate_subgraph(self, node, traced.module, inputs, decomposition=True)
+        finally:
+            self._decomposing.pop()
+
+    def _decomposition(self, node: torch.fx.Node) -> decompose.Decomposition:
+        traced = self._decompositions.get(node)
+        if traced is None:
+            traced = self._decompositions[node] = decompose.decomposition(node)
+        return traced
 
     def _bind(self, node: torch.fx.Node, result: Any, expected: Any) -> None:
         prefix = f"{node.name}__"
@@ -295,22 +365,13 @@ def translate_subgraph(translator: "_Translator", parent: torch.fx.Node,
 
     For a decomposition, each node records the op it was decomposed from.
     """
-    origin = ""
-    if decomposition:
-        origin = parent.meta.get("onnxport_decomposed_from") or aten_name(parent.target)
+    _adopt(parent, module, decomposition)
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     for placeholder, value in zip(placeholders, inputs):
         translator.env[placeholder] = value
     result = None
     for sub in module.graph.nodes:
         if sub.op == "call_function":
-            sub.name = f"{parent.name}__{sub.name}"
-            if not sub.meta.get("nn_module_stack"):
-                sub.meta["nn_module_stack"] = parent.meta.get("nn_module_stack")
-            if not sub.meta.get("stack_trace"):
-                sub.meta["stack_trace"] = parent.meta.get("stack_trace")
-            if origin:
-                sub.meta["onnxport_decomposed_from"] = origin
             translator._translate_node(sub)
         elif sub.op == "get_attr":
             attribute = getattr(module, sub.target)
@@ -319,6 +380,27 @@ def translate_subgraph(translator: "_Translator", parent: torch.fx.Node,
         elif sub.op == "output":
             result = torch.fx.node.map_arg(sub.args[0], lambda n: translator.env[n])
     return result
+
+
+def _adopt(parent: torch.fx.Node, module: torch.fx.GraphModule, decomposition: bool) -> None:
+    """Name ``module``'s calls after ``parent`` and give them its module path and source line
+    (and, for a decomposition, the op they were decomposed from). Done once per module."""
+    if getattr(module, "_onnxport_adopted", False):
+        return
+    module._onnxport_adopted = True
+    origin = ""
+    if decomposition:
+        origin = parent.meta.get("onnxport_decomposed_from") or aten_name(parent.target)
+    for sub in module.graph.nodes:
+        if sub.op != "call_function":
+            continue
+        sub.name = f"{parent.name}__{sub.name}"
+        if not sub.meta.get("nn_module_stack"):
+            sub.meta["nn_module_stack"] = parent.meta.get("nn_module_stack")
+        if not sub.meta.get("stack_trace"):
+            sub.meta["stack_trace"] = parent.meta.get("stack_trace")
+        if origin:
+            sub.meta["onnxport_decomposed_from"] = origin
 
 
 # Higher-order ops that only set a mode around a subgraph: their subgraph is inlined.
@@ -336,6 +418,10 @@ def _inlined_subgraph(node: torch.fx.Node):
         if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
             return arg, list(node.args[i + 1:])
     return None
+
+
+def _is_tuple_type(target: Any) -> bool:
+    return isinstance(target, type) and issubclass(target, tuple)
 
 
 def _written_arguments(target: Any) -> list[int]:
