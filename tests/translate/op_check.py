@@ -182,10 +182,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "nn.functional.batch_norm[1-d input]":
         "a 1-d input has no channel axis; ONNX BatchNormalization needs [N, C, ...]",
     # outside the op library (translate/decompose.py)
-    "celu (decomposes to prims::expm1)":
-        "decompose.translate_by_decomposition: a node of the traced decomposition with neither "
-        "a translation nor a decomposition (prims::expm1) is called as None ('NoneType' object "
-        "is not callable) instead of raising UnsupportedOpsError",
     "var_mean (decomposes to prims::var)":
         "decompose.translate_by_decomposition: prims::var inside the decomposition has neither "
         "a translation nor a decomposition and is called as None",

@@ -91,6 +91,23 @@ def test_a_decomposition_that_calls_its_own_op_is_an_unsupported_op():
         registry.register("aten::sym_storage_offset", saved.function, saved.since_opset)
 
 
+def test_a_decomposition_that_returns_a_named_tuple():
+    """log_sigmoid_forward's decomposition builds torch.return_types.log_sigmoid_forward."""
+    registry = default_registry()
+    names = ["aten::log_sigmoid", "aten::log_sigmoid_forward"]
+    saved = {name: registry.lookup(name, 18) for name in names}
+    for name in names:
+        registry.unregister(name)
+    try:
+        x = torch.randn(3, 4) * 10
+        program = onnxport.export(torch.nn.functional.logsigmoid, (x,))
+        torch.testing.assert_close(program(x)[0], torch.nn.functional.logsigmoid(x),
+                                   rtol=1e-3, atol=1e-4)
+    finally:
+        for name, translation in saved.items():
+            registry.register(name, translation.function, translation.since_opset)
+
+
 def test_a_decomposition_is_traced_once():
     """check_supported traces the decompositions it looks through; translation reuses them."""
     calls = []

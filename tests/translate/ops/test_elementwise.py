@@ -25,6 +25,8 @@ UNARY = [
     "nn.functional.mish", "nn.functional.silu", "nn.functional.gelu", "nn.functional.hardtanh",
     "nn.functional.relu6", "nn.functional.leaky_relu", "nn.functional.elu",
     "nn.functional.selu", "nn.functional.softplus", "nn.functional.prelu",
+    "expm1", "log1p", ("expm1", torch.int64), ("log1p", torch.int64), ("expm1", torch.float64),
+    "nn.functional.celu", ("nn.functional.celu", torch.float64), "nn.functional.logsigmoid",
 ]
 
 BINARY = [
@@ -43,6 +45,9 @@ BINARY = [
     # bools: ORT has no bool Where, ONNX no bool Less/Greater
     ("where", torch.bool), ("masked_fill", torch.bool), ("lt", torch.bool), ("ge", torch.bool),
     ("maximum", torch.bool), ("mul", torch.bool), ("add", torch.bool),
+    # bit shifts: ONNX BitShift is for unsigned ints; signed ones by powers of two
+    *[(f"bitwise_{side}_shift", dtype) for side in ("left", "right")
+      for dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)],
 ]
 
 
@@ -102,7 +107,30 @@ HAND = {
     "softsign": (F.softsign, X),
     "hardsigmoid": (F.hardsigmoid, X),
     "in-place forms": (_in_place, X),
-    "celu (decomposes to prims::expm1)": (lambda x: F.celu(x, 0.5), X),
+    "celu": (lambda x: F.celu(x, 0.5), X),
+    "celu float64 (no ONNX Celu)": (lambda x: F.celu(x, 2.0), X.double()),
+    "logsigmoid of large values": (F.logsigmoid, torch.tensor([-100.0, -20.0, 0.0, 20.0, 100.0])),
+    "expm1 edges": (torch.expm1, torch.tensor([0.0, -0.0, 1e-3, -5.0, 50.0, 100.0, -200.0,
+                                                float("inf"), float("-inf"), float("nan")])),
+    "log1p edges": (torch.log1p, torch.tensor([0.0, 1e-3, -0.5, -1.0, -2.0, 1e30,
+                                               float("inf"), float("nan")])),
+    # bit shifts
+    "shift operators by a scalar": (lambda x: (x << 3, x >> 2), INTS),
+    "shift by a tensor": (lambda x, s: (x << s, x >> s), INTS, torch.tensor([0, 1, 5, 62, 63])),
+    "shift by the width or more, or a negative amount": (
+        lambda x, s: (x << s, x >> s), torch.tensor([5, -5, 7, -7, 1]),
+        torch.tensor([64, 65, -1, 100, 63])),
+    "int32 shift wraps": (lambda x, s: (x << s, x >> s),
+                          torch.tensor([5, -5, 2**30, -(2**31), 3], dtype=torch.int32),
+                          torch.tensor([30, 31, 1, 1, 32], dtype=torch.int32)),
+    "int8 shift wraps": (lambda x: (x << 3, x >> 3, x << 7, x >> 7),
+                         torch.tensor([100, -100, 1, -1, -128, 127], dtype=torch.int8)),
+    "uint8 shifts": (lambda x, s: (x << s, x >> s), torch.tensor([1, 200, 255, 16, 3],
+                                                                  dtype=torch.uint8),
+                     torch.tensor([0, 1, 7, 8, 9], dtype=torch.uint8)),
+    "bitwise_left_shift of a scalar by a tensor": (
+        lambda s: torch.bitwise_left_shift(3, s), torch.tensor([0, 1, 4, 70])),
+    "in-place shifts": (lambda x: x.clone().bitwise_left_shift_(2).__irshift__(1), INTS),
     # clamp
     "clamp with tensor bounds": (torch.clamp, X, -torch.rand(3, 5), torch.rand(1, 5)),
     "clamp with a tensor min only": (lambda x, m: torch.clamp(x, min=m), X, torch.rand(5)),
@@ -218,3 +246,32 @@ def test_silu_is_sigmoid_times_x():
 
 def test_default_softplus_is_one_node():
     assert op_types(check(F.softplus, X)) == ["Softplus"]
+
+
+# float32 values whose expm1/log1p lose every digit as Exp(x) - 1 or Log(1 + x)
+TINY = torch.tensor([1e-10, -3e-9, 1e-7, -3e-6, 2e-5])
+
+
+@pytest.mark.parametrize("function", [torch.expm1, torch.log1p], ids=["expm1", "log1p"])
+def test_expm1_and_log1p_keep_the_digits_of_small_values(function):
+    check(function, TINY, rtol=1e-5, atol=0.0)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32, torch.int64])
+def test_bit_shifts_at_opsets(dtype, opset):
+    """BitShift for unsigned ints only; signed ones multiply/divide by powers of two."""
+    x = torch.tensor([1, 3, 100, 127, 0, 64], dtype=torch.int64).to(dtype)
+    if dtype != torch.uint8:
+        x = torch.cat([x, -x])
+    s = (torch.arange(x.numel()) % 9).to(dtype)
+    program = check(lambda x, s: (x << s, x >> s, x << 2, x >> 1), x, s, opset=opset)
+    assert ("BitShift" in op_types(program)) == (dtype == torch.uint8)
+
+
+def test_celu_is_one_celu():
+    assert op_types(check(lambda x: F.celu(x, 0.5), X)) == ["Celu"]
+
+
+def test_logsigmoid_is_a_negated_softplus():
+    assert op_types(check(F.logsigmoid, X)) == ["Neg", "Softplus", "Neg"]

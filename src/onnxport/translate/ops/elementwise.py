@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import onnx_ir as ir
+import torch
 
 from onnxport.translate.ops._helpers import (
     FLOAT_TYPES, as_tensor, cast, expected_dtype, promote_dtype,
@@ -255,6 +256,68 @@ def logit(g, self, eps=None):
     return g.op("Log", g.op("Div", x, g.op("Sub", g.const(1.0, self.dtype), x)))
 
 
+@translates("aten::expm1", "prims::expm1")
+def expm1(g, self):
+    """expm1(Tensor self) -> Tensor"""
+    x = _float_of(g, self)
+    # Exp(x) - 1 loses the digits of a small x; Kahan's (u - 1) * x / log(u) with u = exp(x)
+    # keeps them. Where u rounds to 1 the answer is x; where it is 0 or inf, u - 1.
+    u = g.op("Exp", x)
+    u_minus_1 = g.op("Sub", u, g.const(1.0, x.dtype))
+    corrected = g.op("Mul", u_minus_1, g.op("Div", x, g.op("Log", u)))
+    edge = g.op("Or", g.op("Equal", u, g.const(0.0, x.dtype)),
+                g.op("Equal", u, g.const(float("inf"), x.dtype)))
+    return g.op("Where", g.op("Equal", u, g.const(1.0, x.dtype)), x,
+                g.op("Where", edge, u_minus_1, corrected))
+
+
+@translates("aten::log1p", "prims::log1p")
+def log1p(g, self):
+    """log1p(Tensor self) -> Tensor"""
+    x = _float_of(g, self)
+    # Log(1 + x) loses the digits of a small x; log(u) * x / (u - 1) with u = 1 + x keeps
+    # them. Where u rounds to 1 the answer is x; where it is inf, log(u).
+    one = g.const(1.0, x.dtype)
+    u = g.op("Add", x, one)
+    log_u = g.op("Log", u)
+    corrected = g.op("Mul", log_u, g.op("Div", x, g.op("Sub", u, one)))
+    return g.op("Where", g.op("Equal", u, one), x,
+                g.op("Where", g.op("Equal", u, g.const(float("inf"), x.dtype)), log_u, corrected))
+
+
+def _float_of(g, x):
+    """``x`` in the float dtype torch computes a float function of it in."""
+    out = expected_dtype(g)
+    return cast(g, x, out) if x.dtype not in FLOAT_TYPES and out in FLOAT_TYPES else x
+
+
+@translates("aten::celu", "aten::celu_")
+def celu(g, self, alpha=1.0):
+    """celu(Tensor self, Scalar alpha=1.) -> Tensor"""
+    if self.dtype == ir.DataType.FLOAT:
+        return g.op("Celu", self, alpha_f=alpha)
+    # ONNX Celu takes float32 only; celu(x, a) = a * elu(x / a).
+    scale = g.const(float(alpha), self.dtype)
+    return g.op("Mul", g.op("Elu", g.op("Div", self, scale), alpha_f=1.0), scale)
+
+
+@translates("aten::log_sigmoid")
+def log_sigmoid(g, self):
+    """log_sigmoid(Tensor self) -> Tensor"""
+    # log(sigmoid(x)) = -softplus(-x); Softplus is computed without overflow.
+    return g.op("Neg", g.op("Softplus", g.op("Neg", self)))
+
+
+@translates("aten::log_sigmoid_forward")
+def log_sigmoid_forward(g, self):
+    """log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
+    buffer = g.expected[1]  # only read by the backward; empty on CPU
+    from onnx_ir.tensor_adapters import to_torch_dtype
+
+    return log_sigmoid(g, self), g.const(torch.zeros(
+        [d if isinstance(d, int) else 0 for d in buffer.shape], dtype=to_torch_dtype(self.dtype)))
+
+
 # -- binary ---------------------------------------------------------------------------------
 def _operands(g, self, other, dtype=None):
     """Both operands as values of the computation dtype (torch's promotion)."""
@@ -337,6 +400,84 @@ def _logical(onnx_op: str, bitwise_op: str, *names: str):
 _logical("And", "BitwiseAnd", "aten::__and__", "aten::bitwise_and", "aten::logical_and")
 _logical("Or", "BitwiseOr", "aten::__or__", "aten::bitwise_or", "aten::logical_or")
 _logical("Xor", "BitwiseXor", "aten::__xor__", "aten::bitwise_xor", "aten::logical_xor")
+
+
+_BITS = {ir.DataType.INT8: 8, ir.DataType.INT16: 16, ir.DataType.INT32: 32,
+         ir.DataType.INT64: 64, ir.DataType.UINT8: 8, ir.DataType.UINT16: 16,
+         ir.DataType.UINT32: 32, ir.DataType.UINT64: 64}
+_UNSIGNED = {ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64}
+
+
+@translates("aten::__lshift__", "aten::__ilshift__", "aten::bitwise_left_shift",
+            "aten::bitwise_left_shift_", "aten::__rshift__", "aten::__irshift__",
+            "aten::bitwise_right_shift", "aten::bitwise_right_shift_")
+def bitwise_shift(g, self, other):
+    """bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
+
+    Also __lshift__/__rshift__ and the right shifts. As torch: a shift by a negative amount
+    or by the width or more gives 0 (the sign, -1 or 0, for a right shift of a signed int)."""
+    left = "lshift" in g.provenance.aten or "left_shift" in g.provenance.aten
+    x, amount = _operands(g, self, other, expected_dtype(g))
+    bits = _BITS.get(x.dtype)
+    if bits is None:
+        raise NotImplementedError(f"bit shifts of {x.dtype} (torch shifts integers only)")
+    # Comparisons and Where in int64: ONNX Runtime has few kernels for the narrow ints.
+    count = cast(g, amount, ir.DataType.INT64)
+    in_range = g.op("And", g.op("GreaterOrEqual", count, g.const(0, ir.DataType.INT64)),
+                    g.op("Less", count, g.const(bits, ir.DataType.INT64)))
+    if x.dtype in _UNSIGNED:
+        # ONNX BitShift is for unsigned integers only; a shift by the width or more is
+        # undefined in it (as in C++), hence the Where on both sides.
+        safe_amount = cast(g, g.op("Where", in_range, count, g.const(0, ir.DataType.INT64)),
+                           x.dtype)
+        shifted = g.op("BitShift", x, safe_amount, direction_s="LEFT" if left else "RIGHT")
+        zero = g.const(0, ir.DataType.INT64)
+        return cast(g, g.op("Where", in_range, cast(g, shifted, ir.DataType.INT64), zero),
+                    x.dtype)
+    if left:
+        return _signed_left_shift(g, x, count, bits, in_range)
+    return _signed_right_shift(g, x, count, bits)
+
+
+def _powers_of_two(g, count, bits, below, dtype):
+    """2 ** count in ``dtype`` from a table of 2**0 .. 2**(below - 1), where 2**(bits - 1)
+    is the lowest value of two's complement; counts outside the table read 2**0."""
+    table = [1 << k for k in range(below)]
+    if below == bits:
+        table[-1] = -(1 << (bits - 1))
+    usable = g.op("And", g.op("GreaterOrEqual", count, g.const(0, ir.DataType.INT64)),
+                  g.op("Less", count, g.const(below, ir.DataType.INT64)))
+    position = g.op("Where", usable, count, g.const(0, ir.DataType.INT64))
+    return g.op("Gather", g.const(table, dtype), position, axis_i=0)
+
+
+def _signed_left_shift(g, x, count, bits, in_range):
+    """x << s = x * 2**s, wrapped to the width as torch's two's complement wraps it."""
+    wide = cast(g, x, ir.DataType.INT64)
+    product = g.op("Mul", wide, _powers_of_two(g, count, bits, bits, ir.DataType.INT64))
+    if bits < 64:
+        # Products of narrower ints are exact in int64: wrap them to the width exactly.
+        half = g.const(1 << (bits - 1), ir.DataType.INT64)
+        product = g.op("Sub", g.op("Mod", g.op("Add", product, half),
+                                   g.const(1 << bits, ir.DataType.INT64), fmod_i=0), half)
+    product = g.op("Where", in_range, product, g.const(0, ir.DataType.INT64))
+    return cast(g, product, x.dtype)
+
+
+def _signed_right_shift(g, x, count, bits):
+    """x >> s rounds towards -inf: for x >= 0, x // 2**s; for x < 0, -1 - ((-1 - x) // 2**s),
+    where -1 - x >= 0 (and never overflows). A shift by bits - 1 or more (or by a negative
+    amount) leaves the sign: 0 or -1."""
+    wide = cast(g, x, ir.DataType.INT64)
+    negative = g.op("Less", wide, g.const(0, ir.DataType.INT64))
+    minus_one = g.const(-1, ir.DataType.INT64)
+    magnitude = g.op("Where", negative, g.op("Sub", minus_one, wide), wide)
+    quotient = g.op("Div", magnitude,
+                    _powers_of_two(g, count, bits, bits - 1, ir.DataType.INT64))
+    keeps_bits = g.op("And", g.op("GreaterOrEqual", count, g.const(0, ir.DataType.INT64)),
+                      g.op("Less", count, g.const(bits - 1, ir.DataType.INT64)))
+    quotient = g.op("Where", keeps_bits, quotient, g.const(0, ir.DataType.INT64))
+    return cast(g, g.op("Where", negative, g.op("Sub", minus_one, quotient), quotient), x.dtype)
 
 
 @translates("aten::add", "aten::add_")
