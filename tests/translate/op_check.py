@@ -181,10 +181,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "translation (and torch no decomposition)",
     "nn.functional.batch_norm[1-d input]":
         "a 1-d input has no channel axis; ONNX BatchNormalization needs [N, C, ...]",
-    # outside the op library (translate/decompose.py)
-    "var_mean (decomposes to prims::var)":
-        "decompose.translate_by_decomposition: prims::var inside the decomposition has neither "
-        "a translation nor a decomposition and is called as None",
     # shape
     "view.dtype": "reinterpreting a tensor's bytes as another dtype has no ONNX form "
                   "(translation raises NotImplementedError by design)",

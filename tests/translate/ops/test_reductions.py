@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+import onnxport
+
 from op_check import cases, check, check_opinfo, op_types, opinfo_cases
 
 REDUCTIONS = [
@@ -18,6 +20,10 @@ REDUCTIONS = [
     ("argmax", torch.int64), ("mean", torch.float64), ("amax", torch.bool),
     ("amin", torch.bool), ("max:reduction_with_dim", torch.bool),
     ("min:reduction_no_dim", torch.bool), ("cumsum", torch.bool), ("sum", torch.bool),
+    "var_mean", "var_mean:unbiased", "std_mean", "std_mean:unbiased",
+    # sorting. Not the int/bool samples of topk and sort: they have ties, whose order torch's
+    # (unstable) kernels leave unspecified; the stable cases are by hand below.
+    "topk", "sort", "argsort", "msort", ("argsort", torch.int64), ("topk", torch.float64),
 ]
 
 
@@ -74,7 +80,29 @@ HAND = {
     "torch.norm": (lambda x: torch.norm(x, dim=1), X),
     "F.normalize": (lambda x: torch.nn.functional.normalize(x, dim=1), X),
     "logsumexp": (lambda x: x.logsumexp(dim=(1, 2)), X),
-    "var_mean (decomposes to prims::var)": (lambda x: torch.var_mean(x, dim=1), X),
+    "var_mean": (lambda x: torch.var_mean(x, dim=1), X),
+    "var_mean keepdim (var_mean.dim)": (lambda x: torch.var_mean(x, 1, True, True), X),
+    "std_mean of all, correction 0": (lambda x: torch.std_mean(x, correction=0), X),
+    "var_mean of nothing is nan": (lambda x: torch.var_mean(x, dim=0), torch.randn(0, 3)),
+    # sorting
+    "topk": (lambda x: torch.topk(x, 3), X),
+    "topk smallest on an axis": (lambda x: torch.topk(x, 2, dim=1, largest=False), X),
+    "topk unsorted": (lambda x: torch.topk(x, 2, dim=-2, sorted=False), X),
+    "topk of a 0-d tensor": (lambda x: torch.topk(x, 1), torch.tensor(2.5)),
+    "topk of uint8": (lambda x: torch.topk(x, 2, dim=0),
+                      torch.tensor([[3, 200], [7, 0], [9, 1]], dtype=torch.uint8)),
+    "topk of ints without ties": (lambda x: torch.topk(x, 4), torch.randperm(20).view(2, 10)),
+    "sort": (lambda x: torch.sort(x, dim=1), X),
+    "sort descending": (lambda x: torch.sort(x, descending=True), X),
+    "stable sort of ties": (lambda x: torch.sort(x, dim=-1, stable=True), INTS % 3),
+    "stable descending sort of ties": (lambda x: torch.sort(x, dim=0, stable=True,
+                                                            descending=True), INTS % 3),
+    "stable sort of bools": (lambda x: torch.sort(x > 0, stable=True), X),
+    "sort with nan": (lambda x: torch.sort(x), torch.tensor([1.0, float("nan"), -2.0, 0.5])),
+    "sort of a 0-d tensor": (lambda x: torch.sort(x), torch.tensor(1.5)),
+    "argsort": (lambda x: torch.argsort(x, dim=2, descending=True), X),
+    "stable argsort of ties": (lambda x: torch.argsort(x, stable=True), INTS % 2),
+    "msort": (torch.msort, X),
     "logsumexp of ints": (lambda x: x.logsumexp(dim=1), INTS),
 }
 
@@ -112,3 +140,35 @@ def test_mean_is_one_reduce_mean():
 
 def test_softmax_is_one_softmax():
     assert op_types(check(lambda x: x.softmax(1), X)) == ["Softmax"]
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("sorting", ["topk", "sort", "argsort", "topk of the batch size"])
+def test_sorting_with_dynamic_shapes(sorting, opset):
+    """k and the sorted length read from the input's shape at run time."""
+    n, b = torch.export.Dim("n", min=2), torch.export.Dim("b", max=8)
+    functions = {  # (function, dynamic dims, an input of other sizes)
+        "topk": (lambda x: torch.topk(x, 2, dim=1), {1: n}, torch.randn(3, 11)),
+        "sort": (lambda x: torch.sort(x, dim=1, descending=True), {1: n}, torch.randn(3, 11)),
+        "argsort": (lambda x: torch.argsort(x, dim=0), {0: b}, torch.randn(5, 8)),
+        "topk of the batch size": (lambda x: torch.topk(x, x.shape[0], dim=1), {0: b},
+                                   torch.randn(5, 8)),
+    }
+    function, dims, other = functions[sorting]
+    program = check(function, torch.randn(3, 8), opset=opset, dynamic_shapes={"x": dims},
+                    run_with=[(other,)])
+    assert op_types(program).count("TopK") == 1
+
+
+def test_sort_is_one_topk():
+    program = check(lambda x: torch.sort(x, dim=1), X)
+    assert op_types(program) == ["TopK"]
+
+
+def test_topk_ties_take_the_lower_index_first():
+    """torch.topk leaves the order of ties unspecified; ONNX TopK's is the lower index first:
+    the values are eager's and the indices the first of each tie."""
+    x = torch.tensor([[3, 1, 3, 2, 3, 1]])
+    values, indices = onnxport.export(lambda x: torch.topk(x, 4), (x,))(x)
+    assert values.tolist() == torch.topk(x, 4).values.tolist()
+    assert indices.tolist() == [[0, 2, 4, 3]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from onnxport.translate.ops._helpers import (
-    FLOAT_TYPES, cast, expected_dtype, normalize_axis, rank, reduce,
+    FLOAT_TYPES, as_1d, as_tensor, cast, expected_dtype, normalize_axis, rank, reduce, squeeze,
 )
 from onnxport.translate.registry import translates
 
@@ -127,11 +127,44 @@ def var(g, self, *args, correction=None, keepdim=False, unbiased=None):
     Also the older overloads: var(Tensor self, bool unbiased=True) and
     var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False).
     """
-    dim = None
+    result, _ = _variance(g, self, *args, correction=correction, keepdim=keepdim,
+                          unbiased=unbiased)
+    if "std" in g.provenance.aten:
+        result = g.op("Sqrt", result)
+    return result
+
+
+@translates("aten::var_mean", "aten::std_mean")
+def var_mean(g, self, *args, correction=None, keepdim=False, unbiased=None):
+    """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    result, mean = _variance(g, self, *args, correction=correction, keepdim=keepdim,
+                             unbiased=unbiased)
+    if "std" in g.provenance.aten:
+        result = g.op("Sqrt", result)
+    if len(args) > 2:  # var_mean.dim(self, dim, unbiased, keepdim)
+        keepdim = args[2]
+    if not keepdim:
+        axes = _axes(self, _variance_dim(args))
+        mean = squeeze(g, mean, axes or list(range(rank(self))))
+    return result, mean
+
+
+@translates("prims::var")
+def prims_var(g, inp, dims, correction=1.0, *, output_dtype=None):
+    """var(Tensor inp, int[]? dims, float? correction=1, *, ScalarType? output_dtype=None) -> Tensor"""
+    return _variance(g, inp, dims, correction=1.0 if correction is None else correction)[0]
+
+
+def _variance_dim(args):
+    return None if not args or isinstance(args[0], bool) else args[0]
+
+
+def _variance(g, self, *args, correction=None, keepdim=False, unbiased=None):
+    """(the variance, the mean with the reduced axes kept) as torch's overloads ask."""
+    dim = _variance_dim(args)
     if args and isinstance(args[0], bool):  # var(self, unbiased)
         unbiased = args[0]
     elif args:
-        dim = args[0]
         if len(args) > 1:  # var.dim(self, dim, unbiased, keepdim)
             unbiased = args[1]
         if len(args) > 2:
@@ -142,20 +175,20 @@ def var(g, self, *args, correction=None, keepdim=False, unbiased=None):
     if axes is not None and not axes:
         axes = None
     x = self if self.dtype in FLOAT_TYPES else cast(g, self, expected_dtype(g) or ir.DataType.FLOAT)
-    mean = reduce(g, "ReduceMean", x, axes, True)
-    diff = g.op("Sub", x, mean)
-    total = reduce(g, "ReduceSum", g.op("Mul", diff, diff), axes, keepdim)
+    # The mean as sum / count, not ReduceMean: of no elements it is nan, as in torch (ONNX
+    # Runtime's ReduceMean of an empty tensor is 0).
+    summed = reduce(g, "ReduceSum", x, axes, True)
     count = g.op("Cast", g.op("Size", x), to_i=int(x.dtype))
     if axes is not None:
-        kept = g.op("Cast", g.op("Size", mean), to_i=int(x.dtype))
+        kept = g.op("Cast", g.op("Size", summed), to_i=int(x.dtype))
         count = g.op("Div", count, kept)
+    mean = g.op("Div", summed, count)
+    diff = g.op("Sub", x, mean)
+    total = reduce(g, "ReduceSum", g.op("Mul", diff, diff), axes, keepdim)
     # torch divides by max(N - correction, 0): no samples left gives 0/0 = nan, as in torch.
     divisor = g.op("Max", g.op("Sub", count, g.const(float(correction), x.dtype)),
                    g.const(0.0, x.dtype))
-    result = g.op("Div", total, divisor)
-    if "std" in g.provenance.aten:
-        result = g.op("Sqrt", result)
-    return result
+    return g.op("Div", total, divisor), mean
 
 
 @translates("aten::any", "aten::all")
@@ -200,3 +233,53 @@ def logsumexp(g, self, dim, keepdim=False):
     """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
     x = self if self.dtype in FLOAT_TYPES else cast(g, self, ir.DataType.FLOAT)
     return reduce(g, "ReduceLogSumExp", x, _axes(self, dim), keepdim)
+
+
+# -- sorting -----------------------------------------------------------------------------------
+# ONNX TopK breaks ties by the lower index first, in both directions: a stable sort.
+@translates("aten::topk")
+def topk(g, self, k, dim=-1, largest=True, sorted=True):
+    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
+    # sorted=False lets torch return the k elements in any order; sorted is one such order.
+    return _top(g, self, as_1d(g, as_tensor(g, k, dtype=ir.DataType.INT64)), dim, largest)
+
+
+@translates("aten::sort")
+def sort(g, self, dim=-1, descending=False, *, stable=None):
+    """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+
+    Also sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False)."""
+    if rank(self) == 0:
+        return g.op("Identity", self), g.const(0, ir.DataType.INT64)
+    return _top(g, self, _size_along(g, self, dim), dim, descending)
+
+
+@translates("aten::argsort")
+def argsort(g, self, dim=-1, descending=False, *, stable=False):
+    """argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor
+
+    Also argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False)."""
+    return sort(g, self, dim, descending)[1]
+
+
+def _size_along(g, x, dim):
+    axis = normalize_axis(dim, rank(x))
+    size = x.shape[axis]
+    if isinstance(size, int):
+        return g.const([size], ir.DataType.INT64)
+    if g.opset >= 15:
+        return g.op("Shape", x, start_i=axis, end_i=axis + 1)
+    return g.op("Gather", g.op("Shape", x), g.const([axis]), axis_i=0)
+
+
+def _top(g, self, k, dim, largest):
+    """TopK of ``k`` (a 1-D [1] int64 value) along ``dim``, sorted, ties in index order."""
+    if rank(self) == 0:
+        # A 0-d tensor is its own (only) element, at index 0 (k is 0 or 1: 1, or torch fails).
+        return g.op("Identity", self), g.const(0, ir.DataType.INT64)
+    # TopK has no bool kernel: order bools as 0 and 1.
+    x = _comparable(g, self)
+    values, indices = g.op("TopK", x, k, axis_i=normalize_axis(dim, rank(self)),
+                           largest_i=int(bool(largest)), sorted_i=1, outputs=2)
+    indices.dtype = ir.DataType.INT64
+    return cast(g, values, self.dtype), indices
