@@ -206,6 +206,10 @@ NOT_COMPARABLE: dict[str, tuple[Callable, str]] = {
         "dropout_p > 0 is random in eager; an exported graph is an inference graph"),
     "cumsum": (lambda s: s.kwargs.get("dtype") == torch.bool,
                "eager has no bool cumsum kernel on CPU (\"cumsum_out_cpu\" not implemented)"),
+    "as_strided": (lambda s: s.kwargs.get("storage_offset", 0) >= s.input.numel(),
+                   "the sample's input is a view into a larger storage and reads past its own "
+                   "elements; a graph input is a tensor of its own, on which eager fails too "
+                   "('out of bounds for storage')"),
 }
 
 

@@ -91,6 +91,21 @@ def test_a_decomposition_that_calls_its_own_op_is_an_unsupported_op():
         registry.register("aten::sym_storage_offset", saved.function, saved.since_opset)
 
 
+def test_decompositions_to_prims_ops_export():
+    """torch's reference decompositions call prims ops (broadcast_in_dim, expm1, log1p,
+    var, convert_element_type): these translate."""
+    def f(x, y):
+        grid = torch.meshgrid(x, y, indexing="ij")  # -> prims::broadcast_in_dim
+        return grid[0] * grid[1], torch.ops.prims.var(y, [0], 1.0), torch.ops.prims.expm1(x)
+
+    args = (torch.randn(3), torch.randn(4))
+    program = onnxport.export(f, args)
+    for actual, expected in zip(program(*args), f(*args)):
+        torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)
+    origins = {n.metadata_props.get("onnxport.decomposed_from") for n in program.model.graph}
+    assert "aten::meshgrid.indexing" in origins, origins
+
+
 def test_a_decomposition_that_returns_a_named_tuple():
     """log_sigmoid_forward's decomposition builds torch.return_types.log_sigmoid_forward."""
     registry = default_registry()

@@ -17,6 +17,9 @@ SHAPE = [
     "constant_pad_nd", "nn.functional.pad:constant", "nn.functional.pad:reflect",
     "nn.functional.pad:replicate", "nn.functional.pad:circular", "clone", "contiguous", "to",
     ("cat", torch.int64), ("view", torch.bool),
+    "diagonal", "diagonal_copy", "linalg.diagonal", ("diagonal", torch.int64),
+    ("diagonal", torch.bool), "trace", ("trace", torch.int64), "meshgrid:variadic_tensors",
+    "meshgrid:list_of_tensors", "as_strided", "as_strided:partial_views", "as_strided_copy",
 ]
 
 
@@ -130,6 +133,20 @@ HAND = {
     "aten::_shape_as_tensor": (lambda x: aten._shape_as_tensor(x), X),
     "aten::sym_numel": (lambda x: torch.full((2,), aten.sym_numel(x)), X),
     "aten::numel": (lambda x: torch.full((2,), aten.numel(x)), X),
+    "diagonal": (torch.diagonal, torch.randn(4, 6)),
+    "diagonal above": (lambda x: torch.diagonal(x, 2), torch.randn(4, 6)),
+    "diagonal below, of other dims": (lambda x: torch.diagonal(x, -1, 3, 1), X),
+    "diagonal past the end is empty": (lambda x: torch.diagonal(x, 7) + 1, torch.randn(4, 6)),
+    "diagonal of a transposed view": (lambda x: x.transpose(0, 1).diagonal(1), torch.randn(4, 6)),
+    "aten::diagonal_copy": (lambda x: aten.diagonal_copy(x, 1, 0, 2), X),
+    "trace": (torch.trace, torch.randn(5, 3)),
+    "meshgrid ij": (lambda x, y: torch.meshgrid(x, y, indexing="ij"), torch.randn(3),
+                    torch.randn(4)),
+    "meshgrid xy": (lambda x, y, z: torch.meshgrid(x, y, z, indexing="xy"), torch.randn(3),
+                    torch.randn(4), torch.randn(2)),
+    "as_strided": (lambda x: x.as_strided((3, 2), (2, 5), 1), X),
+    "as_strided overlapping windows": (lambda x: x.as_strided((4, 3), (2, 1)), torch.randn(10)),
+    "as_strided of a slice": (lambda x: x[1:].as_strided((2, 2), (1, 2), 3), torch.randn(10)),
     "view.dtype": (lambda x: x.view(torch.int32), X),
     "view_as_real": (lambda x: torch.view_as_real(x), torch.randn(3, dtype=torch.complex64)),
 }
@@ -181,3 +198,16 @@ def test_reflect_pad_is_one_pad():
     program = check(lambda x: F.pad(x, (2, 1), mode="reflect"), torch.randn(2, 3, 5))
     (pad,) = program.model.graph
     assert pad.op_type == "Pad" and pad.attributes["mode"].value == "reflect"
+
+
+@pytest.mark.parametrize("opset", [13, 14, 18])
+def test_diagonal_with_dynamic_shapes(opset):
+    rows, columns = torch.export.Dim("rows"), torch.export.Dim("columns")
+    check(lambda x: (torch.diagonal(x), torch.diagonal(x, 1), torch.diagonal(x, -2)),
+          torch.randn(4, 6), opset=opset, dynamic_shapes={"x": {0: rows, 1: columns}},
+          run_with=[(torch.randn(7, 3),), (torch.randn(2, 9),)])
+
+
+def test_diagonal_is_a_strided_slice_not_a_gather():
+    program = check(lambda x: torch.diagonal(x, 1), torch.randn(4, 6), optimize=False)
+    assert "Gather" not in op_types(program) and "Slice" in op_types(program)

@@ -164,7 +164,7 @@ def identity(g, self, *_, **__):
     return self
 
 
-@translates("aten::to", "aten::_to_copy", "aten::type_as")
+@translates("aten::to", "aten::_to_copy", "aten::type_as", "prims::convert_element_type")
 def to(g, self, *_, **__):
     """to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False) -> Tensor(a)"""
     dtype = expected_dtype(g)
@@ -194,6 +194,14 @@ def expand(g, self, size, *_, **__):
     if all(e == 1 for e in entries) and len(entries) == len(in_dims):
         return self
     return g.op("Expand", self, shape_list(g, entries))
+
+
+@translates("prims::broadcast_in_dim")
+def broadcast_in_dim(g, a, shape, broadcast_dimensions):
+    """broadcast_in_dim(Tensor(a) a, SymInt[] shape, int[] broadcast_dimensions) -> Tensor(a)"""
+    new_axes = [i for i in range(len(shape)) if i not in broadcast_dimensions]
+    x = unsqueeze(g, a, new_axes) if new_axes else a
+    return g.op("Expand", x, shape_list(g, list(shape)))
 
 
 @translates("aten::expand_as")
@@ -335,6 +343,62 @@ def slice_(g, self, dim=0, start=None, end=None, step=1):
         return self
     return g.op("Slice", self, shape_list(g, [start]), shape_list(g, [end]), g.const([axis]),
                 g.const([step]) if step != 1 else None)
+
+
+@translates("aten::diagonal", "aten::diagonal_copy")
+def diagonal(g, self, offset=0, dim1=0, dim2=1):
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
+    r = rank(self)
+    first, second = normalize_axis(dim1, r), normalize_axis(dim2, r)
+    rest = [i for i in range(r) if i not in (first, second)]
+    perm = rest + [first, second]
+    x = self if perm == list(range(r)) else g.op("Transpose", self, perm_i=perm)
+    # The diagonal of the [n, m] matrix that starts at the offset's row or column.
+    if offset > 0:
+        x = g.op("Slice", x, g.const([offset]), g.const([INT64_MAX]), g.const([r - 1]))
+    elif offset < 0:
+        x = g.op("Slice", x, g.const([-offset]), g.const([INT64_MAX]), g.const([r - 2]))
+    # In the flattened matrix the diagonal is every (m + 1)-th element: a strided Slice.
+    batch = g.op("Slice", g.op("Shape", x), g.const([0]), g.const([r - 2]))
+    n = g.op("Slice", g.op("Shape", x), g.const([r - 2]), g.const([r - 1]))
+    m = g.op("Slice", g.op("Shape", x), g.const([r - 1]), g.const([r]))
+    length = g.op("Min", n, m)
+    step = g.op("Add", m, g.const([1]))
+    flat_shape = g.op("Concat", batch, g.op("Mul", n, m), axis_i=0)
+    flat = g.op("Reshape", x, flat_shape, allowzero_i=1 if g.opset >= 14 else None)
+    return g.op("Slice", flat, g.const([0]), g.op("Mul", length, step), g.const([r - 2]), step)
+
+
+@translates("aten::as_strided", "aten::as_strided_copy")
+def as_strided(g, self, size, stride, storage_offset=None):
+    """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
+
+    A view into self's storage, expressible when self is contiguous: a Gather from the
+    flattened input at offset + sum(i_k * stride_k)."""
+    meta = g.arguments[0] if g.arguments else None
+    if not isinstance(meta, torch.Tensor) or not meta.is_contiguous():
+        raise NotImplementedError("as_strided of a tensor that is not contiguous (its storage "
+                                  "order is not its ONNX order)")
+    base = meta.storage_offset()
+    offset = base if storage_offset is None else storage_offset
+    if not isinstance(offset, int) or not isinstance(base, int):
+        raise NotImplementedError("as_strided at a symbolic storage offset")
+    offset -= base
+    if all(isinstance(v, int) for v in list(size) + list(stride)):
+        last = offset + sum((s - 1) * t for s, t in zip(size, stride) if s > 0)
+        numel = meta.numel()
+        if isinstance(numel, int) and 0 not in size and (offset < 0 or last >= numel):
+            raise NotImplementedError("as_strided reaching outside its input's elements")
+    positions = g.const(offset, ir.DataType.INT64)
+    count = len(size)
+    for axis, (length, step) in enumerate(zip(size, stride)):
+        along = g.op("Range", g.const(0, ir.DataType.INT64),
+                     as_tensor(g, length, dtype=ir.DataType.INT64), g.const(1, ir.DataType.INT64))
+        along = g.op("Mul", along, as_tensor(g, step, dtype=ir.DataType.INT64))
+        shape = [1] * count
+        shape[axis] = -1
+        positions = g.op("Add", positions, g.op("Reshape", along, g.const(shape)))
+    return g.op("Gather", g.op("Reshape", self, g.const([-1])), positions, axis_i=0)
 
 
 @translates("aten::narrow", "aten::narrow_copy")
