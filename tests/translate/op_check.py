@@ -176,9 +176,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "tensor_split[0-d tensor sections]":
         "torch.export cannot capture tensor_split with a 0-d tensor of sections "
         "(GuardOnDataDependentSymNode)",
-    "nn.functional.embedding[max_norm]":
-        "max_norm renormalizes the weight in place with aten::embedding_renorm, which has no "
-        "translation (and torch no decomposition)",
     "nn.functional.batch_norm[1-d input]":
         "a 1-d input has no channel axis; ONNX BatchNormalization needs [N, C, ...]",
     # shape

@@ -82,3 +82,33 @@ def test_representative_ops_with_dynamic_sizes_at_every_opset(opset):
               "mask": {0: sequence, 1: sequence}}
     check(Representative(), *_inputs(), opset=opset, dynamic_shapes=shapes,
           run_with=[_inputs(batch=3, sequence=9), _inputs(batch=1, sequence=4)])
+
+
+class SortingAndSelection(torch.nn.Module):
+    """Sorting, data-dependent selections, scatter reductions and bit shifts, whose ONNX forms
+    change with the opset (ScatterElements' reduction at 16 and 18, Shape's start/end at 15)."""
+
+    def forward(self, x, index, bits):
+        values, positions = torch.topk(x, 3, dim=-1)
+        ordered = torch.sort(x, dim=0, descending=True, stable=True).values
+        selected = torch.masked_select(x, x > 0.5)
+        where = torch.nonzero(x < -0.5)
+        summed = x.scatter_reduce(1, index, x[:, :3], "sum", include_self=False)
+        biggest = x.scatter_reduce(1, index, x[:, :3], "amax")
+        return (values, positions, ordered, selected, where, summed, biggest, bits << 3,
+                bits >> 2, torch.diagonal(x), torch.expm1(x), torch.log1p(x.abs()))
+
+
+@pytest.mark.parametrize("opset", ALL_OPSETS)
+def test_sorting_and_selection_at_every_opset(opset):
+    torch.manual_seed(0)
+    x = torch.randn(4, 6)
+    index = torch.randint(0, 6, (4, 3))
+    bits = torch.tensor([1, -3, 100, -128], dtype=torch.int32)
+    batch = torch.export.Dim("batch")
+    program = check(SortingAndSelection(), x, index, bits, opset=opset,
+                    dynamic_shapes={"x": {0: batch}, "index": {0: batch}, "bits": None},
+                    run_with=[(torch.randn(7, 6), torch.randint(0, 6, (7, 3)), bits)])
+    reductions = {n.attributes["reduction"].value for n in program.model.graph
+                  if n.op_type == "ScatterElements" and "reduction" in n.attributes}
+    assert reductions == ({"add", "max"} if opset >= 18 else {"add"} if opset >= 16 else set())

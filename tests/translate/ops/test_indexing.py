@@ -13,6 +13,13 @@ INDEXING = [
     "nn.functional.embedding", "index_select", "gather", "scatter", "scatter_add",
     "index_put", "__getitem__", "slice_scatter", "select_scatter", "take_along_dim",
     ("gather", torch.int64), ("index_select", torch.int64),
+    "scatter_reduce:sum", "scatter_reduce:prod", "scatter_reduce:mean", "scatter_reduce:amax",
+    "scatter_reduce:amin", ("scatter_reduce:sum", torch.int64),
+    ("scatter_reduce:mean", torch.int64), ("scatter_reduce:amin", torch.int64),
+    # sizes that are data (torch.export's unbacked symbols)
+    "nonzero", ("nonzero", torch.bool), ("nonzero", torch.int64), ("nonzero", torch.int8),
+    ("nonzero", torch.float64), "nonzero_static", "argwhere", "masked_select",
+    ("masked_select", torch.int64),
 ]
 
 
@@ -158,6 +165,46 @@ HAND = {
     "copy": (lambda x, s: aten.copy(x, s), X, torch.randn(4, 5, 6)),
     "copy broadcast": (lambda x, s: aten.copy(x, s), X, torch.randn(6)),
     "copy_ with cast": (_copy_into, X, torch.randint(0, 9, (5, 6))),
+    "embedding max_norm": (lambda w, i: F.embedding(i, w.clone(), max_norm=1.0),
+                           torch.randn(10, 3) * 2, torch.tensor([[0, 2, 9], [4, 4, 1]])),
+    "embedding max_norm norm_type 1": (
+        lambda w, i: F.embedding(i, w.clone(), max_norm=0.5, norm_type=1.0),
+        torch.randn(10, 3), torch.tensor([7, 7, 3])),
+    "nn.Embedding max_norm": (torch.nn.Embedding(7, 4, max_norm=0.8), torch.tensor([[1, 6],
+                                                                                    [1, 3]])),
+    # scatter_reduce
+    "scatter_reduce sum": (lambda x, i, s: x.scatter_reduce(1, i, s, "sum"), X,
+                           torch.randint(0, 5, (4, 3, 6)), torch.randn(4, 3, 6)),
+    "scatter_reduce amax without self": (
+        lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False), X,
+        torch.randint(0, 4, (3, 5, 6)), torch.randn(3, 5, 6)),
+    "scatter_reduce mean with a larger src": (
+        lambda x, i, s: x.scatter_reduce(2, i, s, "mean"), X, torch.randint(0, 6, (4, 5, 3)),
+        torch.randn(4, 5, 8)),
+    "scatter_reduce int mean rounds down": (
+        lambda x, i, s: x.scatter_reduce(0, i, s, "mean", include_self=False),
+        torch.tensor([1, 2, 3, -7]), torch.tensor([0, 0, 1, 1, 1]),
+        torch.tensor([2, 3, -4, 0, 1])),
+    "scatter_reduce of a 0-d tensor": (
+        lambda x, i, s: x.scatter_reduce(0, i, s, "prod"), torch.tensor(2.0),
+        torch.tensor(0), torch.tensor(3.0)),
+    "scatter_reduce_": (lambda x, i, s: x.clone().scatter_reduce_(1, i, s, "amin"), X,
+                        torch.randint(0, 5, (4, 5, 6)), torch.randn(4, 5, 6)),
+    # sizes that are data
+    "nonzero": (lambda x: torch.nonzero(x > 0), X),
+    "nonzero as_tuple": (lambda x: torch.nonzero(x > 0.5, as_tuple=True), X),
+    "nonzero of a 0-d tensor": (torch.nonzero, torch.tensor(3.0)),
+    "nonzero of nothing": (lambda x: torch.nonzero(x > 100), X),
+    "nonzero then arithmetic": (lambda x: torch.nonzero(x > 0).sum(0) + x.shape[0], X),
+    "argwhere": (torch.argwhere, torch.tensor([[0.0, 1.0], [float("nan"), 0.0]])),
+    "nonzero_static pads": (lambda x: torch.nonzero_static(x > 0, size=200), X),
+    "nonzero_static cuts": (lambda x: torch.nonzero_static(x > 0, size=3, fill_value=9), X),
+    "masked_select": (lambda x: torch.masked_select(x, x > 0), X),
+    "masked_select broadcast mask": (lambda x, m: torch.masked_select(x, m), X,
+                                     torch.tensor([True, False, True, True, False, True])),
+    "masked_select broadcast input": (lambda x, m: torch.masked_select(x, m), torch.randn(6),
+                                      torch.rand(4, 5, 6) > 0.5),
+    "masked_select then arithmetic": (lambda x: torch.masked_select(x, x > 0).mean() * 2, X),
 }
 
 
@@ -194,3 +241,64 @@ def test_index_put_accumulate_at_opsets(where, opset):
     function, *args = functions[where]
     program = check(function, X, *args, opset=opset)
     assert ("MatMul" in op_types(program)) == (opset < 16)
+
+
+REDUCTIONS = ["sum", "prod", "mean", "amax", "amin"]
+
+
+@pytest.mark.parametrize("opset", [13, 16, 17, 18])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", REDUCTIONS)
+def test_scatter_reduce_at_opsets(reduce, include_self, opset):
+    """ScatterElements reduces add/mul since opset 16 and max/min since 18; before, each
+    target reduces its sources through a one-hot comparison (no reduction attribute)."""
+    torch.manual_seed(0)
+    index, src = torch.randint(0, 5, (4, 3, 6)), torch.randn(4, 3, 6)
+    program = check(lambda x, i, s: x.scatter_reduce(1, i, s, reduce, include_self=include_self),
+                    X, index, src, opset=opset)
+    since = 18 if reduce in ("amax", "amin") else 16
+    reductions = [n.attributes["reduction"].value for n in program.model.graph
+                  if n.op_type == "ScatterElements" and "reduction" in n.attributes]
+    assert bool(reductions) == (opset >= since), reductions
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("reduce", REDUCTIONS)
+def test_scatter_reduce_of_ints_at_opsets(reduce, opset):
+    x, index = torch.randint(-9, 9, (3, 5)), torch.tensor([[0, 1, 1], [4, 4, 4], [2, 0, 2]])
+    check(lambda x, i, s: (x.scatter_reduce(1, i, s, reduce),
+                           x.scatter_reduce(1, i, s, reduce, include_self=False)),
+          x, index, torch.randint(-9, 9, (3, 3)), opset=opset)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_scatter_reduce_with_dynamic_shapes(opset):
+    batch = torch.export.Dim("batch")
+    rows = torch.export.Dim("rows", max=5)
+    check(lambda x, i, s: (x.scatter_reduce(1, i, s, "amax", include_self=False),
+                           x.scatter_reduce(0, i, s, "mean")),
+          torch.randn(4, 5), torch.randint(0, 4, (4, 5)), torch.randn(4, 5), opset=opset,
+          dynamic_shapes={"x": {0: batch}, "i": {0: batch, 1: rows}, "s": {0: batch, 1: rows}},
+          run_with=[(torch.randn(7, 5), torch.randint(0, 5, (7, 3)), torch.randn(7, 3))])
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("selection", ["nonzero", "masked_select", "argwhere"])
+def test_data_dependent_sizes_with_dynamic_batch(selection, opset):
+    """A size torch.export can only name (u0, unbacked) is computed in the graph, and the
+    output's dimension stays symbolic."""
+    functions = {
+        "nonzero": lambda x: torch.nonzero(x > 0),
+        "masked_select": lambda x: torch.masked_select(x, x > 0) * 2,
+        "argwhere": lambda x: torch.argwhere(x.round()),
+    }
+    program = check(functions[selection], X, opset=opset,
+                    dynamic_shapes={"x": {0: torch.export.Dim("batch")}},
+                    run_with=[(torch.randn(2, 5, 6),), (torch.randn(9, 5, 6),)])
+    first = program.model.graph.outputs[0].shape[0]
+    assert not isinstance(first, int), program.model.graph.outputs[0].shape
+
+
+def test_masked_select_is_one_compress():
+    program = check(lambda x, m: torch.masked_select(x, m), X, torch.rand(4, 5, 6) > 0.5)
+    assert op_types(program).count("Compress") == 1

@@ -1,4 +1,5 @@
-"""Indexing: embedding, gather, index (advanced indexing), index_select, scatter."""
+"""Indexing: embedding, gather, index (advanced indexing), index_select, scatter, and the
+selections whose size is data (nonzero, masked_select)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import to_torch_dtype
 
-from onnxport.translate.ops._helpers import as_tensor, cast, normalize_axis, rank, reduce
+from onnxport.translate.ops._helpers import (
+    FLOAT_TYPES, as_tensor, cast, normalize_axis, rank, reduce,
+)
 from onnxport.translate.registry import translates
 
 
@@ -14,6 +17,32 @@ from onnxport.translate.registry import translates
 def embedding(g, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
     return g.op("Gather", weight, indices, axis_i=0)
+
+
+@translates("aten::embedding_renorm", "aten::embedding_renorm_")
+def embedding_renorm(g, self, indices, max_norm, norm_type):
+    """embedding_renorm(Tensor self, Tensor indices, float max_norm, float norm_type) -> Tensor
+
+    F.embedding(max_norm=...) rescales, in place, the rows it looks up whose norm exceeds
+    max_norm to max_norm / (norm + 1e-7); torch.export functionalizes the write."""
+    if norm_type == 2:
+        norms = reduce(g, "ReduceL2", self, [1], True)
+    elif norm_type == 1:
+        norms = reduce(g, "ReduceL1", self, [1], True)
+    else:
+        p = g.const(float(norm_type), self.dtype)
+        norms = g.op("Pow", reduce(g, "ReduceSum", g.op("Pow", g.op("Abs", self), p), [1], True),
+                     g.const(1.0 / norm_type, self.dtype))
+    limit = g.const(float(max_norm), self.dtype)
+    scale = g.op("Div", limit, g.op("Add", norms, g.const(1e-7, self.dtype)))
+    # Only the rows looked up are rescaled: mark them (repeated indices write the same 1).
+    flat = g.op("Reshape", cast(g, indices, ir.DataType.INT64), g.const([-1]))
+    rows = g.op("Gather", g.op("Shape", self), g.const([0]), axis_i=0)
+    marks = g.op("ScatterElements", g.op("ConstantOfShape", rows), flat,
+                 g.op("Expand", g.const([1.0]), g.op("Shape", flat)), axis_i=0)
+    looked_up = g.op("Unsqueeze", cast(g, marks, ir.DataType.BOOL), g.const([1]))
+    too_long = g.op("And", looked_up, g.op("Greater", norms, limit))
+    return g.op("Where", too_long, g.op("Mul", self, scale), self)
 
 
 @translates("aten::index_select")
@@ -290,3 +319,169 @@ def copy(g, self, src, non_blocking=False):
     if src.shape is not None and self.shape is not None and list(src.shape) == list(self.shape):
         return value
     return g.op("Expand", value, g.op("Shape", self))
+
+
+# -- selections whose size is data --------------------------------------------------------------
+# torch.export gives their results an unbacked size (u0); the ONNX graph computes it.
+
+# The types ONNX Runtime's NonZero takes; others are compared with zero first.
+_NONZERO_TYPES = {ir.DataType.BOOL, ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32,
+                  ir.DataType.INT64, ir.DataType.UINT8}
+
+
+@translates("aten::nonzero")
+def nonzero(g, self):
+    """nonzero(Tensor self) -> Tensor"""
+    x = self if self.dtype in _NONZERO_TYPES else cast(g, self, ir.DataType.BOOL)
+    if rank(self) == 0:
+        # [n, 0] for a 0-d tensor: the positions of a 1-element 1-d one, without their column.
+        positions = g.op("NonZero", g.op("Reshape", x, g.const([1])))
+        return g.op("Slice", g.op("Transpose", positions, perm_i=[1, 0]), g.const([0]),
+                    g.const([0]), g.const([1]))
+    return g.op("Transpose", g.op("NonZero", x), perm_i=[1, 0])
+
+
+@translates("aten::nonzero_static")
+def nonzero_static(g, self, *, size, fill_value=-1):
+    """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor"""
+    positions = nonzero(g, self)
+    if size == 0 or rank(self) == 0:
+        return g.const(torch.full((size, rank(self)), fill_value, dtype=torch.int64))
+    # The positions, then rows of fill_value, cut to ``size`` rows.
+    padding = g.const(torch.full((size, rank(self)), fill_value, dtype=torch.int64))
+    both = g.op("Concat", positions, padding, axis_i=0)
+    return g.op("Slice", both, g.const([0]), g.const([size]), g.const([0]))
+
+
+@translates("aten::masked_select")
+def masked_select(g, self, mask):
+    """masked_select(Tensor self, Tensor mask) -> Tensor"""
+    # Expand broadcasts both ways: each operand expanded to the other's shape has the shape
+    # of the broadcast. Compress without an axis selects from the flattened input.
+    mask = cast(g, mask, ir.DataType.BOOL)
+    values = g.op("Expand", self, g.op("Shape", mask))
+    condition = g.op("Expand", mask, g.op("Shape", values))
+    return g.op("Compress", g.op("Reshape", values, g.const([-1])),
+                g.op("Reshape", condition, g.const([-1])), axis_i=0)
+
+
+# -- scatter_reduce -----------------------------------------------------------------------------
+# ScatterElements' reduction attribute: add/mul since opset 16, max/min since 18.
+_SCATTER_REDUCTIONS = {"sum": ("add", 16), "mean": ("add", 16), "prod": ("mul", 16),
+                       "amax": ("max", 18), "amin": ("min", 18)}
+
+
+@translates("aten::scatter_reduce", "aten::scatter_reduce_")
+def scatter_reduce(g, self, dim, index, src, reduce, *, include_self=True):
+    """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
+    if reduce not in _SCATTER_REDUCTIONS:
+        raise ValueError(f"scatter_reduce with reduce={reduce!r}")
+    index = cast(g, index, ir.DataType.INT64)
+    src = cast(g, src, self.dtype)
+    index_shape = g.static_shape(index)
+    if index_shape is not None and 0 in index_shape:
+        return g.op("Identity", self)  # nothing to scatter
+    if rank(self) == 0:
+        # As a 1-element 1-d tensor (ONNX needs an axis).
+        zero = g.const([0])
+        flat = [g.op("Reshape", v, g.const([-1])) for v in (self, index, src)]
+        for value in flat:
+            value.shape = ir.Shape([1])
+        out = scatter_reduce(g, flat[0], 0, flat[1], flat[2], reduce, include_self=include_self)
+        return g.op("Squeeze", out, zero)
+    axis = normalize_axis(dim, rank(self))
+    # src may be larger than index: only its part of index's shape is scattered.
+    src = g.op("Slice", src, g.const([0] * rank(self)), g.op("Shape", index),
+               g.const(list(range(rank(self)))))
+    attribute, since = _SCATTER_REDUCTIONS[reduce]
+    if g.opset < since:
+        return _scatter_reduce_one_hot(g, self, axis, index, src, reduce, include_self)
+    x = self
+    if not include_self:
+        # The targets start from the reduction's identity, so that only src counts there.
+        x = g.op("ScatterElements", self, index,
+                 g.op("Expand", g.const(_identity(reduce, self.dtype), self.dtype),
+                      g.op("Shape", index)), axis_i=axis)
+    if x.dtype == ir.DataType.BOOL:
+        raise NotImplementedError("scatter_reduce of bools")
+    out = g.op("ScatterElements", x, index, src, axis_i=axis, reduction_s=attribute)
+    if reduce != "mean":
+        return out
+    # The mean: the sum divided by how many values each target received (self counting as
+    # one of them when included); targets that received none keep self.
+    counts = g.op("ScatterElements", g.op("ConstantOfShape", g.op("Shape", self),
+                                          value=ir.tensor([int(include_self)], ir.DataType.INT64)),
+                  index, g.op("Expand", g.const(1, ir.DataType.INT64), g.op("Shape", index)),
+                  axis_i=axis, reduction_s="add")
+    return _divide_by_counts(g, self, out, counts)
+
+
+def _divide_by_counts(g, self, total, counts):
+    """total / counts where counts > 0 (else self); integers divide with floor, as torch."""
+    has_any = g.op("Greater", counts, g.const(0, ir.DataType.INT64))
+    safe = g.op("Max", counts, g.const(1, ir.DataType.INT64))
+    if self.dtype in FLOAT_TYPES:
+        quotient = g.op("Div", total, cast(g, safe, self.dtype))
+    else:
+        wide = cast(g, total, ir.DataType.INT64)
+        # Floor division of possibly negative sums by positive counts.
+        quotient = g.op("Div", g.op("Sub", wide, g.op(
+            "Where", g.op("Less", wide, g.const(0, ir.DataType.INT64)),
+            g.op("Sub", safe, g.const(1, ir.DataType.INT64)), g.const(0, ir.DataType.INT64))),
+            safe)
+        quotient = cast(g, quotient, self.dtype)
+    return g.op("Where", has_any, quotient, self)
+
+
+def _identity(reduce, dtype):
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    torch_dtype = to_torch_dtype(dtype)
+    info = torch.finfo(torch_dtype) if torch_dtype.is_floating_point else torch.iinfo(torch_dtype)
+    if torch_dtype.is_floating_point:
+        return float("-inf") if reduce == "amax" else float("inf")
+    return info.min if reduce == "amax" else info.max
+
+
+def _scatter_reduce_one_hot(g, self, axis, index, src, how, include_self):
+    """scatter_reduce before ScatterElements had the reduction: along the axis (moved last),
+    each target t reduces the src values whose index is t, read through a one-hot [.., K, N]
+    comparison of the K indices with the N targets. Costs K * N per row."""
+    r = rank(self)
+    last = r - 1
+    perm = list(range(r))
+    perm[axis], perm[last] = perm[last], perm[axis]
+    move = (lambda v: v) if axis == last else (lambda v: g.op("Transpose", v, perm_i=perm))
+    idx, values, base = move(index), move(src), move(self)
+    # The part of self that index covers on the other axes: [..., N].
+    idx_shape, base_shape = g.op("Shape", idx), g.op("Shape", base)
+    region_shape = g.op("Concat", g.op("Slice", idx_shape, g.const([0]), g.const([last])),
+                        g.op("Slice", base_shape, g.const([last]), g.const([r])), axis_i=0)
+    region = g.op("Slice", base, g.const([0] * r), region_shape, g.const(list(range(r))))
+    targets = g.op("Range", g.const(0, ir.DataType.INT64),
+                   g.op("Squeeze", g.op("Slice", base_shape, g.const([last]), g.const([r])),
+                        g.const([0])), g.const(1, ir.DataType.INT64))
+    hits = g.op("Equal", g.op("Unsqueeze", idx, g.const([r])), targets)  # [..., K, N]
+    spread = g.op("Unsqueeze", values, g.const([r]))
+    identity = g.const(_identity(how, self.dtype), self.dtype)
+    chosen = g.op("Where", hits, g.op("Expand", spread, g.op("Shape", hits)), identity)
+    onnx_reduce = {"sum": "ReduceSum", "mean": "ReduceSum", "prod": "ReduceProd",
+                   "amax": "ReduceMax", "amin": "ReduceMin"}[how]
+    reduced = reduce(g, onnx_reduce, chosen, [last], False)  # [..., N]
+    counts = reduce(g, "ReduceSum", cast(g, hits, ir.DataType.INT64), [last], False)
+    received = g.op("Greater", counts, g.const(0, ir.DataType.INT64))
+    if include_self:
+        combine = {"sum": "Add", "mean": "Add", "prod": "Mul", "amax": "Max", "amin": "Min"}
+        combined = g.op(combine[how], region, reduced)
+        if how == "mean":
+            combined = _divide_by_counts(g, region, combined,
+                                         g.op("Add", counts, g.const(1, ir.DataType.INT64)))
+    else:
+        combined = reduced if how != "mean" else _divide_by_counts(g, region, reduced, counts)
+    updated = g.op("Where", received, combined, region)
+    # Put the region back: a plain ScatterElements at each target's own position.
+    positions = g.op("Expand", targets, g.op("Shape", updated))
+    out = g.op("ScatterElements", base, positions, updated, axis_i=last)
+    return move(out)
