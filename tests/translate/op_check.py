@@ -169,8 +169,6 @@ def describe(sample) -> str:
 # Case id -> why it fails. Case ids are OpInfo names ("addmm", "div.floor_rounding"), with a
 # "[subset]" for samples that SAMPLE_SUBSETS sets apart, or a hand-written test's id.
 EXPECTED_FAILURES: dict[str, str] = {
-    "addmm[empty inner dimension]":
-        "ONNX Runtime's Gemm with an empty inner dimension (K=0) drops beta * C",
     "narrow[tensor start]":
         "torch.export cannot capture narrow with a tensor start (PendingUnbackedSymbolNotFound)",
     "tensor_split[0-d tensor sections]":
