@@ -95,3 +95,14 @@ def test_large_filled_tensors_are_constant_of_shape():
     """The op library keeps large fills out of the file (before any constant folding pass)."""
     program = check(lambda x: torch.full((64, 64), 2.0), X, optimize=False)
     assert op_types(program) == ["ConstantOfShape"]
+
+
+@pytest.mark.parametrize("opset", [13, 18, 20, 23])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_large_low_precision_fill_keeps_its_value(opset, dtype):
+    """ConstantOfShape takes a bfloat16 value only from opset 20: below it the fill is made in
+    float and cast (with no value at all it was float zeros, which ORT refused to load).
+    The sum is in float: ONNX Runtime's CPU kernels have no bfloat16 Add."""
+    program = check(lambda x: x + torch.full((64, 64), 3.0, dtype=dtype).float(),
+                    torch.zeros(64, 64), opset=opset, optimize=False)
+    assert op_types(program)[0] == "ConstantOfShape"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 import torch
+from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.translate.ops._helpers import as_tensor, cast, expected_dtype, shape_list
 from onnxport.translate.registry import translates
@@ -29,8 +30,10 @@ def _filled(g, size, fill, dtype: ir.DataType):
             count *= s
         if count <= _CONSTANT_LIMIT:
             return g.const(torch.full(tuple(size), fill, dtype=to_torch_dtype(dtype)))
-    value = ir.tensor(torch.tensor([fill], dtype=to_torch_dtype(dtype)).numpy()) \
-        if dtype != ir.DataType.BFLOAT16 else None
+    if dtype == ir.DataType.BFLOAT16 and g.opset < 20:
+        # ConstantOfShape takes a bfloat16 value from opset 20 on: fill in float, then Cast.
+        return cast(g, _filled(g, size, fill, ir.DataType.FLOAT), dtype)
+    value = TorchTensor(torch.tensor([fill], dtype=to_torch_dtype(dtype)))
     out = g.op("ConstantOfShape", shape_list(g, list(size)), value=value)
     out.dtype = dtype
     return out
