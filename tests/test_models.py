@@ -101,6 +101,9 @@ def test_kv_cache_input_with_dynamic_batch_sequence_and_past(name):
     assert list(graph.inputs[0].shape) == [dim("batch"), dim("sequence")]
     for value in graph.inputs[2:]:
         assert (value.shape[0], value.shape[2]) == (dim("batch"), dim("past_sequence")), value
+    # Output dims that are sums of named dims are spelled with those names.
+    for value in graph.outputs[1:]:
+        assert str(value.shape[2]) == "past_sequence + sequence", value
 
     # Other batch sizes, new-token counts (one: plain decoding) and past lengths than exported.
     for batch, sequence, past in [(2, 3, 5), (3, 1, 7), (1, 4, 2)]:

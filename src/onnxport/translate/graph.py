@@ -97,8 +97,6 @@ class _Translator:
         self._decomposing: list[str] = []  # the ops whose decompositions are being translated
         # Each decomposed node's traced decomposition: traced once, by check_supported.
         self._decompositions: dict[torch.fx.Node, decompose.Decomposition] = {}
-        self._symbol_subs = {sympy.Symbol(k): sympy.Symbol(v)
-                             for k, v in context.symbol_names.items()}
 
     # -- what the graph needs ------------------------------------------------------------
     def check_supported(self) -> None:
@@ -356,7 +354,11 @@ class _Translator:
     def dim_name(self, expr: Any) -> str:
         if isinstance(expr, sympy.Symbol):
             return self.context.symbol_names.get(expr.name, expr.name)
-        return str(expr.xreplace(self._symbol_subs))
+        # By name: torch's symbols carry assumptions (integer, positive), so a plain
+        # Symbol("s0") is another symbol and would never match.
+        names = self.context.symbol_names
+        return str(expr.xreplace({symbol: sympy.Symbol(names[symbol.name])
+                                  for symbol in expr.free_symbols if symbol.name in names}))
 
 
 def translate_subgraph(translator: "_Translator", parent: torch.fx.Node,
