@@ -30,8 +30,9 @@ class UnsupportedOpsError(TranslationError):
             shown = "; ".join(list(dict.fromkeys(places))[:3])
             more = f" (+{len(places) - 3} more)" if len(places) > 3 else ""
             lines.append(f"  {name}: used at {shown}{more}")
-        lines.append("onnxport has no translation (and torch no decomposition) for these; try "
-                     "another opset_version, or express those lines with other torch ops.")
+        lines.append("onnxport has no translation for these, and torch no decomposition into "
+                     "ops it can translate (a reason follows the place where there is one); "
+                     "try another opset_version, or express those lines with other torch ops.")
         super().__init__("\n".join(lines))
 
 
