@@ -84,7 +84,7 @@ def test_without_initializers():
     assert len(proto.graph.node) == len(program.model.graph)
 
 
-def test_string_initializer_keeps_ir_serialization():
+def _model_with_string_initializer() -> ir.Model:
     words = ir.Value(name="words", type=ir.TensorType(ir.DataType.STRING), shape=ir.Shape([2]),
                      const_value=ir.StringTensor([b"ab", b"c"], shape=ir.Shape([2]),
                                                  name="words"))
@@ -95,9 +95,21 @@ def test_string_initializer_keeps_ir_serialization():
     node.outputs[0].name = "y"
     graph = ir.Graph([x], node.outputs, nodes=[node], initializers=[words, weight],
                      opset_imports={"": 18})
+    return ir.Model(graph, ir_version=8)
+
+
+def test_string_initializer_keeps_ir_serialization():
     stream = io.BytesIO()
-    write_model(ir.Model(graph, ir_version=8), stream)
+    write_model(_model_with_string_initializer(), stream)
     proto = onnx.load_from_string(stream.getvalue())
     by_name = {t.name: t for t in proto.graph.initializer}
     assert list(by_name["words"].string_data) == [b"ab", b"c"]
     assert onnx.numpy_helper.to_array(by_name["w"]).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_without_initializers_drops_string_initializers_too():
+    model = _model_with_string_initializer()
+    stream = io.BytesIO()
+    write_model(model, stream, include_initializers=False)
+    assert len(onnx.load_from_string(stream.getvalue()).graph.initializer) == 0
+    assert list(model.graph.initializers) == ["words", "w"]  # the model itself keeps them

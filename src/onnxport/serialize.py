@@ -24,11 +24,13 @@ _LENGTH_DELIMITED = 2
 
 def write_model(model: ir.Model, stream: BinaryIO, *, include_initializers: bool = True) -> None:
     """Serialize ``model`` into ``stream``; weights are written from their own memory."""
+    if not include_initializers:
+        with _initializers_detached(model.graph, list(model.graph.initializers.values())):
+            stream.write(ir.to_proto(model).SerializeToString())
+        return
     streamed = [value for value in model.graph.initializers.values() if _streamable(value)]
     with _initializers_detached(model.graph, streamed):
         stream.write(ir.to_proto(model).SerializeToString())
-    if not include_initializers:
-        return
     counter = _CountingWriter(stream)
     for value in streamed:
         tensor = value.const_value
@@ -49,7 +51,7 @@ def write_model(model: ir.Model, stream: BinaryIO, *, include_initializers: bool
 def _streamable(value: ir.Value) -> bool:
     # String tensors and tensors already on disk keep ir's own serialization.
     tensor = value.const_value
-    return tensor is not None and not isinstance(tensor, (ir.StringTensor, ir.ExternalTensor)) \
+    return tensor is not None and not isinstance(tensor, ir.ExternalTensor) \
         and tensor.dtype != ir.DataType.STRING
 
 
