@@ -69,7 +69,8 @@ def export(
     """Export ``model`` to ONNX; same call as ``torch.onnx.export``.
 
     Returns an :class:`ONNXProgram`; writes it to ``f`` when ``f`` is given. A failed export
-    leaves no file behind and an existing file at ``f`` untouched.
+    leaves no file behind and an existing file at ``f`` untouched. Exports from several
+    threads are safe but run one at a time (torch.export is not thread-safe).
     """
     _arguments.check_unknown(unknown_options, _arguments.known_options(export))
     _arguments.check_flags(locals())
