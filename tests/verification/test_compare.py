@@ -131,3 +131,28 @@ def test_eager_outputs_skip_none_and_keep_numbers():
     x = torch.randn(2)
     outputs = eager_outputs(lambda z: (z + 1, None, {"n": 3, "y": z * 2}), (x,), {})
     assert len(outputs) == 3 and outputs[1] == 3
+
+
+def test_nested_outputs_with_numbers_and_flags():
+    x = torch.randn(2, 3)
+    program = onnxport.export(lambda z: {"a": z + 1, "n": 2.5, "b": [z * 2, True]}, (x,),
+                              verify=True)
+    assert [(r.name, r.passed) for r in program.verification] == [
+        ("a", True), ("n", True), ("b.0", True), ("b.1", True)]
+
+
+def test_verify_with_weights_as_inputs():
+    # export_params=False: the weights are inputs of the ONNX model; verification feeds them.
+    model = Counter()
+    x = torch.randn(2, 3)
+    program = onnxport.export(model, (x,), export_params=False, verify=True)
+    assert [r.passed for r in program.verification] == [True]
+    assert model.count.item() == 0
+
+
+def test_output_count_mismatch_is_said_plainly():
+    from onnxport.verification.compare import compare_outputs, format_report
+
+    results = compare_outputs(["y"], [torch.ones(2), torch.ones(3)], [torch.ones(2)])
+    assert "the number of outputs: PyTorch gives 2 (tensors and numbers, None left out), the " \
+        "ONNX model 1" in format_report(results)

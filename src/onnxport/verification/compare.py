@@ -120,8 +120,14 @@ def run_in_onnx_runtime(program, args: tuple, kwargs: dict) -> list[torch.Tensor
     turned into a VerificationError: an exported model ORT rejects is a wrong export."""
     from onnxport.errors import InvalidExportOptionsError, VerificationError
 
+    inputs = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+    # With export_params=False the weights are inputs too, after the model's own.
+    graph = program.model.graph
+    fed = [v.name for v in graph.inputs if v.name not in graph.initializers]
+    weights = fed[len(inputs):]
+    inputs += _weight_values(program, weights)
     try:
-        return program(*args, **kwargs)
+        return program(*inputs)
     except InvalidExportOptionsError:
         raise
     except Exception as error:  # ORT's errors have no common base beyond RuntimeError/Exception
@@ -131,6 +137,20 @@ def run_in_onnx_runtime(program, args: tuple, kwargs: dict) -> list[torch.Tensor
             "The stage that failed is verify: the export is wrong (a translation produced "
             "what ONNX does not accept, see the node named above); please report it with "
             "the model") from None
+
+
+def _weight_values(program, names: Sequence[str]) -> list[torch.Tensor]:
+    from onnxport.errors import VerificationError
+
+    exported = program.exported_program
+    values = {**exported.state_dict, **exported.constants} if exported is not None else {}
+    missing = [name for name in names if not isinstance(values.get(name), torch.Tensor)]
+    if missing:
+        raise VerificationError(
+            f"cannot verify: the ONNX model takes inputs {missing} that are neither the "
+            "model's inputs nor weights of the exported program; verify with the default "
+            "export_params=True")
+    return [values[name] for name in names]
 
 
 def _without_paths(message: str) -> str:
@@ -152,6 +172,11 @@ def format_report(results: Sequence[VerificationInfo]) -> str:
     for r in results:
         status = "ok" if r.passed else "MISMATCH"
         detail = f"max abs diff {r.max_abs_diff:.3g}, max rel diff {r.max_rel_diff:.3g}"
+        if r.name == "<output count>":
+            lines.append(f"  MISMATCH in the number of outputs: PyTorch gives "
+                         f"{r.expected_shape[0]} (tensors and numbers, None left out), the "
+                         f"ONNX model {r.actual_shape[0]}")
+            continue
         if not r.shape_matches:
             detail = f"shape {r.actual_shape} != expected {r.expected_shape}"
         elif not r.dtype_matches:
