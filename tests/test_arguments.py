@@ -146,3 +146,16 @@ def test_on_stage_is_called_with_each_stage():
     stages = []
     onnxport.export(Affine(), (X,), on_stage=stages.append)
     assert stages[:2] == ["capture", "translate"]
+
+
+@pytest.mark.parametrize("axes,match", [
+    ({"x": {0: None}}, r"dimension names are non-empty strings such as 'batch', got None"),
+    ({"x": {0: ""}}, "dimension names are non-empty strings"),
+    ({0: {0: "batch"}}, "dynamic_axes keys are input or output names .*got 0"),
+])
+def test_dynamic_axes_names_are_strings(tmp_path, axes, match):
+    assert_refused(tmp_path, match, dynamic_axes=axes)
+
+
+def test_artifacts_dir_is_a_path(tmp_path):
+    assert_refused(tmp_path, "artifacts_dir must be a folder path", artifacts_dir=3)

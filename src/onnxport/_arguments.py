@@ -189,6 +189,13 @@ def check_destination(f: Any) -> None:
         f"f must be a path, an os.PathLike, a binary file object or None, got {type(f).__name__}")
 
 
+def check_artifacts_dir(artifacts_dir: Any) -> None:
+    if not isinstance(artifacts_dir, (str, os.PathLike)):
+        raise InvalidExportOptionsError(
+            f"artifacts_dir must be a folder path (str or os.PathLike), got "
+            f"{type(artifacts_dir).__name__} {artifacts_dir!r}")
+
+
 def check_names(input_names: Any, output_names: Any) -> None:
     """Names are non-empty strings, and unique across inputs and outputs: ONNX gives every
     value one name, so a repeated one makes an invalid model."""
@@ -219,6 +226,16 @@ def check_dynamic_axes_type(dynamic_axes: Any, dynamic_shapes: Any) -> None:
         raise InvalidExportOptionsError(
             f"dynamic_axes must be a dict {{input or output name: {{axis: name}} or [axes]}} "
             f"or None, got {type(dynamic_axes).__name__} {dynamic_axes!r}")
+    for name, axes in (dynamic_axes or {}).items():
+        if not isinstance(name, str) or not name:
+            raise InvalidExportOptionsError(
+                f"dynamic_axes keys are input or output names (non-empty strings), got {name!r}")
+        for dim_name in axes.values() if isinstance(axes, Mapping) else ():
+            if not isinstance(dim_name, str) or not dim_name:
+                raise InvalidExportOptionsError(
+                    f"dynamic_axes[{name!r}] = {axes!r}: dimension names are non-empty strings "
+                    f"such as 'batch', got {dim_name!r}; or give a list of axes to have names "
+                    "made up")
     if dynamic_shapes is not None and not isinstance(dynamic_shapes, (Mapping, tuple, list)):
         raise InvalidExportOptionsError(
             f"dynamic_shapes must be a dict (by input name), a tuple or a list, or None; got "

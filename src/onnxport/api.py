@@ -79,6 +79,7 @@ def export(
     opset = _arguments.check_opset(opset_version)
     _arguments.check_model(model, dynamo)
     _arguments.check_destination(f)
+    _arguments.check_artifacts_dir(artifacts_dir)
     _arguments.check_names(input_names, output_names)
     _arguments.check_dynamic_axes_type(dynamic_axes, dynamic_shapes)
     _arguments.check_not_yet(
