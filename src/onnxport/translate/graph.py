@@ -483,8 +483,11 @@ def _source_of(node: torch.fx.Node) -> str:
     import sys
 
     if os.path.isabs(file):
-        roots = [os.path.abspath(p or os.curdir) for p in sys.path if isinstance(p, str)]
-        roots.append(os.getcwd())
+        try:
+            roots = [os.path.abspath(p or os.curdir) for p in sys.path if isinstance(p, str)]
+            roots.append(os.getcwd())
+        except OSError:  # the working directory was deleted
+            roots = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p)]
         inside = [r for r in roots if file.startswith(r.rstrip(os.sep) + os.sep)]
         file = os.path.relpath(file, max(inside, key=len)) if inside else os.path.basename(file)
     return f"{file.replace(os.sep, '/')}:{line} in {function}"
