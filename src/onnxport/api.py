@@ -13,7 +13,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport import _arguments, passes
-from onnxport._arguments import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F401  (public constants)
+from onnxport._arguments import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F401 (kept public)
 from onnxport.capture import capture_torch_export, parameter_names
 from onnxport.capture.dynamic import resolve_dynamic
 from onnxport.errors import OnnxExporterError, VerificationError
