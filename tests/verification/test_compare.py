@@ -156,3 +156,11 @@ def test_output_count_mismatch_is_said_plainly():
     results = compare_outputs(["y"], [torch.ones(2), torch.ones(3)], [torch.ones(2)])
     assert "the number of outputs: PyTorch gives 2 (tensors and numbers, None left out), the " \
         "ONNX model 1" in format_report(results)
+
+
+def test_inputs_that_do_not_fit_are_a_verification_error():
+    from onnxport.verification.compare import run_in_onnx_runtime
+
+    program = onnxport.export(lambda a, b: a + b, (torch.randn(2), torch.randn(2)))
+    with pytest.raises(VerificationError, match="cannot verify: the ONNX model takes 2 inputs"):
+        run_in_onnx_runtime(program, (torch.randn(2),), {})

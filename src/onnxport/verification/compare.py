@@ -128,8 +128,9 @@ def run_in_onnx_runtime(program, args: tuple, kwargs: dict) -> list[torch.Tensor
     inputs += _weight_values(program, weights)
     try:
         return program(*inputs)
-    except InvalidExportOptionsError:
-        raise
+    except InvalidExportOptionsError as error:  # the inputs do not fit: the export is wrong
+        raise VerificationError(f"cannot verify: {error}; the exported model's inputs do not "
+                                "match the model's (please report it with the model)") from None
     except Exception as error:  # ORT's errors have no common base beyond RuntimeError/Exception
         message = _without_paths(str(error))
         raise VerificationError(
