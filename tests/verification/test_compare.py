@@ -162,5 +162,8 @@ def test_inputs_that_do_not_fit_are_a_verification_error():
     from onnxport.verification.compare import run_in_onnx_runtime
 
     program = onnxport.export(lambda a, b: a + b, (torch.randn(2), torch.randn(2)))
-    with pytest.raises(VerificationError, match="cannot verify: the ONNX model takes 2 inputs"):
+    with pytest.raises(VerificationError, match=r"cannot verify: the ONNX model takes inputs "
+                       r"\['b'\] beyond the 1 given"):
         run_in_onnx_runtime(program, (torch.randn(2),), {})
+    with pytest.raises(VerificationError, match="cannot verify: the ONNX model takes 2 inputs"):
+        run_in_onnx_runtime(program, (torch.randn(2),) * 3, {})

@@ -125,7 +125,7 @@ def run_in_onnx_runtime(program, args: tuple, kwargs: dict) -> list[torch.Tensor
     graph = program.model.graph
     fed = [v.name for v in graph.inputs if v.name not in graph.initializers]
     weights = fed[len(inputs):]
-    inputs += _weight_values(program, weights)
+    inputs += _weight_values(program, weights, given=len(inputs))
     try:
         return program(*inputs)
     except InvalidExportOptionsError as error:  # the inputs do not fit: the export is wrong
@@ -140,7 +140,7 @@ def run_in_onnx_runtime(program, args: tuple, kwargs: dict) -> list[torch.Tensor
             "the model") from None
 
 
-def _weight_values(program, names: Sequence[str]) -> list[torch.Tensor]:
+def _weight_values(program, names: Sequence[str], given: int) -> list[torch.Tensor]:
     from onnxport.errors import VerificationError
 
     exported = program.exported_program
@@ -148,9 +148,9 @@ def _weight_values(program, names: Sequence[str]) -> list[torch.Tensor]:
     missing = [name for name in names if not isinstance(values.get(name), torch.Tensor)]
     if missing:
         raise VerificationError(
-            f"cannot verify: the ONNX model takes inputs {missing} that are neither the "
-            "model's inputs nor weights of the exported program; verify with the default "
-            "export_params=True")
+            f"cannot verify: the ONNX model takes inputs {missing} beyond the "
+            f"{given} given, and they are no weights of "
+            "the exported program (please report it with the model)")
     return [values[name] for name in names]
 
 
