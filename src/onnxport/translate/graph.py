@@ -476,7 +476,21 @@ def _source_of(node: torch.fx.Node) -> str:
     # The innermost frame outside torch itself: the user's (or the model library's) line.
     outside_torch = [m for m in matches if not m[0].startswith(_TORCH_FOLDER)]
     file, line, function = (outside_torch or matches)[-1]
-    return f"{file}:{line} in {function}"
+    # Never an absolute path: it would tell where the user's files live and make two exports
+    # of the same model from two folders differ. Relative to the deepest import root
+    # (site-packages, a sys.path entry) or working directory that holds the file; else its
+    # name alone.
+    import sys
+
+    if os.path.isabs(file):
+        try:
+            roots = [os.path.abspath(p or os.curdir) for p in sys.path if isinstance(p, str)]
+            roots.append(os.getcwd())
+        except OSError:  # the working directory was deleted
+            roots = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p)]
+        inside = [r for r in roots if file.startswith(r.rstrip(os.sep) + os.sep)]
+        file = os.path.relpath(file, max(inside, key=len)) if inside else os.path.basename(file)
+    return f"{file.replace(os.sep, '/')}:{line} in {function}"
 
 
 _TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
+import re
 from typing import Any, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 
 
 @dataclasses.dataclass
@@ -22,11 +26,19 @@ class VerificationInfo:
     actual_shape: tuple
 
 
-def compare_outputs(names: Sequence[str], expected: Sequence[torch.Tensor],
+Output = "torch.Tensor | bool | int | float"
+
+
+def compare_outputs(names: Sequence[str], expected: Sequence[Any],
                     actual: Sequence[torch.Tensor], *, rtol: float = 1e-3,
                     atol: float = 1e-4) -> list[VerificationInfo]:
+    """Compare output by output. A Python number among ``expected`` (a model returning
+    ``(y, 3)``) is compared by value with the one-element tensor ONNX gives for it."""
     results = []
     for name, e, a in zip(names, expected, actual):
+        if not isinstance(e, torch.Tensor):
+            results.append(_compare_value(name, e, a, rtol, atol))
+            continue
         e = e.detach().cpu()
         shape_ok = tuple(e.shape) == tuple(a.shape)
         dtype_ok = e.dtype == a.dtype
@@ -50,24 +62,109 @@ def compare_outputs(names: Sequence[str], expected: Sequence[torch.Tensor],
     return results
 
 
-def eager_outputs(model: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    """Run the model in PyTorch and flatten its outputs as the exporter does."""
+def _compare_value(name: str, expected: bool | int | float, actual: torch.Tensor, rtol: float,
+                   atol: float) -> VerificationInfo:
+    shape_ok = actual.numel() == 1
+    if not shape_ok:
+        return VerificationInfo(name, float("inf"), float("inf"), False, True, False, (),
+                                tuple(actual.shape))
+    got = actual.reshape(()).item()
+    diff = abs(float(got) - float(expected))
+    if isinstance(expected, float):
+        passed = diff <= atol + rtol * abs(expected) or (math.isnan(expected) and math.isnan(got))
+    else:
+        passed = got == expected
+    return VerificationInfo(name, diff, diff / max(abs(float(expected)), 1e-12), True, True,
+                            passed, (), tuple(actual.shape))
+
+
+@contextlib.contextmanager
+def preserved_state(module: torch.nn.Module | None):
+    """Put the module's parameters and buffers back as they were after running it: the
+    eager run of verification must not move a counter or a running statistic."""
+    if module is None:
+        yield
+        return
+    saved = []
+    for owner in module.modules():
+        for table in (owner._parameters, owner._buffers):
+            for key, tensor in table.items():
+                if tensor is not None:
+                    saved.append((table, key, tensor, tensor.detach().clone()))
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for table, key, tensor, copy in saved:
+                table[key] = tensor  # in case the forward rebound it (self.count = ...)
+                tensor.copy_(copy)
+
+
+def eager_outputs(model: Any, args: tuple, kwargs: dict) -> list[Output]:
+    """Run the model in PyTorch, leaving its state as it was, and flatten its outputs as the
+    exporter does: tensors and numbers in order, None skipped (it is no ONNX output)."""
     from torch.export import ExportedProgram
 
-    with torch.no_grad():
-        if isinstance(model, ExportedProgram):
-            result = model.module()(*args, **kwargs)
-        else:
-            result = model(*args, **kwargs)
-    leaves = torch.utils._pytree.tree_leaves(result)
-    return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    function = model.module() if isinstance(model, ExportedProgram) else model
+    # The model may write into its inputs; ONNX Runtime must see them as they were given.
+    args, kwargs = pytree.tree_map_only(torch.Tensor, torch.clone, (args, kwargs))
+    module = function if isinstance(function, torch.nn.Module) else None
+    with preserved_state(module), torch.no_grad():
+        result = function(*args, **kwargs)
+    return [leaf for leaf in pytree.tree_leaves(result)
+            if isinstance(leaf, (torch.Tensor, bool, int, float))]
+
+
+def run_in_onnx_runtime(program, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """``program(*args, **kwargs)``, with ONNX Runtime's refusal to load or run the model
+    turned into a VerificationError: an exported model ORT rejects is a wrong export."""
+    from onnxport.errors import InvalidExportOptionsError, VerificationError
+
+    inputs = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+    # With export_params=False the weights are inputs too, after the model's own.
+    graph = program.model.graph
+    fed = [v.name for v in graph.inputs if v.name not in graph.initializers]
+    weights = fed[len(inputs):]
+    inputs += _weight_values(program, weights, given=len(inputs))
+    try:
+        return program(*inputs)
+    except InvalidExportOptionsError as error:  # the inputs do not fit: the export is wrong
+        raise VerificationError(f"cannot verify: {error}; the exported model's inputs do not "
+                                "match the model's (please report it with the model)") from None
+    except Exception as error:  # ORT's errors have no common base beyond RuntimeError/Exception
+        message = _without_paths(str(error))
+        raise VerificationError(
+            f"ONNX Runtime refused the exported model: {type(error).__name__}: {message}\n"
+            "The stage that failed is verify: the export is wrong (a translation produced "
+            "what ONNX does not accept, see the node named above); please report it with "
+            "the model") from None
+
+
+def _weight_values(program, names: Sequence[str], given: int) -> list[torch.Tensor]:
+    from onnxport.errors import VerificationError
+
+    exported = program.exported_program
+    values = {**exported.state_dict, **exported.constants} if exported is not None else {}
+    missing = [name for name in names if not isinstance(values.get(name), torch.Tensor)]
+    if missing:
+        raise VerificationError(
+            f"cannot verify: the ONNX model takes inputs {missing} beyond the "
+            f"{given} given, and they are no weights of "
+            "the exported program (please report it with the model)")
+    return [values[name] for name in names]
+
+
+def _without_paths(message: str) -> str:
+    # The model is run from a temporary file; its path says nothing to the user.
+    message = re.sub(r"Load model from \S+ failed:", "Loading the model failed:", message)
+    return re.sub(r"(?:[A-Za-z]:)?[\\/][^\s'\"]*\.onnx\b", "<model>", message)
 
 
 def verify_program(program, model: Any, args: tuple, kwargs: dict, *, rtol: float = 1e-3,
                    atol: float = 1e-4) -> list[VerificationInfo]:
     """Run ``program`` in ONNX Runtime and ``model`` in PyTorch on the same inputs; compare."""
     expected = eager_outputs(model, args, kwargs)
-    actual = program(*args, **kwargs)
+    actual = run_in_onnx_runtime(program, args, kwargs)
     return compare_outputs(program.output_names, expected, actual, rtol=rtol, atol=atol)
 
 
@@ -76,6 +173,11 @@ def format_report(results: Sequence[VerificationInfo]) -> str:
     for r in results:
         status = "ok" if r.passed else "MISMATCH"
         detail = f"max abs diff {r.max_abs_diff:.3g}, max rel diff {r.max_rel_diff:.3g}"
+        if r.name == "<output count>":
+            lines.append(f"  MISMATCH in the number of outputs: PyTorch gives "
+                         f"{r.expected_shape[0]} (tensors and numbers, None left out), the "
+                         f"ONNX model {r.actual_shape[0]}")
+            continue
         if not r.shape_matches:
             detail = f"shape {r.actual_shape} != expected {r.expected_shape}"
         elif not r.dtype_matches:

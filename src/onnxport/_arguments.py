@@ -1,0 +1,294 @@
+"""The checks on ``export()``'s arguments: every one is refused with a message naming the
+argument, what was given and what is accepted, before anything is captured or written."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import io
+import os
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import onnx_ir as ir
+import torch
+import torch.utils._pytree as pytree
+
+from onnxport.errors import InvalidExportOptionsError
+
+MIN_OPSET = 13
+MAX_OPSET = 23
+DEFAULT_OPSET = 18
+
+# The flags of export(); None is accepted where it means "automatic" or "not given".
+_FLAGS = ("export_params", "keep_initializers_as_inputs", "dynamo", "report", "optimize",
+          "verify", "profile", "dump_exported_program", "fallback", "do_constant_folding",
+          "autograd_inlining")
+_OPTIONAL_FLAGS = ("verbose", "external_data")
+
+
+def check_flags(options: Mapping[str, Any]) -> None:
+    """Booleans must be booleans: ``verify="no"`` is a non-empty string, which Python would
+    take for True, the opposite of what was meant."""
+    for name in _FLAGS + _OPTIONAL_FLAGS:
+        value = options[name]
+        if isinstance(value, bool) or (value is None and name in _OPTIONAL_FLAGS):
+            continue
+        accepted = "True, False or None" if name in _OPTIONAL_FLAGS else "True or False"
+        if name == "external_data":
+            accepted += " (automatic)"
+        raise InvalidExportOptionsError(
+            f"{name} must be {accepted}, got {value!r} ({type(value).__name__})")
+
+
+def check_unknown(unknown_options: Mapping[str, Any], known: Iterable[str]) -> None:
+    if not unknown_options:
+        return
+    known = sorted(known)
+    problems = []
+    for name in unknown_options:
+        close = [k for k in known if k.startswith(name) or name.startswith(k)]
+        close += difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        close = list(dict.fromkeys(close))[:3]
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        problems.append(f"{name!r}{hint}")
+    raise InvalidExportOptionsError(
+        f"export() got unknown keyword argument(s) {', '.join(problems)}\n"
+        f"export() takes: {', '.join(known)}")
+
+
+def check_on_stage(on_stage: Any) -> None:
+    if on_stage is not None and not callable(on_stage):
+        raise InvalidExportOptionsError(
+            f"on_stage must be a function called with each stage's name, or None; got "
+            f"{on_stage!r} ({type(on_stage).__name__})")
+
+
+def check_args(args: Any, kwargs: Any) -> tuple[tuple, dict]:
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, Mapping):
+        raise InvalidExportOptionsError(
+            f"kwargs must be a dict of keyword arguments, got {type(kwargs).__name__}")
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    elif isinstance(args, list):
+        args = tuple(args)
+    elif not isinstance(args, tuple):
+        raise InvalidExportOptionsError(
+            f"args must be a tuple of the model's positional inputs (or a single tensor), "
+            f"got {type(args).__name__}; wrap it as args=(value,)")
+    kwargs = dict(kwargs)
+    if args and isinstance(args[-1], dict) and not kwargs:
+        # torch.onnx's convention: a dict at the end of args holds the keyword arguments.
+        kwargs = dict(args[-1])
+        args = args[:-1]
+    _check_no_complex(args, kwargs)
+    return args, kwargs
+
+
+def _check_no_complex(args: tuple, kwargs: dict) -> None:
+    leaves, _ = pytree.tree_flatten_with_path((args, kwargs))
+    for path, leaf in leaves:
+        if isinstance(leaf, torch.Tensor) and leaf.is_complex():
+            where = ("args" if path[0].idx == 0 else "kwargs") + pytree.keystr(path[1:])
+            raise InvalidExportOptionsError(
+                f"input {where} is a {leaf.dtype} tensor; complex inputs are not supported in "
+                "ONNX: pass torch.view_as_real(x) instead (and torch.view_as_complex inside "
+                "the model)")
+
+
+def check_forward_arguments(model: Any, args: tuple, kwargs: dict) -> None:
+    """Bind the inputs to the forward's signature now, so that a wrong count is said in the
+    model's own terms rather than as a capture failure deep inside torch.export."""
+    if isinstance(model, torch.export.ExportedProgram):
+        return
+    function = model.forward if isinstance(model, torch.nn.Module) else model
+    label = "model.forward" if isinstance(model, torch.nn.Module) else "model"
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as error:
+        parameters = signature.parameters.values()
+        positional = [p.name for p in parameters
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(args) > len(positional) and not any(p.kind == p.VAR_POSITIONAL for p in parameters):
+            raise InvalidExportOptionsError(
+                f"{label} takes {len(positional)} positional input(s) "
+                f"({', '.join(positional) or 'none'}), {len(args)} were given in args; "
+                "pass one value per input (keyword inputs go in kwargs)") from None
+        raise InvalidExportOptionsError(
+            f"args={_describe(args)} and kwargs={_describe(kwargs)} do not fit {label}"
+            f"{signature}: {error}") from None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"Tensor{tuple(value.shape)}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_describe(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in value.items()) + "}"
+    return type(value).__name__
+
+
+def check_opset(opset_version: Any) -> int:
+    if opset_version is None:
+        return DEFAULT_OPSET
+    if isinstance(opset_version, bool) or not isinstance(opset_version, int) or not (
+        MIN_OPSET <= opset_version <= MAX_OPSET
+    ):
+        raise InvalidExportOptionsError(
+            f"opset_version={opset_version!r} is not supported; onnxport exports opsets "
+            f"{MIN_OPSET} to {MAX_OPSET} (default {DEFAULT_OPSET})")
+    return opset_version
+
+
+def check_model(model: Any, dynamo: bool) -> None:
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        raise InvalidExportOptionsError(
+            f"model is a {type(model).__name__}; the TorchScript path (dynamo=False) is not "
+            "available in this version: pass the original nn.Module with dynamo=True")
+    if not dynamo:
+        raise InvalidExportOptionsError(
+            "dynamo=False (the TorchScript path) is not available in this version; use the "
+            "default dynamo=True")
+    if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)) and not callable(model):
+        raise InvalidExportOptionsError(
+            f"model must be an nn.Module, an ExportedProgram or a function, got "
+            f"{type(model).__name__}")
+
+
+def check_destination(f: Any) -> None:
+    if f is None:
+        return
+    if isinstance(f, (str, os.PathLike)):
+        path = os.fspath(f)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not path:
+            raise InvalidExportOptionsError("f is an empty path; give a file name such as 'model.onnx'")
+        if os.path.isdir(path):
+            raise InvalidExportOptionsError(f"f={path!r} is a folder; give a file name inside it")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise InvalidExportOptionsError(
+                f"cannot write f={path!r}: folder {folder!r} does not exist; create it first")
+        if not os.access(folder, os.W_OK):
+            raise InvalidExportOptionsError(
+                f"cannot write f={path!r}: folder {folder!r} is not writable")
+        return
+    if hasattr(f, "write"):
+        if isinstance(f, io.TextIOBase):
+            raise InvalidExportOptionsError(
+                "f is a text file object; open it in binary mode ('wb')")
+        return
+    raise InvalidExportOptionsError(
+        f"f must be a path, an os.PathLike, a binary file object or None, got {type(f).__name__}")
+
+
+def check_artifacts_dir(artifacts_dir: Any) -> None:
+    if not isinstance(artifacts_dir, (str, os.PathLike)):
+        raise InvalidExportOptionsError(
+            f"artifacts_dir must be a folder path (str or os.PathLike), got "
+            f"{type(artifacts_dir).__name__} {artifacts_dir!r}")
+
+
+def check_names(input_names: Any, output_names: Any) -> None:
+    """Names are non-empty strings, and unique across inputs and outputs: ONNX gives every
+    value one name, so a repeated one makes an invalid model."""
+    for argument, names in (("input_names", input_names), ("output_names", output_names)):
+        if names is None:
+            continue
+        if not isinstance(names, (list, tuple)):
+            raise InvalidExportOptionsError(
+                f"{argument} must be a list of strings, got {type(names).__name__} {names!r}")
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise InvalidExportOptionsError(
+                    f"{argument} must be a list of non-empty strings, got {name!r} in {names!r}")
+        repeated = sorted({n for n in names if list(names).count(n) > 1})
+        if repeated:
+            raise InvalidExportOptionsError(
+                f"{argument} has repeated names {repeated} in {list(names)!r}; every name must "
+                "be unique")
+    both = sorted(set(input_names or ()) & set(output_names or ()))
+    if both:
+        raise InvalidExportOptionsError(
+            f"{both} given both in input_names and in output_names; an ONNX value has one "
+            "name, so inputs and outputs need different names")
+
+
+def check_dynamic_axes_type(dynamic_axes: Any, dynamic_shapes: Any) -> None:
+    if dynamic_axes is not None and not isinstance(dynamic_axes, Mapping):
+        raise InvalidExportOptionsError(
+            f"dynamic_axes must be a dict {{input or output name: {{axis: name}} or [axes]}} "
+            f"or None, got {type(dynamic_axes).__name__} {dynamic_axes!r}")
+    for name, axes in (dynamic_axes or {}).items():
+        if not isinstance(name, str) or not name:
+            raise InvalidExportOptionsError(
+                f"dynamic_axes keys are input or output names (non-empty strings), got {name!r}")
+        for dim_name in axes.values() if isinstance(axes, Mapping) else ():
+            if not isinstance(dim_name, str) or not dim_name:
+                raise InvalidExportOptionsError(
+                    f"dynamic_axes[{name!r}] = {axes!r}: dimension names are non-empty strings "
+                    f"such as 'batch', got {dim_name!r}; or give a list of axes to have names "
+                    "made up")
+    if dynamic_shapes is not None and not isinstance(dynamic_shapes, (Mapping, tuple, list)):
+        raise InvalidExportOptionsError(
+            f"dynamic_shapes must be a dict (by input name), a tuple or a list, or None; got "
+            f"{type(dynamic_shapes).__name__}")
+
+
+def check_against_model(model: ir.Model, user_inputs: Sequence[str],
+                        input_names: Sequence[str] | None, output_names: Sequence[str] | None,
+                        output_dim_names: Mapping[str, Mapping[int, str]]) -> None:
+    """What can only be checked on the translated graph: that the names given do not take
+    a weight's name, and that dynamic_axes on outputs name outputs and axes that exist."""
+    graph = model.graph
+    weights = set(graph.initializers) | {v.name for v in graph.inputs if v.name not in user_inputs}
+    for argument, names in (("input_names", input_names), ("output_names", output_names)):
+        taken = sorted(set(names or ()) & weights)
+        if taken:
+            raise InvalidExportOptionsError(
+                f"{argument} gives {taken}, which is already the name of a weight of the model; "
+                "choose another name (weights keep their state_dict names)")
+    outputs = {v.name: v for v in graph.outputs}
+    for name, axes in output_dim_names.items():
+        if name not in outputs:
+            raise InvalidExportOptionsError(
+                f"dynamic_axes names {name!r}, which is neither an input nor an output of the "
+                f"model; its outputs are {', '.join(outputs) or 'none'} (name them with "
+                "output_names) and its inputs are named by input_names or the forward's "
+                "parameters")
+        value = outputs[name]
+        rank = len(value.shape) if value.shape is not None else None
+        for axis in axes:
+            if rank is not None and not -rank <= axis < rank:
+                raise InvalidExportOptionsError(
+                    f"dynamic_axes[{name!r}] names axis {axis}, but output {name!r} has {rank} "
+                    f"dimensions (shape {value.shape})")
+
+
+def check_not_yet(**options: Any) -> None:
+    """Options of torch.onnx.export that this version accepts only at their default."""
+    defaults = {"training": (None,), "operator_export_type": (None,),
+                "export_modules_as_functions": (False,), "fallback": (False,),
+                "report": (False,), "profile": (False,), "dump_exported_program": (False,),
+                "custom_opsets": (None,)}
+    for name, value in options.items():
+        if value is not None and not any(value is d or value == d for d in defaults[name]):
+            if name == "training" and str(value).endswith("EVAL"):
+                continue
+            if name == "operator_export_type" and str(value).endswith("ONNX"):
+                continue
+            raise InvalidExportOptionsError(
+                f"{name}={value!r} is not supported in this version of onnxport; leave it at "
+                f"its default")
+
+
+def known_options(function: Callable) -> list[str]:
+    return [name for name, p in inspect.signature(function).parameters.items()
+            if p.kind != p.VAR_KEYWORD]
