@@ -7,8 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import onnxport
 from onnxport.errors import TranslationError
-from op_check import check, count, op_types
+from op_check import assert_matches_eager, check, count, op_types
 
 INPUT, HIDDEN, SEQ, BATCH = 3, 5, 4, 2
 # What an unrolled or looped recurrence would leave in the graph.
@@ -164,6 +165,59 @@ def test_cell_steps_with_dynamic_batch():
                     dynamic_shapes=({1: batch}, {0: batch}, {0: batch}),
                     run_with=[(_x(3, 5), _state(batch=5)[0], _state(batch=5)[0])])
     assert count(program, "LSTM") == 3
+    assert weight_sets(program, "LSTM") == 1
+
+
+def weight_sets(program, op_type: str) -> int:
+    """How many distinct (W, R, B) the ``op_type`` nodes read: a layer called several times
+    reads the same reordered initializers, not a copy per call."""
+    nodes = [n for n in program.model.graph if n.op_type == op_type]
+    return len({tuple(v.name for v in n.inputs[1:4] if v is not None) for n in nodes})
+
+
+def test_layer_called_at_each_step_shares_its_weights():
+    rnn = _seeded(_layer("GRU", num_layers=2))
+
+    def steps(x):
+        h = torch.zeros(2, x.shape[1], HIDDEN)
+        outputs = []
+        for t in range(x.shape[0]):
+            y, h = rnn(x[t:t + 1], h)
+            outputs.append(y)
+        return torch.cat(outputs), h
+
+    torch.manual_seed(1)
+    program = check(steps, _x(3))
+    assert count(program, "GRU") == 6
+    assert weight_sets(program, "GRU") == 2  # one per layer
+
+
+def test_unbatched_input():
+    rnn = _seeded(_layer("LSTM", num_layers=2, bidirectional=True))
+    torch.manual_seed(1)
+    program = check(rnn, torch.randn(SEQ, INPUT))
+    assert_recurrent_nodes(program, "LSTM", 2)
+
+
+def test_weights_beyond_the_constant_folding_limit_are_reordered_at_export():
+    """4 * 513 * 513 elements in weight_hh: more than FoldConstants folds, so a reordering
+    left in the graph would run at every inference."""
+    rnn = _seeded(lambda: torch.nn.LSTM(2, 513))
+    torch.manual_seed(1)
+    program = check(rnn, torch.randn(2, 1, 2))
+    assert_recurrent_nodes(program, "LSTM", 1)
+    assert not {"Split", "Concat", "Slice", "Gather"} & set(op_types(program))
+
+
+def test_weights_fed_as_inputs_are_reordered_in_the_graph():
+    """With keep_initializers_as_inputs the user may feed other weights: they cannot be
+    reordered at export, so the graph reorders whatever it is given."""
+    rnn = _seeded(_layer("GRU", num_layers=2, bidirectional=True)).eval()
+    torch.manual_seed(1)
+    x = _x()
+    program = onnxport.export(rnn, (x,), keep_initializers_as_inputs=True)
+    assert_matches_eager(program, rnn, (x,))
+    assert count(program, "GRU") == 2 and count(program, "Split") > 0
 
 
 def test_lstm_with_projection_is_a_clear_error():
@@ -189,13 +243,20 @@ class RNNModel(torch.nn.Module):
     """pytorch/examples' word_language_model/model.py RNNModel (encoder, recurrent module,
     decoder), with the hidden state passed in and returned."""
 
-    def __init__(self, rnn_type, ntoken, ninp, nhid, nlayers, dropout=0.5):
+    def __init__(self, rnn_type, ntoken, ninp, nhid, nlayers, dropout=0.5, tie_weights=False):
         super().__init__()
         self.ntoken = ntoken
         self.drop = torch.nn.Dropout(dropout)
         self.encoder = torch.nn.Embedding(ntoken, ninp)
-        self.rnn = getattr(torch.nn, rnn_type)(ninp, nhid, nlayers, dropout=dropout)
+        if rnn_type in ("LSTM", "GRU"):
+            self.rnn = getattr(torch.nn, rnn_type)(ninp, nhid, nlayers, dropout=dropout)
+        else:
+            nonlinearity = {"RNN_TANH": "tanh", "RNN_RELU": "relu"}[rnn_type]
+            self.rnn = torch.nn.RNN(ninp, nhid, nlayers, nonlinearity=nonlinearity,
+                                    dropout=dropout)
         self.decoder = torch.nn.Linear(nhid, ntoken)
+        if tie_weights:
+            self.decoder.weight = self.encoder.weight
         self.rnn_type, self.nhid, self.nlayers = rnn_type, nhid, nlayers
 
     def forward(self, input, hidden):
@@ -214,10 +275,12 @@ class RNNModel(torch.nn.Module):
         return weight.new_zeros(self.nlayers, batch, self.nhid)
 
 
-@pytest.mark.parametrize("rnn_type", ["LSTM", "GRU"])
-def test_word_language_model_with_dynamic_sequence_axis(rnn_type):
+@pytest.mark.parametrize("rnn_type, tied", [("LSTM", False), ("GRU", False), ("LSTM", True),
+                                             ("RNN_TANH", False)])
+def test_word_language_model_with_dynamic_sequence_axis(rnn_type, tied):
     ntoken, batch = 50, 3
-    model = _seeded(lambda: RNNModel(rnn_type, ntoken, 8, 12, 2))
+    model = _seeded(lambda: RNNModel(rnn_type, ntoken, 12, 12, 2, tie_weights=tied))
+    op_type = rnn_type.split("_")[0]
     torch.manual_seed(1)
 
     def tokens(seq):
@@ -231,6 +294,6 @@ def test_word_language_model_with_dynamic_sequence_axis(rnn_type):
     program = check(model, tokens(6), hidden(), input_names=["input"],
                     dynamic_axes={"input": {0: "sequence"}},
                     run_with=[(tokens(11), hidden()), (tokens(2), model.init_hidden(batch))])
-    assert_recurrent_nodes(program, rnn_type, 2, not_expected={"Loop", "Scan", "Sigmoid"})
+    assert_recurrent_nodes(program, op_type, 2, not_expected={"Loop", "Scan", "Sigmoid"})
     assert count(program, "MatMul") + count(program, "Gemm") == 1  # the decoder's only
     assert str(program.model.graph.inputs[0].shape[0]) == "sequence"

@@ -3,6 +3,8 @@ nodes, one per layer, with PyTorch's weights reordered into ONNX's gate order.""
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from onnxport.errors import TranslationError
@@ -14,10 +16,13 @@ from onnxport.translate.registry import translates
 _GATE_ORDER = {"LSTM": (0, 3, 1, 2), "GRU": (1, 0, 2), "RNN": (0,)}
 
 
+# Per graph builder: the initializers made for each set of parameters.
+_REORDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _reorder_gates(g, weight, kind: str, hidden: int):
     """``weight`` ([gates * hidden, ...] or [gates * hidden]) with its gate blocks in ONNX's
-    order. A Split and a Concat on the parameter, which FoldConstants turns into a reordered
-    initializer (one Split per weight, so that the weight has a single user to fold)."""
+    order, computed in the graph (for weights that are not constants)."""
     order = _GATE_ORDER[kind]
     if order == tuple(range(len(order))):
         return weight
@@ -25,15 +30,63 @@ def _reorder_gates(g, weight, kind: str, hidden: int):
     return g.op("Concat", *[parts[i] for i in order], axis_i=0)
 
 
-def _direction_weights(g, kind: str, hidden: int, directions: list[tuple]):
+def _reorder_gates_now(tensor: torch.Tensor, kind: str, hidden: int) -> torch.Tensor:
+    blocks = tensor.split(hidden, 0)
+    return torch.cat([blocks[i] for i in _GATE_ORDER[kind]], 0)
+
+
+def _constant(value) -> torch.Tensor | None:
+    """The tensor of a weight that is a constant of the graph (a parameter exported as an
+    initializer, not a graph input the user may feed), else None."""
+    if value is None or value.const_value is None or value.is_graph_input():
+        return None
+    raw = getattr(value.const_value, "raw", None)
+    if isinstance(raw, torch.Tensor):
+        return raw.detach()
+    return torch.from_numpy(value.const_value.numpy().copy())
+
+
+def _direction_weights(g, kind: str, hidden: int, directions: list[tuple], suffix: str):
     """ONNX's W [D, G*H, I], R [D, G*H, H] and B [D, 2*G*H] (or None) from each direction's
-    (w_ih, w_hh, b_ih, b_hh)."""
+    (w_ih, w_hh, b_ih, b_hh).
+
+    Parameters are reordered here, into initializers named after the node (``lstm__W_l0``):
+    nothing is reordered at run time, whatever the weights' size (FoldConstants would leave a
+    graph reordering of weights over its size limit, e.g. a 1024-wide LSTM, to every run).
+    Weights that are not constants (export_params=False, computed weights) are reordered by
+    Split/Concat in the graph."""
+    gates = len(_GATE_ORDER[kind]) * hidden
+    has_bias = any(b is not None for _, _, *biases in directions for b in biases)
+    constants = [[_constant(v) for v in direction] for direction in directions]
+    if all(c is not None or v is None
+           for direction, found in zip(directions, constants) for v, c in zip(direction, found)):
+        # A layer called again (a decoder stepping an LSTM) uses the same initializers.
+        # By the tensors' memory: a closure's layer is lifted to new constants at each call.
+        key = (kind, tuple(None if c is None else (c.data_ptr(), c.shape, c.stride(), c.dtype)
+                           for found in constants for c in found))
+        cache = _REORDERED.setdefault(g, {})
+        if key in cache:
+            return cache[key]
+        prefix = g.provenance.value_prefix
+        stacked = {
+            "W": torch.stack([_reorder_gates_now(c[0], kind, hidden) for c in constants]),
+            "R": torch.stack([_reorder_gates_now(c[1], kind, hidden) for c in constants]),
+        }
+        if has_bias:
+            zeros = torch.zeros(gates, dtype=constants[0][0].dtype)
+            stacked["B"] = torch.stack([
+                torch.cat([_reorder_gates_now(b if b is not None else zeros, kind, hidden)
+                           for b in c[2:]]) for c in constants])
+        values = {letter: g.initializer(f"{prefix}__{letter}{suffix}", tensor.contiguous())
+                  for letter, tensor in stacked.items()}
+        cache[key] = values["W"], values["R"], values.get("B")
+        return cache[key]
+
     ws, rs, bs = [], [], []
     for w_ih, w_hh, b_ih, b_hh in directions:
         ws.append(unsqueeze(g, _reorder_gates(g, w_ih, kind, hidden), [0]))
         rs.append(unsqueeze(g, _reorder_gates(g, w_hh, kind, hidden), [0]))
-        if b_ih is not None or b_hh is not None:
-            gates = len(_GATE_ORDER[kind]) * hidden
+        if has_bias:
             zeros = torch.zeros(gates, dtype=torch.float32)
             b_ih = b_ih if b_ih is not None else g.const(zeros, w_ih.dtype)
             b_hh = b_hh if b_hh is not None else g.const(zeros, w_ih.dtype)
@@ -45,14 +98,6 @@ def _direction_weights(g, kind: str, hidden: int, directions: list[tuple]):
         return values[0] if len(values) == 1 else g.op("Concat", *values, axis_i=0)
 
     return stack(ws), stack(rs), (stack(bs) if bs else None)
-
-
-def _name_weights(g, w, r, b, suffix: str) -> None:
-    """Readable names for the weights in ONNX's layout (the initializers they fold into):
-    ``lstm__W_l0`` for the node ``lstm``'s first layer."""
-    for letter, value in (("W", w), ("R", r), ("B", b)):
-        if value is not None:
-            value.name = f"{g.provenance.value_prefix}__{letter}{suffix}"
 
 
 def _hidden_size(w_hh) -> int:
@@ -85,7 +130,7 @@ def _recurrent(g, kind: str, input, states: list, params: list, has_biases: bool
     if len(params) != num_layers * num_directions * per_direction:
         # Only an LSTM with proj_size > 0 adds a weight (weight_hr) per layer and direction.
         raise TranslationError(
-            f"nn.LSTM with proj_size > 0 (node {g.provenance.aten} at "
+            f"nn.LSTM with proj_size > 0 ({g.provenance.aten} at "
             f"{g.provenance.source or g.provenance.scope or '?'}) has no ONNX form: ONNX's "
             "LSTM has no projection of the hidden state, and composing one would unroll the "
             "sequence. Export an LSTM with proj_size=0 (a Linear on its output projects the "
@@ -103,8 +148,7 @@ def _recurrent(g, kind: str, input, states: list, params: list, has_biases: bool
             start = (layer * num_directions + direction) * per_direction
             w_ih, w_hh, *biases = params[start:start + per_direction]
             directions.append((w_ih, w_hh, *(biases or (None, None))))
-        w, r, b = _direction_weights(g, kind, hidden, directions)
-        _name_weights(g, w, r, b, f"_l{layer}")
+        w, r, b = _direction_weights(g, kind, hidden, directions, f"_l{layer}")
         initial = [pieces[layer] for pieces in layer_states]
         outputs = g.op(kind, x, w, r, b, None, *initial, outputs=1 + len(states), **attributes)
         y, *final = outputs
@@ -171,8 +215,7 @@ def _cell(g, kind: str, input, states: list, w_ih, w_hh, b_ih, b_hh,
         raise TranslationError(f"{g.provenance.aten} expects a [batch, input_size] input; got "
                                f"shape {input.shape}")
     hidden = _hidden_size(w_hh)
-    w, r, b = _direction_weights(g, kind, hidden, [(w_ih, w_hh, b_ih, b_hh)])
-    _name_weights(g, w, r, b, "")
+    w, r, b = _direction_weights(g, kind, hidden, [(w_ih, w_hh, b_ih, b_hh)], "")
     x = unsqueeze(g, input, [0])
     initial = [unsqueeze(g, s, [0]) for s in states]
     outputs = g.op(kind, x, w, r, b, None, *initial, outputs=1 + len(states),
