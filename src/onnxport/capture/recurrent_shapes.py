@@ -44,7 +44,9 @@ def _ops():
 def shape_only_recurrent_layers():
     """While active, fake (traced) calls of the recurrent layers compute only their output
     shapes; calls on real tensors run torch's kernels as before."""
-    saved = []
+    from torch._decomp import decomposition_table
+
+    saved, saved_decompositions = [], []
     for op in _ops():
         for key in _KEYS:
             original = op.py_kernels.get(key)
@@ -53,9 +55,17 @@ def shape_only_recurrent_layers():
             saved.append((op, key, original))
             op.py_kernels[key] = _shape_only(original)
             op._uncache_dispatch(key)
+        # FakeTensorMode runs this table's entry itself when a call reaches it below autograd
+        # (re-tracing to functionalize).
+        original = decomposition_table.get(op)
+        if original is not None:
+            saved_decompositions.append((op, original))
+            decomposition_table[op] = _shape_only(original)
     try:
         yield
     finally:
         for op, key, original in saved:
             op.py_kernels[key] = original
             op._uncache_dispatch(key)
+        for op, original in saved_decompositions:
+            decomposition_table[op] = original

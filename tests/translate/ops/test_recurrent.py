@@ -126,6 +126,28 @@ def test_dynamic_batch_first_with_initial_states():
     assert_recurrent_nodes(program, "LSTM", 2)
 
 
+class WritesIntoItsOutput(torch.nn.Module):
+    """An in-place write into a view of the LSTM's output: the capture functionalizes the
+    graph, tracing the layer a second time."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(INPUT, HIDDEN, num_layers=2)
+
+    def forward(self, x):
+        y, (h, c) = self.rnn(x)
+        y[:, :, :2].mul_(2.0)
+        return y, h
+
+
+def test_dynamic_sequence_survives_functionalization():
+    model = _seeded(WritesIntoItsOutput)
+    torch.manual_seed(1)
+    program = check(model, _x(4), dynamic_shapes=({0: torch.export.Dim("seq")},),
+                    run_with=[(_x(9),)])
+    assert count(program, "LSTM") == 2
+
+
 CELLS = {
     "lstm_cell": (lambda: torch.nn.LSTMCell(INPUT, HIDDEN), "LSTM", 2),
     "lstm_cell bias=False": (lambda: torch.nn.LSTMCell(INPUT, HIDDEN, bias=False), "LSTM", 2),
