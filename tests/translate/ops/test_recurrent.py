@@ -88,9 +88,8 @@ def test_layer_with_initial_state(factory, op_type, layers):
     rnn = _seeded(factory)
     torch.manual_seed(1)
     directions = 2 if rnn.bidirectional else 1
-    states = [_state(layers, directions)] * (2 if op_type == "LSTM" else 1)
-    program = check(WithState(rnn), _x(batch_first=rnn.batch_first),
-                    *[s.clone() for s in states])
+    states = [_state(layers, directions) for _ in range(2 if op_type == "LSTM" else 1)]
+    program = check(WithState(rnn), _x(batch_first=rnn.batch_first), *states)
     assert_recurrent_nodes(program, op_type, layers)
 
 
@@ -250,7 +249,7 @@ def test_lstm_with_projection_is_a_clear_error():
 
 def test_training_dropout_is_a_clear_error():
     rnn = _seeded(_layer("LSTM", num_layers=2))
-    params = [p for p in rnn._flat_weights]
+    params = list(rnn._flat_weights)
 
     def train_mode(x):
         h = torch.zeros(2, x.shape[1], HIDDEN)
@@ -308,10 +307,11 @@ def test_word_language_model_with_dynamic_sequence_axis(rnn_type, tied):
     def tokens(seq):
         return torch.randint(0, ntoken, (seq, batch))
 
-    def hidden():
+    def hidden():  # a state carried over from earlier text: not zeros
         state = model.init_hidden(batch)
-        random = lambda t: torch.randn_like(t) * 0.5  # noqa: E731 (a filled, non-zero state)
-        return tuple(random(t) for t in state) if isinstance(state, tuple) else random(state)
+        if isinstance(state, tuple):
+            return tuple(torch.randn_like(t) * 0.5 for t in state)
+        return torch.randn_like(state) * 0.5
 
     program = check(model, tokens(6), hidden(), input_names=["input"],
                     dynamic_axes={"input": {0: "sequence"}},
