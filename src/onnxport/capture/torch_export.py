@@ -111,7 +111,8 @@ def capture_torch_export(
                 "forward must be traceable by torch.export (see its error above)."
             ) from error
     if needs_functionalization(program):
-        program = functionalize(program, keep_op or (lambda op: False))
+        with _patched_for_export():  # functionalizing traces the graph again
+            program = functionalize(program, keep_op or (lambda op: False))
     nested_names = None
     if not isinstance(model, ExportedProgram):
         # Tensors inside a cache, list or dict are named after their path in it.
@@ -190,11 +191,14 @@ def _first_lines(text: str, count: int = 12) -> str:
 
 @contextlib.contextmanager
 def _patched_for_export():
-    """Register pytree support for transformers' cache classes when transformers is loaded."""
+    """Register pytree support for transformers' cache classes when transformers is loaded,
+    and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic)."""
     from onnxport.capture import hf_cache
+    from onnxport.capture.recurrent_shapes import shape_only_recurrent_layers
 
     hf_cache.register_if_loaded()
-    yield
+    with shape_only_recurrent_layers():
+        yield
 
 
 def _describe(program, dim_names, input_names, output_names, output_dim_names,

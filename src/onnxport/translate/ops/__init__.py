@@ -8,6 +8,7 @@ from onnxport.translate.ops import (  # noqa: F401
     indexing,
     linalg,
     normalization,
+    recurrent,
     reductions,
     shape,
     symbolic,
