@@ -68,6 +68,8 @@ class ONNXProgram:
         if not os.path.isfile(path):
             raise InvalidExportOptionsError(f"cannot load {path!r}: no such file")
         model = ir.load(path)
+        for tensor in external_tensors(model):
+            check_external_location(tensor)
         _read_nested_external_tensors(model)
         return cls(model, None, input_names=[v.name for v in model.graph.inputs],
                    output_names=[v.name for v in model.graph.outputs])
@@ -355,6 +357,21 @@ def _side_files_of(destination: str, pattern: re.Pattern) -> set[str]:
         return set()
     return {entry.value for tensor in proto.graph.initializer for entry in tensor.external_data
             if entry.key == "location" and pattern.fullmatch(entry.value)}
+
+
+def side_files(path: str | os.PathLike) -> list[str]:
+    """The paths of the external data files the model ``save`` wrote at ``path`` points at."""
+    import onnx
+
+    folder = os.path.dirname(os.path.abspath(path))
+    pattern = _side_file_pattern(os.path.basename(path))
+    if not any(pattern.fullmatch(name) for name in os.listdir(folder)):
+        return []  # one self-contained file, maybe large: not read again
+    proto = onnx.load(os.fspath(path), load_external_data=False)
+    locations = dict.fromkeys(
+        entry.value for tensor in proto.graph.initializer for entry in tensor.external_data
+        if entry.key == "location")
+    return [os.path.join(folder, location) for location in locations]
 
 
 def _save_atomically(model: ir.Model, destination: str, external: bool,
