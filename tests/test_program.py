@@ -221,3 +221,27 @@ def test_external_data_exports_are_byte_identical(tmp_path):
         files.append({p.name: p.read_bytes() for p in folder.iterdir()})
     assert files[0] == files[1] and len(files[0]) == 2
     _close(_run(tmp_path / "first" / "m.onnx", x), _eager(model, x))
+
+
+def test_loaded_constant_attribute_in_a_side_file_is_copied(tmp_path):
+    """onnx can put a Constant node's value in the side file too: save copies it as well."""
+    from onnx import helper, numpy_helper
+
+    value = np.arange(64, dtype=np.float32).reshape(8, 8)
+    constant = helper.make_node("Constant", [], ["c"],
+                                value=numpy_helper.from_array(value, name="c_value"))
+    add = helper.make_node("Add", ["x", "c"], ["y"])
+    graph = helper.make_graph(
+        [constant, add], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [8, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [8, 8])])
+    source = tmp_path / "source"
+    source.mkdir()
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
+              str(source / "m.onnx"), save_as_external_data=True, location="weights.bin",
+              size_threshold=0, convert_attribute=True)
+    program = ONNXProgram.load(source / "m.onnx")
+    x = torch.randn(8, 8)
+    _close(program(x)[0], x.numpy() + value)
+    program.save(tmp_path / "copy.onnx")
+    (source / "weights.bin").unlink()
+    _close(_run(tmp_path / "copy.onnx", x), x.numpy() + value)

@@ -88,6 +88,9 @@ class ONNXProgram:
         ``.safetensors`` file) replaces weights by name first; names the model has no
         initializer for, and shapes or dtypes that differ, are refused before anything changes.
         """
+        # Weights read from a file are copied into what is written: check where they come from.
+        for tensor in external_tensors(self.model):
+            check_external_location(tensor)
         if model_state is not None:
             self._apply_state(model_state)
         if serializer is not None:
@@ -99,10 +102,7 @@ class ONNXProgram:
             else:
                 serializer.serialize(self, destination)
             return
-        # Weights read from a file are copied into what is written: check where they come from.
         _read_nested_external_tensors(self.model)
-        for tensor in external_tensors(self.model):
-            check_external_location(tensor)
         too_big = include_initializers and self.weights_size() > PROTOBUF_LIMIT
         if external_data is False and too_big:
             raise InvalidExportOptionsError(
@@ -137,8 +137,9 @@ class ONNXProgram:
                         value.dtype is not None and dtype != value.dtype):
                     mismatched.append(f"{name}: the model has {value.dtype} {list(value.shape)}, "
                                       f"model_state {tensor.dtype} {list(tensor.shape)}")
-                elif self.exported_program is not None and not isinstance(
-                        value.const_value, TorchTensor):
+                elif isinstance(value.const_value, ir.LazyTensor):
+                    # Computed by a pass from parameters (batch norm folded into a conv, a
+                    # transposed weight) and named after one of them.
                     derived.append(name)
         problems = []
         if unknown:
