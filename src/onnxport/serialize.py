@@ -85,7 +85,8 @@ def write_model(model: ir.Model, stream: BinaryIO, *, include_initializers: bool
                 f"say {tensor.nbytes}")
 
 
-def write_external_data(model: ir.Model, stream: BinaryIO) -> tuple[dict[str, tuple[int, int]], str]:
+def write_external_data(model: ir.Model,
+                        stream: BinaryIO) -> tuple[dict[str, tuple[int, int]], str]:
     """Write the weights worth a side file into ``stream`` (aligned, in the graph's order).
 
     Returns each one's (offset, length) and the SHA-256 of every byte written, so that the
@@ -130,8 +131,8 @@ def external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
 
 def check_external_location(tensor: ir.ExternalTensor) -> str:
     """The real path of ``tensor``'s data file, if it is a relative location of an existing file
-    inside the model's folder (symlinks resolved); else an error: a model file must not make us read (or copy into
-    a new model) a file elsewhere on the machine."""
+    inside the model's folder (symlinks resolved); else an error: a model file must not make us
+    read (or copy into a new model) a file elsewhere on the machine."""
     location = os.fspath(tensor.location)
     folder = os.fspath(tensor.base_dir) or os.getcwd()
     way_out = ("external data must be a file in the model's own folder (or below it), named "
