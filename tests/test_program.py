@@ -4,6 +4,7 @@ byte-identical across exports."""
 
 from __future__ import annotations
 
+import io
 import os
 
 import numpy as np
@@ -72,6 +73,8 @@ def test_loaded_program_runs_and_saves_elsewhere_complete(tmp_path, exported):
     elsewhere.mkdir()
     program.save(elsewhere / "external.onnx", external_data=True)
     program.save(elsewhere / "single.onnx")
+    buffer = io.BytesIO()
+    program.save(buffer)
     for side_file in path.parent.iterdir():  # the source folder is gone: copies are complete
         side_file.unlink()
     path.parent.rmdir()
@@ -82,6 +85,8 @@ def test_loaded_program_runs_and_saves_elsewhere_complete(tmp_path, exported):
         onnx.checker.check_model(onnx.load(str(elsewhere / saved)), full_check=True)
         _close(_run(elsewhere / saved, x), _eager(model, x))
     _close(ONNXProgram.load(elsewhere / "external.onnx")(x)[0], _eager(model, x))
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    _close(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0], _eager(model, x))
 
 
 def test_loaded_program_saved_over_its_own_path_keeps_reading(exported):
