@@ -1,11 +1,13 @@
-"""ONNXProgram.save under fault injection: a failure at any write, sync, rename or removal
-of a save leaves the old model with its own weights or the new model with its own, never the
-old model beside the new weights, and no temporary files."""
+"""ONNXProgram.save under fault injection: a failure (or a crash, no clean-up run) at any
+write, sync, rename or removal of a save leaves the old model with its own weights or the new
+model with its own, never the old model beside the new weights; a failure leaves no temporary
+files."""
 
 from __future__ import annotations
 
 import builtins
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -37,17 +39,26 @@ def programs():
 
 
 class _Faults:
-    """Counts the points where a save touches the disk; raises at the ``fail_at``-th one."""
+    """Counts the points where a save touches the disk; raises at the ``fail_at``-th one, after
+    copying ``folder`` as it is then to ``crash_copy``: what a process killed there (no
+    clean-up run) would leave."""
 
-    def __init__(self, fail_at: int | None = None):
-        self.fail_at = fail_at
+    def __init__(self, fail_at: int | None = None, folder=None, crash_copy=None):
+        self.fail_at, self.folder, self.crash_copy = fail_at, folder, crash_copy
         self.points: list[str] = []
         self.failed: str | None = None
+        self.active = True
 
     def point(self, what: str) -> None:
+        if not self.active:
+            return
         self.points.append(what)
         if len(self.points) == self.fail_at:
             self.failed = what
+            if self.crash_copy is not None:
+                self.active = False  # the copy's own writes are not points of the save
+                shutil.copytree(self.folder, self.crash_copy, symlinks=True)
+                self.active = True
             raise OSError(f"injected failure at {what} (point {self.fail_at})")
 
 
@@ -106,12 +117,15 @@ def _locations(path) -> set[str]:
             for entry in tensor.external_data if entry.key == "location"}
 
 
-def _pair_in(folder, x, results) -> tuple[str, set[str]]:
+def _pair_in(folder, x, results, crashed: bool = False) -> tuple[str, set[str]]:
     """Which complete pair the folder holds ("old" or "new"; else an assertion error), and the
-    files in it that the model does not point at."""
+    files in it that the model does not point at. Temporary files are allowed only after a
+    crash."""
     path = folder / "m.onnx"
     names = {p.name for p in folder.iterdir()}
-    assert not [n for n in names if n.startswith(".onnxport-")], f"temporary files: {names}"
+    temporary = {n for n in names if n.startswith(".onnxport-")}
+    assert crashed or not temporary, f"temporary files: {names}"
+    names -= temporary
     onnx.checker.check_model(onnx.load(str(path)), full_check=True)  # every weight readable
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (actual,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
@@ -155,7 +169,8 @@ def test_every_failure_leaves_a_complete_pair(tmp_path, monkeypatch, programs, s
     inconsistent = []
     for k in range(1, total + 1):
         folder = fresh_folder(f"fail{k}")
-        faults = _Faults(fail_at=k)
+        crash_copy = tmp_path / f"crash{k}"
+        faults = _Faults(fail_at=k, folder=folder, crash_copy=crash_copy)
         with monkeypatch.context() as patch:
             _inject(patch, faults)
             try:
@@ -173,6 +188,10 @@ def test_every_failure_leaves_a_complete_pair(tmp_path, monkeypatch, programs, s
             assert not unreferenced or faults.failed in ("remove", "unlink"), unreferenced
         except AssertionError as error:
             inconsistent.append(f"point {k} ({faults.failed}): {error}")
+        try:
+            _pair_in(crash_copy, x, results, crashed=True)
+        except AssertionError as error:
+            inconsistent.append(f"crash at point {k} ({faults.failed}): {error}")
     assert not inconsistent, f"{len(inconsistent)} of {total} injection points:\n" + \
         "\n".join(inconsistent)
-    print(f"{scenario}: 0 inconsistent pairs at {total} injection points")
+    print(f"{scenario}: 0 inconsistent pairs at {total} injection points, failed or crashed")
