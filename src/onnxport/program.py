@@ -164,7 +164,9 @@ class ONNXProgram:
                 "model_state does not fit the exported model, nothing was changed or written: "
                 + "\n  ".join([""] + problems))
         for name, tensor in state.items():
-            initializers[name].const_value = TorchTensor(tensor.detach(), name=name)
+            # Written from its memory as it is: a CPU tensor in row-major order.
+            initializers[name].const_value = TorchTensor(tensor.detach().cpu().contiguous(),
+                                                         name=name)
         self._session = None
 
     # -- running ---------------------------------------------------------------------------
