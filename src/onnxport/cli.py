@@ -94,11 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_export(options: argparse.Namespace, errors) -> int:
     import onnxport
+    from onnxport.program import side_files
 
     start = time.perf_counter()
     output = options.output
-    data_file = output + ".data"
-    data_stamp = _stamp(data_file)
     try:
         with errors.status(f"building {options.spec}") as status:
             model, args, kwargs = load_spec(options.spec, dynamic_batch=options.dynamic_batch)
@@ -123,19 +122,9 @@ def run_export(options: argparse.Namespace, errors) -> int:
     except Exception as error:  # a bug or an error torch raised outside the stages
         return _fail(errors, f"{type(error).__name__}: {error}", code=1)
     seconds = time.perf_counter() - start
-    size = os.path.getsize(output)
-    if os.path.exists(data_file) and _stamp(data_file) != data_stamp:
-        size += os.path.getsize(data_file)  # only if this export wrote it, not a stale one
+    size = sum(os.path.getsize(path) for path in [output, *side_files(output)])
     print_summary(program, output, size, seconds, verified=options.verify)
     return 0
-
-
-def _stamp(path: str):
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    return status.st_mtime_ns, status.st_size, status.st_ino
 
 
 def _fail(errors, message: str, *, code: int) -> int:

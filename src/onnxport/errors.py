@@ -38,3 +38,8 @@ class UnsupportedOpsError(TranslationError):
 
 class VerificationError(OnnxExporterError):
     """ONNX Runtime's outputs differ from PyTorch's beyond the tolerance."""
+
+
+class ExternalDataError(OnnxExporterError, ValueError):
+    """A model's external data is missing, or lies outside its folder (an absolute path,
+    ``..``, or a symlink out)."""

@@ -1,20 +1,22 @@
-"""``ONNXProgram``: the exported model; saves it (atomically, with external data when needed)
-and runs it in ONNX Runtime on torch inputs."""
+"""``ONNXProgram``: the exported (or loaded) model; saves it crash-consistently, with external
+data when needed, and runs it in ONNX Runtime on torch inputs."""
 
 from __future__ import annotations
 
 import io
 import os
-import shutil
+import re
 import tempfile
 from typing import Any, Sequence
 
 import numpy as np
 import onnx_ir as ir
 import torch
+from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.errors import InvalidExportOptionsError
-from onnxport.serialize import write_model
+from onnxport.serialize import (ExternalSlice, check_external_location, external_tensors,
+                                write_external_data, write_model)
 
 # Protobuf cannot hold a message of 2 GB; leave room for the graph itself.
 PROTOBUF_LIMIT = 2**31 - 64 * 2**20
@@ -55,6 +57,23 @@ class ONNXProgram:
         return f"ONNXProgram({len(self.model.graph)} nodes, inputs={self.input_names}, " \
                f"outputs={self.output_names})"
 
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "ONNXProgram":
+        """An ``ONNXProgram`` over an existing ``.onnx`` file, to run it or save it elsewhere.
+
+        External weights must be files in the model's folder (no absolute paths, ``..`` or
+        symlinks out): they are read from there when the program runs or is saved, and copied
+        into what ``save`` writes."""
+        path = os.path.abspath(os.fspath(path))
+        if not os.path.isfile(path):
+            raise InvalidExportOptionsError(f"cannot load {path!r}: no such file")
+        model = ir.load(path)
+        for tensor in external_tensors(model):
+            check_external_location(tensor)
+        _read_nested_external_tensors(model)
+        return cls(model, None, input_names=[v.name for v in model.graph.inputs],
+                   output_names=[v.name for v in model.graph.outputs])
+
     # -- saving ----------------------------------------------------------------------------
     def save(self, destination: str | os.PathLike | io.IOBase, *, include_initializers: bool = True,
              model_state: dict | str | os.PathLike | None = None, serializer=None,
@@ -62,8 +81,16 @@ class ONNXProgram:
         """Write the model to a path or a binary file object.
 
         ``external_data=None`` keeps one self-contained file while the weights fit in protobuf
-        and puts them in a side file (``<name>.data``) above that.
+        and puts them in a side file above that, named after its content
+        (``<name>.<sha256 prefix>.data``): the side file is complete before the model that
+        points at it replaces the old one, so an interrupted save leaves the old pair or the
+        new one, never a mix. ``model_state`` (a state dict, or a ``torch.save`` or
+        ``.safetensors`` file) replaces weights by name first; names the model has no
+        initializer for, and shapes or dtypes that differ, are refused before anything changes.
         """
+        # Weights read from a file are copied into what is written: check where they come from.
+        for tensor in external_tensors(self.model):
+            check_external_location(tensor)
         if model_state is not None:
             self._apply_state(model_state)
         if serializer is not None:
@@ -71,9 +98,11 @@ class ONNXProgram:
                 with _atomic_path(destination) as temporary:
                     with open(temporary, "wb") as stream:
                         serializer.serialize(self, stream)
+                        _flush_to_disk(stream)
             else:
                 serializer.serialize(self, destination)
             return
+        _read_nested_external_tensors(self.model)
         too_big = include_initializers and self.weights_size() > PROTOBUF_LIMIT
         if external_data is False and too_big:
             raise InvalidExportOptionsError(
@@ -93,16 +122,51 @@ class ONNXProgram:
         _save_atomically(self.model, os.fspath(destination), use_external, include_initializers)
 
     def _apply_state(self, model_state) -> None:
-        if isinstance(model_state, (str, os.PathLike)):
-            model_state = torch.load(model_state, weights_only=True, map_location="cpu")
-            if "state_dict" in model_state and isinstance(model_state["state_dict"], dict):
-                model_state = model_state["state_dict"]
+        state = _read_state(model_state)
         initializers = self.model.graph.initializers
-        from onnx_ir.tensor_adapters import TorchTensor
-
-        for name, tensor in model_state.items():
-            if name in initializers and isinstance(tensor, torch.Tensor):
-                initializers[name].const_value = TorchTensor(tensor.detach(), name=name)
+        unknown, not_tensors, mismatched, derived = [], [], [], []
+        for name, tensor in state.items():
+            if name not in initializers:
+                unknown.append(name)
+            elif not isinstance(tensor, torch.Tensor):
+                not_tensors.append(f"{name} ({type(tensor).__name__})")
+            else:
+                value = initializers[name]
+                dtype = _IR_DTYPES.get(tensor.dtype)
+                if tuple(tensor.shape) != tuple(value.shape) or (
+                        value.dtype is not None and dtype != value.dtype):
+                    mismatched.append(f"{name}: the model has {value.dtype} {list(value.shape)}, "
+                                      f"model_state {tensor.dtype} {list(tensor.shape)}")
+                elif isinstance(value.const_value, ir.LazyTensor):
+                    # Computed by a pass from parameters (batch norm folded into a conv, a
+                    # transposed weight) and named after one of them.
+                    derived.append(name)
+        problems = []
+        if unknown:
+            problems.append(
+                f"{len(unknown)} name(s) the exported model has no weight for: "
+                f"{', '.join(sorted(unknown)[:10])}{' ...' if len(unknown) > 10 else ''}; "
+                "weights folded into others at export (batch norm into conv) or stored "
+                "transposed (linear.weight.T) cannot be replaced by name: export again with "
+                "the new weights loaded into the model, or pass only the names listed in "
+                "program.model.graph.initializers")
+        if not_tensors:
+            problems.append(f"value(s) that are not tensors: {', '.join(not_tensors[:10])}")
+        if mismatched:
+            problems.append("shape or dtype differs: " + "; ".join(mismatched[:10]))
+        if derived:
+            problems.append(
+                f"weight(s) computed at export from others (folded), so a new value of the "
+                f"parameter alone would give a wrong model: {', '.join(sorted(derived)[:10])}; "
+                "export again with the new weights loaded into the model")
+        if problems:
+            raise InvalidExportOptionsError(
+                "model_state does not fit the exported model, nothing was changed or written: "
+                + "\n  ".join([""] + problems))
+        for name, tensor in state.items():
+            # Written from its memory as it is: a CPU tensor in row-major order.
+            initializers[name].const_value = TorchTensor(tensor.detach().cpu().contiguous(),
+                                                         name=name)
         self._session = None
 
     # -- running ---------------------------------------------------------------------------
@@ -159,42 +223,221 @@ def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
+def _read_state(model_state) -> dict:
+    if not isinstance(model_state, (str, os.PathLike)):
+        if not isinstance(model_state, dict):
+            raise InvalidExportOptionsError(
+                f"model_state must be a state dict or the path of one, got "
+                f"{type(model_state).__name__}")
+        return model_state
+    path = os.fspath(model_state)
+    if path.endswith(".safetensors"):
+        try:
+            from safetensors.torch import load_file
+        except ImportError as error:
+            raise InvalidExportOptionsError(
+                f"model_state {path!r} is a .safetensors file and the safetensors package is "
+                "not installed: pip install safetensors (or pass a torch.save file or a dict)"
+            ) from error
+        return load_file(path, device="cpu")
+    state = torch.load(path, weights_only=True, map_location="cpu")
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise InvalidExportOptionsError(
+            f"model_state {path!r} holds a {type(state).__name__}, not a state dict")
+    return state
+
+
+_IR_DTYPES = {
+    torch.float32: ir.DataType.FLOAT, torch.float16: ir.DataType.FLOAT16,
+    torch.bfloat16: ir.DataType.BFLOAT16, torch.float64: ir.DataType.DOUBLE,
+    torch.int64: ir.DataType.INT64, torch.int32: ir.DataType.INT32,
+    torch.int16: ir.DataType.INT16, torch.int8: ir.DataType.INT8,
+    torch.uint8: ir.DataType.UINT8, torch.bool: ir.DataType.BOOL,
+    torch.complex64: ir.DataType.COMPLEX64, torch.complex128: ir.DataType.COMPLEX128,
+}
+
+
+def _read_nested_external_tensors(model: ir.Model) -> None:
+    """Replace file-backed tensors other than the main graph's initializers (attributes of
+    Constant nodes, subgraph initializers: small, and not written by ``write_model``'s
+    streaming) by their values, after checking where they are read from."""
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        for name, attribute in list(node.attributes.items()):
+            if attribute.type == ir.AttributeType.TENSOR and isinstance(
+                    attribute.value, ir.ExternalTensor):
+                node.attributes[name] = ir.AttrTensor(name, _in_memory(attribute.value))
+            elif attribute.type == ir.AttributeType.TENSORS and any(
+                    isinstance(t, ir.ExternalTensor) for t in attribute.value):
+                node.attributes[name] = ir.AttrTensors(name, [
+                    _in_memory(t) if isinstance(t, ir.ExternalTensor) else t
+                    for t in attribute.value])
+            elif attribute.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+                graphs = [attribute.value] if attribute.type == ir.AttributeType.GRAPH \
+                    else attribute.value
+                for graph in graphs:
+                    for value in graph.initializers.values():
+                        if isinstance(value.const_value, ir.ExternalTensor):
+                            value.const_value = _in_memory(value.const_value)
+
+
+def _in_memory(tensor: ir.ExternalTensor) -> ir.Tensor:
+    check_external_location(tensor)
+    return ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=tensor.name)
+
+
+# -- crash-consistent saving --------------------------------------------------------------------
+def _side_file_pattern(base: str) -> re.Pattern:
+    """Names only this module gives to side files of the model ``base``: the only ones it ever
+    deletes."""
+    return re.compile(re.escape(base) + r"\.[0-9a-f]{16}\.data")
+
+
+def _flush_to_disk(stream) -> None:
+    stream.flush()
+    os.fsync(stream.fileno())
+
+
+def _sync_folder(folder: str) -> None:
+    """Make the renames in ``folder`` durable. Best effort: some file systems cannot sync a
+    folder, and a rename already made is consistent either way."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
 class _atomic_path:
     """A temporary file next to ``destination``, renamed over it only when writing succeeded."""
 
     def __init__(self, destination):
         self.destination = os.fspath(destination)
+        self.folder = os.path.dirname(os.path.abspath(self.destination))
 
     def __enter__(self) -> str:
-        folder = os.path.dirname(os.path.abspath(self.destination))
-        handle, self.temporary = tempfile.mkstemp(prefix=".onnxport-", suffix=".tmp", dir=folder)
+        handle, self.temporary = tempfile.mkstemp(prefix=".onnxport-", suffix=".tmp",
+                                                  dir=self.folder)
         os.close(handle)
         return self.temporary
 
     def __exit__(self, kind, error, traceback) -> bool:
-        if kind is None:
-            os.replace(self.temporary, self.destination)
-        elif os.path.exists(self.temporary):
-            os.remove(self.temporary)
+        try:
+            if kind is None:
+                os.replace(self.temporary, self.destination)
+                _sync_folder(self.folder)
+        finally:
+            if os.path.exists(self.temporary):
+                _remove_quietly(self.temporary)
         return False
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _side_files_of(destination: str, pattern: re.Pattern) -> set[str]:
+    """The side files of ours the model now at ``destination`` points at (it is only read when
+    such files exist, and then it is a small model of references)."""
+    folder = os.path.dirname(destination)
+    if not os.path.isfile(destination) or not any(
+            pattern.fullmatch(name) for name in os.listdir(folder)):
+        return set()
+    import onnx
+
+    try:
+        proto = onnx.load(destination, load_external_data=False)
+    except Exception:  # not a model (or a broken one): it points at nothing
+        return set()
+    return {entry.value for tensor in proto.graph.initializer for entry in tensor.external_data
+            if entry.key == "location" and pattern.fullmatch(entry.value)}
+
+
+def side_files(path: str | os.PathLike) -> list[str]:
+    """The paths of the external data files the model ``save`` wrote at ``path`` points at."""
+    import onnx
+
+    folder = os.path.dirname(os.path.abspath(path))
+    pattern = _side_file_pattern(os.path.basename(path))
+    if not any(pattern.fullmatch(name) for name in os.listdir(folder)):
+        return []  # one self-contained file, maybe large: not read again
+    proto = onnx.load(os.fspath(path), load_external_data=False)
+    locations = dict.fromkeys(
+        entry.value for tensor in proto.graph.initializer for entry in tensor.external_data
+        if entry.key == "location")
+    return [os.path.join(folder, location) for location in locations]
 
 
 def _save_atomically(model: ir.Model, destination: str, external: bool,
                      include_initializers: bool = True) -> None:
+    """Write ``destination`` (and its side file) so that an interruption at any point leaves
+    either the old model with its old side file or the new model with its new one.
+
+    The side file is named after its content and written completely (and synced) before the
+    model that points at it is renamed over the old model, which goes on pointing at its own,
+    untouched side file until then; that old side file is deleted last."""
     folder = os.path.dirname(os.path.abspath(destination))
     base = os.path.basename(destination)
     if not os.path.isdir(folder):
         raise InvalidExportOptionsError(f"cannot write {destination!r}: folder {folder!r} does not exist")
-    staging = tempfile.mkdtemp(prefix=".onnxport-", dir=folder)
-    try:
-        staged = os.path.join(staging, base)
-        if external:
-            data_name = base + ".data"
-            ir.save(model, staged, external_data=data_name)
-            os.replace(os.path.join(staging, data_name), os.path.join(folder, data_name))
-        else:
-            with open(staged, "wb") as stream:
+    destination = os.path.join(folder, base)
+    pattern = _side_file_pattern(base)
+    old_side_files = _side_files_of(destination, pattern)
+    new_side_file = None
+    if external:
+        new_side_file, places, created = _write_side_file(model, folder, base)
+        try:
+            with _atomic_path(destination) as temporary:
+                with open(temporary, "wb") as stream:
+                    write_model(model, stream, external={
+                        name: ExternalSlice(new_side_file, offset, length)
+                        for name, (offset, length) in places.items()})
+                    _flush_to_disk(stream)
+        except BaseException:
+            if created and new_side_file is not None:
+                _remove_quietly(os.path.join(folder, new_side_file))
+            raise
+    else:
+        with _atomic_path(destination) as temporary:
+            with open(temporary, "wb") as stream:
                 write_model(model, stream, include_initializers=include_initializers)
-        os.replace(staged, destination)
+                _flush_to_disk(stream)
+    # The program itself may still read its weights from the old side file (a loaded model
+    # saved over its own path): that one stays.
+    in_use = {os.path.realpath(tensor.path) for tensor in external_tensors(model)}
+    for name in old_side_files - {new_side_file}:
+        path = os.path.join(folder, name)
+        if os.path.realpath(path) not in in_use:
+            _remove_quietly(path)
+
+
+def _write_side_file(model: ir.Model, folder: str, base: str):
+    """Write the weights to ``<base>.<hash>.data`` in ``folder``; returns its name, where each
+    weight is, and whether the file is new (else an identical one was there already). No file
+    (and name None) when every weight is small enough to stay in the model."""
+    handle, temporary = tempfile.mkstemp(prefix=".onnxport-", suffix=".tmp", dir=folder)
+    os.close(handle)
+    try:
+        with open(temporary, "wb") as stream:
+            places, digest = write_external_data(model, stream)
+            _flush_to_disk(stream)
+        if not places:
+            return None, places, False
+        name = f"{base}.{digest[:16]}.data"
+        path = os.path.join(folder, name)
+        created = not os.path.exists(path)
+        os.replace(temporary, path)
+        _sync_folder(folder)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if os.path.exists(temporary):
+            _remove_quietly(temporary)
+    return name, places, created
