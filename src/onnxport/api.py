@@ -14,6 +14,7 @@ import torch
 from onnxport import passes
 from onnxport.capture import capture_torch_export, parameter_names
 from onnxport.capture.dynamic import resolve_dynamic
+from onnxport.capture.torchscript import capture_tracing, capture_with_fallback
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError, VerificationError
 from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, default_registry, translate_graph
@@ -85,7 +86,7 @@ def export(
         raise InvalidExportOptionsError(
             f"external_data must be True, False or None (automatic), got {external_data!r}")
     _check_not_yet(training=training, operator_export_type=operator_export_type,
-                    export_modules_as_functions=export_modules_as_functions, fallback=fallback,
+                    export_modules_as_functions=export_modules_as_functions,
                     report=report, profile=profile, dump_exported_program=dump_exported_program,
                     custom_opsets=custom_opsets)
 
@@ -99,12 +100,18 @@ def export(
         if isinstance(model, torch.nn.Module):
             model.eval()
         with stage("capture"):
-            captured = capture_torch_export(
-                model, args, kwargs, dynamic_shapes=dynamic.dynamic_shapes,
+            keep_op = lambda op: registry.lookup(aten_name(op), opset) is not None  # noqa: E731
+            capture_options = dict(
                 dim_names=dynamic.dim_names, input_names=input_names, output_names=output_names,
-                output_dim_names=dynamic.output_dim_names,
-                keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None,
-            )
+                output_dim_names=dynamic.output_dim_names, keep_op=keep_op)
+            if dynamo:
+                capture = lambda: capture_torch_export(  # noqa: E731
+                    model, args, kwargs, dynamic_shapes=dynamic.dynamic_shapes, **capture_options)
+            else:
+                capture = None
+            captured, strategy, attempts = capture_with_fallback(
+                capture, lambda: capture_tracing(model, args, kwargs, **capture_options),
+                fallback=fallback)
         with stage("translate"):
             context = TranslationContext(
                 graph_module=captured.exported_program.graph_module,
@@ -126,6 +133,7 @@ def export(
         program = ONNXProgram(onnx_model, captured.exported_program,
                               input_names=captured.input_names, output_names=captured.output_names)
         program.stage_seconds = timings
+        program.capture_strategy, program.capture_attempts = strategy, attempts
         if verbose:
             print(export_to_pretty_string_from(program))
         if verify:
@@ -224,10 +232,6 @@ def _check_model(model: Any, dynamo: bool) -> None:
         raise InvalidExportOptionsError(
             f"model is a {type(model).__name__}; the TorchScript path (dynamo=False) is not "
             "available in this version: pass the original nn.Module with dynamo=True")
-    if not dynamo:
-        raise InvalidExportOptionsError(
-            "dynamo=False (the TorchScript path) is not available in this version; use the "
-            "default dynamo=True")
     if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)) and not callable(model):
         raise InvalidExportOptionsError(
             f"model must be an nn.Module, an ExportedProgram or a function, got "
@@ -274,7 +278,7 @@ def _check_names(argument: str, names: Any) -> None:
 def _check_not_yet(**options: Any) -> None:
     """Options of torch.onnx.export that this version accepts only at their default."""
     defaults = {"training": (None,), "operator_export_type": (None,),
-                "export_modules_as_functions": (False,), "fallback": (False,),
+                "export_modules_as_functions": (False,),
                 "report": (False,), "profile": (False,), "dump_exported_program": (False,),
                 "custom_opsets": (None,)}
     for name, value in options.items():

@@ -1,0 +1,281 @@
+"""Capture by tracing (``dynamo=False`` and the last strategy of ``fallback=True``): one run of
+``torch.jit.trace``, then torch's TorchScript-to-FX converter and torch.export over that
+straight-line program, so that translate/ gets the same kind of graph as from torch.export."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+
+from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.torch_export import (
+    CapturedProgram, _first_lines, capture_torch_export, parameter_names,
+)
+from onnxport.errors import CaptureError, InvalidExportOptionsError
+
+# The name the traced wrapper gives the model; stripped again from the weights' names.
+_PREFIX = "model."
+
+
+class TracingWarning(UserWarning):
+    """Tracing recorded a value computed from a tensor (a Python bool, int or float, a branch
+    taken, a loop count) as a constant: the ONNX model repeats this run's choice."""
+
+
+class _TracedCall(torch.nn.Module):
+    """Calls the model on its tensor inputs only: every other input (a number, a string, the
+    keys of a dict) is fixed to the example's value, as the TorchScript tracer does."""
+
+    def __init__(self, model: Any, leaves: list, spec: pytree.TreeSpec, tensor_positions: list[int]):
+        super().__init__()
+        self.model = model
+        self._leaves = leaves
+        self._spec = spec
+        self._positions = tensor_positions
+
+    def forward(self, *tensors):
+        leaves = list(self._leaves)
+        for position, tensor in zip(self._positions, tensors):
+            leaves[position] = tensor
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        output = self.model(*args, **kwargs)
+        # A dict comes out as its values, strings are dropped and numbers become constants,
+        # the TorchScript exporter's rules for outputs.
+        results = []
+        for leaf in pytree.tree_leaves(output):
+            if isinstance(leaf, torch.Tensor):
+                results.append(leaf)
+            elif isinstance(leaf, (bool, int, float)):
+                results.append(torch.tensor(leaf))
+        return tuple(results)
+
+
+def capture_tracing(
+    model: Any,
+    args: tuple,
+    kwargs: dict,
+    *,
+    dim_names: Mapping[tuple[int, int], str] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    output_dim_names: Mapping[str, dict[int, str]] | None = None,
+    keep_op: Callable[[Any], bool] | None = None,
+) -> CapturedProgram:
+    """Trace ``model`` once on the example inputs and describe the result like
+    :func:`capture_torch_export` does.
+
+    Loops are unrolled and only the branches taken are kept; a tensor read as a Python value
+    becomes a constant (each gives a :class:`TracingWarning` naming its line). Sizes read with
+    ``x.size()`` or ``x.shape`` stay computed from the input, so the dims in ``dim_names`` are
+    dynamic.
+    """
+    if isinstance(model, torch.export.ExportedProgram):
+        raise InvalidExportOptionsError(
+            "an ExportedProgram cannot be traced (dynamo=False); pass it with dynamo=True, or "
+            "pass the nn.Module it was exported from")
+    dim_names = dict(dim_names or {})
+    slots = tensor_input_slots(args, kwargs, parameter_names(model))
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    tensors = tuple(leaves[i] for i in positions)
+    if len(tensors) != len(slots):  # both flatten the same pytree; a mismatch is our bug
+        raise CaptureError(f"tracing found {len(tensors)} tensor inputs, expected {len(slots)}")
+    wrapper = _TracedCall(model, leaves, spec, positions)
+    traced = _trace(wrapper, tensors)
+    graph_module = _to_fx(traced, tensors)
+    dynamic = [
+        {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
+        for position in range(len(tensors))
+    ]
+    program = _export_traced(graph_module, tensors, dynamic)
+    names = list(input_names or []) + [slot.name for slot in slots[len(input_names or []):]]
+    captured = capture_torch_export(
+        program, (), {}, dim_names=dim_names, input_names=names, output_names=output_names,
+        output_dim_names=output_dim_names, keep_op=keep_op)
+    captured.weights = {
+        name: (target[len(_PREFIX):] if target.startswith(_PREFIX) else target, tensor)
+        for name, (target, tensor) in captured.weights.items()
+    }
+    return captured
+
+
+def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
+                   dynamic: list) -> torch.export.ExportedProgram:
+    """torch.export over the traced program. The tracer keeps sizes as 0-d tensors, and some
+    models (torchvision's detection ones) compute sizes with tensor ops and read them back as
+    ints; torch.export cannot see through such a read. Without dynamic axes those reads are
+    fixed to this run's values, as the tracer itself fixes every other int."""
+    def export():
+        return torch.export.export(graph_module, tensors, dynamic_shapes=tuple(dynamic),
+                                   strict=False)
+
+    try:
+        return export()
+    except Exception as error:
+        failure = error
+    reads = [node for node in graph_module.graph.nodes if node.target in _SCALAR_READS]
+    if reads and any(dynamic):
+        raise CaptureError(
+            f"the traced model computes {len(reads)} size(s) with tensor ops and reads them "
+            f"back as Python numbers (first at {_source_of(reads[0])}); tracing can only fix "
+            "those to this example's values, which the dynamic axes asked for would contradict. "
+            "Export without dynamic_axes/dynamic_shapes (one model per input size), or use "
+            f"dynamo=True. torch.export's error: {type(failure).__name__}: "
+            f"{_first_lines(str(failure), 3)}"
+        ) from failure
+    if reads:
+        _fix_scalar_reads(graph_module, tensors, reads)
+        try:
+            return export()
+        except Exception as error:
+            failure = error
+    raise CaptureError(
+        f"the traced graph could not be captured by torch.export: {type(failure).__name__}: "
+        f"{_first_lines(str(failure))}\nThe stage that failed is capture (tracing)."
+    ) from failure
+
+
+def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
+                      reads: list[torch.fx.Node]) -> None:
+    """Replace each read of a tensor as a number by the number this run reads."""
+    values: dict[torch.fx.Node, Any] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node):
+            result = super().run_node(node)
+            if node.target in _SCALAR_READS:
+                values[node] = result
+            return result
+
+    with torch.no_grad():
+        Recorder(graph_module).run(*tensors)
+    for node in reads:
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args, lambda n: values[n] if n is node else n)
+            user.kwargs = torch.fx.node.map_arg(
+                user.kwargs, lambda n: values[n] if n is node else n)
+        graph_module.graph.erase_node(node)
+    graph_module.graph.eliminate_dead_code()
+    graph_module.recompile()
+
+
+def _source_of(node: torch.fx.Node) -> str:
+    return node.meta.get("source", node.name)
+
+
+def _trace(wrapper: torch.nn.Module, tensors: tuple) -> torch.jit.ScriptModule:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.no_grad():
+                traced = torch.jit.trace(wrapper, tensors, check_trace=False, strict=False)
+        except Exception as error:
+            raise CaptureError(
+                f"torch.jit.trace could not run the model: {type(error).__name__}: "
+                f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
+            ) from error
+    _report_fixed_values(caught)
+    return traced
+
+
+def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
+    """One TracingWarning per place where the trace fixed a value, at that place; other
+    warnings the model raised are passed on unchanged, torch's deprecation notice for
+    ``torch.jit.trace`` dropped (the user did not call it)."""
+    seen = set()
+    for record in caught:
+        if issubclass(record.category, torch.jit.TracerWarning):
+            key = (record.filename, record.lineno, str(record.message))
+            if key in seen:
+                continue
+            seen.add(key)
+            warnings.warn_explicit(
+                f"tracing recorded a value of this example as a constant: "
+                f"{record.message} (at {record.filename}:{record.lineno})",
+                TracingWarning, record.filename, record.lineno)
+        elif issubclass(record.category, FutureWarning) and "torch.jit.trace" in str(record.message):
+            continue
+        else:
+            warnings.warn_explicit(record.message, record.category, record.filename,
+                                   record.lineno)
+
+
+def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModule:
+    """The traced TorchScript graph as an FX graph of ATen calls (torch's converter)."""
+    from torch._export.converter import (
+        TS2EPConverter, TS2FXGraphConverter, get_block_to_lifted_attrs,
+    )
+
+    try:
+        # The converter's own convert() re-exports with every dim dynamic (Dim.AUTO); its
+        # pieces are used instead so that only the dims the user asked for are dynamic.
+        with contextlib.redirect_stdout(None), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            converter = TS2EPConverter(traced, tensors)
+            blocks, attribute_names = get_block_to_lifted_attrs(converter.ts_graph)
+            graph_converter = TS2FXGraphConverter(
+                converter.ts_graph, converter.name_to_param, converter.name_to_buffer, blocks,
+                converter.name_to_non_tensor_attributes, converter.name_to_constant,
+                attribute_names)
+            graph_module = graph_converter.convert()
+    except Exception as error:
+        raise CaptureError(
+            f"the traced TorchScript graph could not be turned into ATen calls: "
+            f"{type(error).__name__}: {_first_lines(str(error))}\nThe stage that failed is "
+            "capture (tracing)."
+        ) from error
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in _SYMBOLIC_REPLACEMENTS:
+            node.target = _SYMBOLIC_REPLACEMENTS[node.target]
+    graph_module.recompile()
+    return graph_module
+
+
+def _shape_as_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    # Built from the sizes so that torch.export sees them (its fake tensor has no data for
+    # aten._shape_as_tensor to read).
+    return torch.stack([torch.scalar_tensor(size, dtype=torch.long) for size in tensor.shape]) \
+        if tensor.dim() else torch.zeros(0, dtype=torch.long)
+
+
+_SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
+
+# Ops the tracer records (torchvision calls them when tracing) that torch.export cannot run
+# with symbolic sizes, and the same computation in ops it can.
+_SYMBOLIC_REPLACEMENTS = {torch.ops.aten._shape_as_tensor.default: _shape_as_tensor}
+
+
+def capture_with_fallback(
+    capture_export: Callable[[], CapturedProgram] | None,
+    capture_trace: Callable[[], CapturedProgram],
+    *,
+    fallback: bool,
+) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
+    """The captured program, the name of the strategy that produced it, and the (strategy,
+    reason) of each one that failed before it.
+
+    ``capture_export`` is the torch.export chain (None when ``dynamo=False``); tracing comes
+    after it only when ``fallback`` is set. A CaptureError may carry ``attempts`` (the chain's
+    own failed strategies), which are listed in order before its final reason.
+    """
+    if capture_export is None:
+        return capture_trace(), "tracing", []
+    try:
+        captured = capture_export()
+        return captured, getattr(captured, "strategy", "torch.export"), []
+    except CaptureError as error:
+        if not fallback:
+            raise
+        attempts = list(getattr(error, "attempts", None) or [("torch.export", str(error))])
+    try:
+        return capture_trace(), "tracing", attempts
+    except CaptureError as error:
+        attempts.append(("tracing", str(error)))
+        lines = ["every capture strategy failed (fallback=True):"]
+        for name, reason in attempts:
+            lines.append(f"- {name}: " + reason.replace("\n", "\n    "))
+        raise CaptureError("\n".join(lines)) from error
