@@ -374,7 +374,7 @@ def test_existing_file_is_replaced_by_a_complete_one(tmp_path, small):
     onnx.checker.check_model(str(target))
 
 
-@pytest.mark.parametrize("option,value", [("training", "TRAINING"), ("fallback", True),
+@pytest.mark.parametrize("option,value", [("training", "TRAINING"),
                                           ("external_data", "yes")])
 def test_unsupported_option_values(small, option, value):
     model, x = small

@@ -171,7 +171,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> torch.jit.ScriptModule:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _warn_on_index():
                 traced = torch.jit.trace(wrapper, tensors, check_trace=False, strict=False)
         except Exception as error:
             raise CaptureError(
@@ -180,6 +180,26 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> torch.jit.ScriptModule:
             ) from error
     _report_fixed_values(caught)
     return traced
+
+
+@contextlib.contextmanager
+def _warn_on_index():
+    """The tracer fixes a tensor used as an index or a count (``range(t)``) silently; it warns
+    for ``int(t)`` and ``bool(t)``. Warn for those too, from the line that does it."""
+    original = torch.Tensor.__index__
+
+    def index(tensor):
+        if torch.jit.is_tracing():
+            warnings.warn("Using a tensor as a Python index or count might cause the trace to "
+                          "be incorrect: its value is treated as a constant",
+                          torch.jit.TracerWarning, stacklevel=2)
+        return original(tensor)
+
+    torch.Tensor.__index__ = index
+    try:
+        yield
+    finally:
+        torch.Tensor.__index__ = original
 
 
 def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
