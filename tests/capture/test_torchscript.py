@@ -32,6 +32,17 @@ def test_resnet18_with_a_dynamic_batch_runs_at_two_batch_sizes():
             _close(program(x)[0], model(x))
 
 
+def test_a_dynamic_axis_of_size_one_in_the_example_stays_dynamic():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.ReLU())
+    program = onnxport.export(model, (torch.randn(1, 3, 8, 8),), dynamo=False,
+                              input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    assert program.model.graph.inputs[0].shape[0] == "batch"
+    with torch.no_grad():
+        for batch in (1, 4):
+            x = torch.randn(batch, 3, 8, 8)
+            _close(program(x)[0], model(x))
+
+
 class ViewBySize(torch.nn.Module):
     """Shape arithmetic read with .size() and .shape, as traced code often does it."""
 

@@ -5,11 +5,13 @@ straight-line program, so that translate/ gets the same kind of graph as from to
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.utils._pytree as pytree
+from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.torch_export import (
@@ -19,6 +21,18 @@ from onnxport.errors import CaptureError, InvalidExportOptionsError
 
 # The name the traced wrapper gives the model; stripped again from the weights' names.
 _PREFIX = "model."
+
+
+@dataclasses.dataclass
+class _ConverterState:
+    """The attributes of the traced module, sorted as torch's graph converter wants them."""
+
+    ts_model: Any
+    ts_graph: Any
+    name_to_param: dict
+    name_to_buffer: dict
+    name_to_non_tensor_attributes: dict
+    name_to_constant: dict
 
 
 class TracingWarning(UserWarning):
@@ -109,9 +123,15 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     models (torchvision's detection ones) compute sizes with tensor ops and read them back as
     ints; torch.export cannot see through such a read. Without dynamic axes those reads are
     fixed to this run's values, as the tracer itself fixes every other int."""
+    # torch.export specializes a dim of size 0 or 1 unless told to reason about it as any
+    # size; the traced program has no branch left that could tell them apart.
+    oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
+                    for axis in axes)
+
     def export():
-        return torch.export.export(graph_module, tensors, dynamic_shapes=tuple(dynamic),
-                                   strict=False)
+        with fx_config.patch(backed_size_oblivious=oblivious):
+            return torch.export.export(graph_module, tensors, dynamic_shapes=tuple(dynamic),
+                                       strict=False)
 
     try:
         return export()
@@ -226,21 +246,27 @@ def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
 
 def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModule:
     """The traced TorchScript graph as an FX graph of ATen calls (torch's converter)."""
-    from torch._export.converter import (
-        TS2EPConverter, TS2FXGraphConverter, get_block_to_lifted_attrs,
-    )
+    from torch._export.converter import TS2FXGraphConverter, get_block_to_lifted_attrs
 
+    # TS2EPConverter's own setup passes the graph through torch.onnx's jit passes (function
+    # substitution, parameter listing) and its convert() re-exports with every dim dynamic;
+    # only its graph converter is used, on the inlined traced graph, with the parameters and
+    # buffers known by name (not by comparing values, which takes a buffer equal to a
+    # parameter for that parameter).
+    state = _ConverterState(
+        ts_model=traced, ts_graph=traced.inlined_graph,
+        name_to_param=dict(traced.named_parameters()),
+        name_to_buffer=dict(traced.named_buffers()),
+        name_to_non_tensor_attributes={}, name_to_constant={})
     try:
-        # The converter's own convert() re-exports with every dim dynamic (Dim.AUTO); its
-        # pieces are used instead so that only the dims the user asked for are dynamic.
-        with contextlib.redirect_stdout(None), warnings.catch_warnings():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            converter = TS2EPConverter(traced, tensors)
-            blocks, attribute_names = get_block_to_lifted_attrs(converter.ts_graph)
+            paths = _lift_attributes(state)
+            blocks, attribute_names = get_block_to_lifted_attrs(state.ts_graph)
+            attribute_names.update(paths)
             graph_converter = TS2FXGraphConverter(
-                converter.ts_graph, converter.name_to_param, converter.name_to_buffer, blocks,
-                converter.name_to_non_tensor_attributes, converter.name_to_constant,
-                attribute_names)
+                state.ts_graph, state.name_to_param, state.name_to_buffer, blocks,
+                state.name_to_non_tensor_attributes, state.name_to_constant, attribute_names)
             graph_module = graph_converter.convert()
     except Exception as error:
         raise CaptureError(
@@ -253,6 +279,38 @@ def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModu
             node.target = _SYMBOLIC_REPLACEMENTS[node.target]
     graph_module.recompile()
     return graph_module
+
+
+def _lift_attributes(state: _ConverterState) -> dict[str, str]:
+    """Sort each attribute the graph reads (``prim::GetAttr`` chains from ``self``): tensors
+    that are neither parameters nor buffers become buffers, script objects constants, the
+    rest plain values (as TS2EPConverter.lift_get_attr does for its own graphs). Returns the
+    path of each value read, ``self`` included."""
+    self_value = next(iter(state.ts_graph.inputs()))
+    paths = {self_value.debugName(): ""}
+
+    def walk(block):
+        for node in block.nodes():
+            if node.kind() == "prim::GetAttr":
+                parent = paths.get(node.input().debugName())
+                if parent is not None:
+                    path = f"{parent}.{node.s('name')}" if parent else node.s("name")
+                    paths[node.output().debugName()] = path
+                    value = state.ts_model
+                    for part in path.split("."):
+                        value = getattr(value, part)
+                    if isinstance(value, torch.Tensor):
+                        if path not in state.name_to_param:
+                            state.name_to_buffer.setdefault(path, value)
+                    elif isinstance(value, torch.ScriptObject):
+                        state.name_to_constant.setdefault(path, value)
+                    else:  # submodules too: the converter looks every step of a path up
+                        state.name_to_non_tensor_attributes[path] = value
+            for sub_block in node.blocks():
+                walk(sub_block)
+
+    walk(state.ts_graph)
+    return paths
 
 
 def _shape_as_tensor(tensor: torch.Tensor) -> torch.Tensor:
