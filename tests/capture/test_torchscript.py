@@ -26,6 +26,10 @@ def test_resnet18_with_a_dynamic_batch_runs_at_two_batch_sizes():
     assert program.model.graph.inputs[0].shape[0] == "batch"
     # Weights keep the model's own names, not those of the wrapper that was traced.
     assert "conv1.weight" in program.model.graph.initializers
+    # Nodes are named after their module and carry the line they came from, as on the
+    # dynamo path.
+    node = next(n for n in program.model.graph if n.name == "layer1.0.conv1/Conv")
+    assert "torchvision/models/resnet.py:" in node.metadata_props["onnxport.source"]
     with torch.no_grad():
         for batch in (1, 3):
             x = torch.randn(batch, 3, 64, 64)

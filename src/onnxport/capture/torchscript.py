@@ -5,12 +5,14 @@ straight-line program, so that translate/ gets the same kind of graph as from to
 from __future__ import annotations
 
 import contextlib
+import re
 import dataclasses
 import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.utils._pytree as pytree
+from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.dynamic import tensor_input_slots
@@ -21,6 +23,8 @@ from onnxport.errors import CaptureError, InvalidExportOptionsError
 
 # The name the traced wrapper gives the model; stripped again from the weights' names.
 _PREFIX = "model."
+# ... and the prefix of the module that replays the converted graph for torch.export.
+_REPLAY_PREFIX = "graph."
 
 
 @dataclasses.dataclass
@@ -111,7 +115,7 @@ def capture_tracing(
         program, (), {}, dim_names=dim_names, input_names=names, output_names=output_names,
         output_dim_names=output_dim_names, keep_op=keep_op)
     captured.weights = {
-        name: (target[len(_PREFIX):] if target.startswith(_PREFIX) else target, tensor)
+        name: (target.removeprefix(_REPLAY_PREFIX).removeprefix(_PREFIX), tensor)
         for name, (target, tensor) in captured.weights.items()
     }
     return captured
@@ -130,8 +134,8 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
 
     def export():
         with fx_config.patch(backed_size_oblivious=oblivious):
-            return torch.export.export(graph_module, tensors, dynamic_shapes=tuple(dynamic),
-                                       strict=False)
+            return torch.export.export(_Replay(graph_module), tensors,
+                                       dynamic_shapes=(tuple(dynamic),), strict=False)
 
     try:
         return export()
@@ -246,7 +250,7 @@ def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
 
 def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModule:
     """The traced TorchScript graph as an FX graph of ATen calls (torch's converter)."""
-    from torch._export.converter import TS2FXGraphConverter, get_block_to_lifted_attrs
+    from torch._export.converter import get_block_to_lifted_attrs
 
     # TS2EPConverter's own setup passes the graph through torch.onnx's jit passes (function
     # substitution, parameter listing) and its convert() re-exports with every dim dynamic;
@@ -264,7 +268,7 @@ def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModu
             paths = _lift_attributes(state)
             blocks, attribute_names = get_block_to_lifted_attrs(state.ts_graph)
             attribute_names.update(paths)
-            graph_converter = TS2FXGraphConverter(
+            graph_converter = _converter_class()(
                 state.ts_graph, state.name_to_param, state.name_to_buffer, blocks,
                 state.name_to_non_tensor_attributes, state.name_to_constant, attribute_names)
             graph_module = graph_converter.convert()
@@ -279,6 +283,57 @@ def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModu
             node.target = _SYMBOLIC_REPLACEMENTS[node.target]
     graph_module.recompile()
     return graph_module
+
+
+def _converter_class():
+    """torch's TorchScript-to-FX graph converter, keeping where each call came from: the
+    module (the tracer's scope) and the Python stack (its source range) of the TorchScript
+    node become the FX nodes' ``nn_module_stack`` and ``stack_trace``, as torch.export's own."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    class Converter(TS2FXGraphConverter):
+        def convert_node(self, node):
+            last = next(iter(reversed(self.fx_graph.nodes)), None)
+            super().convert_node(node)
+            meta = _provenance(node)
+            for fx_node in reversed(self.fx_graph.nodes):
+                if fx_node is last:
+                    break
+                if fx_node.op == "call_function":
+                    fx_node.meta.update(meta)
+
+    return Converter
+
+
+def _provenance(node: torch._C.Node) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    scope = node.scopeName().split("/")[-1].removeprefix("__module.").removeprefix(_PREFIX)
+    if scope and scope != _PREFIX.rstrip("."):
+        meta["nn_module_stack"] = {scope: (scope, "torch.nn.Module")}
+    frames = []
+    for line in node.sourceRange().splitlines():
+        match = _SOURCE_RANGE_LINE.match(line.strip())
+        if match:
+            frames.append(f'  File "{match[1]}", line {match[2]}, in {match[3]}')
+    if frames:  # innermost first in a source range, last in a Python traceback
+        meta["stack_trace"] = "\n".join(reversed(frames)) + "\n"
+    return meta
+
+
+_SOURCE_RANGE_LINE = re.compile(r"^(.+)\((\d+)\): (\S+)$")
+
+
+class _Replay(torch.nn.Module):
+    """Runs the converted graph node by node so that torch.export copies each node's
+    provenance onto the calls it records (running the generated code would not)."""
+
+    def __init__(self, graph_module: torch.fx.GraphModule):
+        super().__init__()
+        self.graph = graph_module
+
+    def forward(self, *tensors):
+        with fx_traceback.preserve_node_meta():
+            return torch.fx.Interpreter(self.graph).run(*tensors)
 
 
 def _lift_attributes(state: _ConverterState) -> dict[str, str]:
