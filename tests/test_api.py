@@ -276,12 +276,6 @@ def test_wrong_model_type():
         onnxport.export(42, (torch.randn(1),))
 
 
-def test_script_module_is_refused_clearly():
-    scripted = torch.jit.script(torch.nn.ReLU())
-    with pytest.raises(InvalidExportOptionsError, match="TorchScript path"):
-        onnxport.export(scripted, (torch.randn(2),))
-
-
 @pytest.mark.parametrize("f", [42, io.StringIO()])
 def test_wrong_destination_type(small, f):
     model, x = small

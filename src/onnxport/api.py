@@ -104,14 +104,15 @@ def export(
             capture_options = dict(
                 dim_names=dynamic.dim_names, input_names=input_names, output_names=output_names,
                 output_dim_names=dynamic.output_dim_names, keep_op=keep_op)
-            if dynamo:
+            scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+            if dynamo and not scripted:  # torch.export cannot run TorchScript
                 capture = lambda: capture_torch_export(  # noqa: E731
                     model, args, kwargs, dynamic_shapes=dynamic.dynamic_shapes, **capture_options)
             else:
                 capture = None
             captured, strategy, attempts = capture_with_fallback(
                 capture, lambda: capture_tracing(model, args, kwargs, **capture_options),
-                fallback=fallback)
+                fallback=fallback, trace_name="torchscript" if scripted else "tracing")
         with stage("translate"):
             context = TranslationContext(
                 graph_module=captured.exported_program.graph_module,
@@ -228,10 +229,6 @@ def _check_opset(opset_version: Any) -> int:
 
 
 def _check_model(model: Any, dynamo: bool) -> None:
-    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
-        raise InvalidExportOptionsError(
-            f"model is a {type(model).__name__}; the TorchScript path (dynamo=False) is not "
-            "available in this version: pass the original nn.Module with dynamo=True")
     if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)) and not callable(model):
         raise InvalidExportOptionsError(
             f"model must be an nn.Module, an ExportedProgram or a function, got "

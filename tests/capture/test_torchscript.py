@@ -141,3 +141,56 @@ def test_a_model_the_tracer_cannot_run_names_the_tracing_stage():
 
     with pytest.raises(CaptureError, match="(?s)no forward today.*capture \\(tracing\\)"):
         onnxport.export(Broken(), (torch.randn(2),), dynamo=False)
+
+
+# -- scripted models (torch.jit.script): their graph is converted, not traced ---------------
+class LinearNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 4)
+        self.norm = torch.nn.BatchNorm1d(4)  # its forward branches on self.training
+
+    def forward(self, x):
+        return torch.relu(self.norm(self.linear(x))).view(x.size(0), -1)
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_script_module_with_a_dynamic_batch(dynamo):
+    model = LinearNorm().eval()
+    program = onnxport.export(torch.jit.script(model), (torch.randn(2, 3),), dynamo=dynamo,
+                              input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    assert program.capture_strategy == "torchscript"
+    assert "linear.weight" in program.model.graph.initializers
+    with torch.no_grad():
+        for batch in (2, 5):
+            x = torch.randn(batch, 3)
+            _close(program(x)[0], model(x))
+
+
+def test_script_function():
+    @torch.jit.script
+    def scale_add(a, b):
+        return a * b + 1
+
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    program = onnxport.export(scale_add, (a, b))
+    _close(program(a, b)[0], a * b + 1)
+
+
+def test_script_module_with_a_number_input_is_refused_clearly():
+    class Repeat(torch.nn.Module):
+        def forward(self, x, n: int):
+            return x * n
+
+    with pytest.raises(InvalidExportOptionsError, match="positional tensors only"):
+        onnxport.export(torch.jit.script(Repeat()), (torch.randn(2), 3))
+
+
+@pytest.mark.xfail(strict=True, reason="a scripted data-dependent if becomes torch.cond; "
+                   "translate/ has no translation of torch.cond to ONNX If yet")
+def test_scripted_data_dependent_branch_keeps_both_branches():
+    model = torch.jit.script(DataDependentBranch())
+    x = torch.ones(2, 3)
+    program = onnxport.export(model, (x,))
+    _close(program(x)[0], x * 2)
+    _close(program(-x)[0], -x - 1)

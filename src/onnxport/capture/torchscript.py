@@ -102,9 +102,16 @@ def capture_tracing(
     tensors = tuple(leaves[i] for i in positions)
     if len(tensors) != len(slots):  # both flatten the same pytree; a mismatch is our bug
         raise CaptureError(f"tracing found {len(tensors)} tensor inputs, expected {len(slots)}")
-    wrapper = _TracedCall(model, leaves, spec, positions)
-    traced = _trace(wrapper, tensors)
-    graph_module = _to_fx(traced, tensors)
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        if len(positions) != len(leaves) or kwargs:
+            raise InvalidExportOptionsError(
+                "a scripted model (ScriptModule, ScriptFunction) takes its example inputs as "
+                "positional tensors only; numbers, strings and keyword arguments cannot be "
+                "bound: pass the original nn.Module, or script a wrapper that fixes them")
+        graph_module = _to_fx(_frozen(model), tensors)
+    else:
+        wrapper = _TracedCall(model, leaves, spec, positions)
+        graph_module = _to_fx(_trace(wrapper, tensors), tensors)
     dynamic = [
         {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
         for position in range(len(tensors))
@@ -191,6 +198,15 @@ def _source_of(node: torch.fx.Node) -> str:
     return node.meta.get("source", node.name)
 
 
+def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
+    """A scripted model with its attributes folded in (``self.training`` and the like are
+    then constants and their branches gone), parameters kept as parameters."""
+    if isinstance(model, torch.jit.ScriptFunction):
+        return model
+    frozen = torch._C._freeze_module(model.eval()._c, preserveParameters=True)
+    return torch.jit._recursive.wrap_cpp_module(frozen)
+
+
 def _trace(wrapper: torch.nn.Module, tensors: tuple) -> torch.jit.ScriptModule:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -257,10 +273,11 @@ def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModu
     # only its graph converter is used, on the inlined traced graph, with the parameters and
     # buffers known by name (not by comparing values, which takes a buffer equal to a
     # parameter for that parameter).
+    is_module = isinstance(traced, torch.jit.ScriptModule)
     state = _ConverterState(
-        ts_model=traced, ts_graph=traced.inlined_graph,
-        name_to_param=dict(traced.named_parameters()),
-        name_to_buffer=dict(traced.named_buffers()),
+        ts_model=traced, ts_graph=traced.inlined_graph if is_module else traced.graph,
+        name_to_param=dict(traced.named_parameters()) if is_module else {},
+        name_to_buffer=dict(traced.named_buffers()) if is_module else {},
         name_to_non_tensor_attributes={}, name_to_constant={})
     try:
         with warnings.catch_warnings():
@@ -341,6 +358,8 @@ def _lift_attributes(state: _ConverterState) -> dict[str, str]:
     that are neither parameters nor buffers become buffers, script objects constants, the
     rest plain values (as TS2EPConverter.lift_get_attr does for its own graphs). Returns the
     path of each value read, ``self`` included."""
+    if not isinstance(state.ts_model, torch.jit.ScriptModule):
+        return {}  # a function: no self, no attributes
     self_value = next(iter(state.ts_graph.inputs()))
     paths = {self_value.debugName(): ""}
 
@@ -387,16 +406,18 @@ def capture_with_fallback(
     capture_trace: Callable[[], CapturedProgram],
     *,
     fallback: bool,
+    trace_name: str = "tracing",
 ) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
     """The captured program, the name of the strategy that produced it, and the (strategy,
     reason) of each one that failed before it.
 
-    ``capture_export`` is the torch.export chain (None when ``dynamo=False``); tracing comes
-    after it only when ``fallback`` is set. A CaptureError may carry ``attempts`` (the chain's
+    ``capture_export`` is the torch.export chain (None when ``dynamo=False``, and for a
+    scripted model, whose graph is converted instead: ``trace_name`` "torchscript"); tracing
+    comes after it only when ``fallback`` is set. A CaptureError may carry ``attempts`` (the chain's
     own failed strategies), which are listed in order before its final reason.
     """
     if capture_export is None:
-        return capture_trace(), "tracing", []
+        return capture_trace(), trace_name, []
     try:
         captured = capture_export()
         return captured, getattr(captured, "strategy", "torch.export"), []
