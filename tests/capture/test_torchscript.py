@@ -194,3 +194,16 @@ def test_scripted_data_dependent_branch_keeps_both_branches():
     program = onnxport.export(model, (x,))
     _close(program(x)[0], x * 2)
     _close(program(-x)[0], -x - 1)
+
+
+class HalfSize(torch.nn.Module):
+    def forward(self, x):
+        # When tracing, interpolate computes the output size with tensor ops on x's sizes
+        # and reads it back as an int, as torchvision's resize does.
+        return torch.nn.functional.interpolate(x, scale_factor=0.5, recompute_scale_factor=True)
+
+
+def test_sizes_computed_with_tensor_ops_are_fixed_for_a_static_export():
+    x = torch.randn(1, 2, 8, 6)
+    program = onnxport.export(HalfSize(), (x,), dynamo=False)
+    _close(program(x)[0], HalfSize()(x))

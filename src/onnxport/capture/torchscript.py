@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import re
 import dataclasses
+import operator
 import warnings
 from typing import Any, Callable, Mapping, Sequence
 
@@ -130,10 +131,14 @@ def capture_tracing(
 
 def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
                    dynamic: list) -> torch.export.ExportedProgram:
-    """torch.export over the traced program. The tracer keeps sizes as 0-d tensors, and some
-    models (torchvision's detection ones) compute sizes with tensor ops and read them back as
-    ints; torch.export cannot see through such a read. Without dynamic axes those reads are
-    fixed to this run's values, as the tracer itself fixes every other int."""
+    """torch.export over the traced program.
+
+    The tracer keeps sizes as 0-d tensors, and some code (torchvision's resize and detection
+    heads, interpolate with recompute_scale_factor) computes sizes with tensor ops and reads
+    them back as ints, which torch.export cannot see through. With static shapes those reads
+    are fixed to this run's values (exact: they depend on the shapes only); with dynamic axes
+    they are left to torch.export, and an error says what to do when it cannot follow them.
+    """
     # torch.export specializes a dim of size 0 or 1 unless told to reason about it as any
     # size; the traced program has no branch left that could tell them apart.
     oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
@@ -144,30 +149,42 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
             return torch.export.export(_Replay(graph_module), tensors,
                                        dynamic_shapes=(tuple(dynamic),), strict=False)
 
+    reads = [node for node in graph_module.graph.nodes
+             if node.target in _SCALAR_READS and _depends_on_shapes_only(node)]
     try:
+        if reads and not any(dynamic):
+            _fix_scalar_reads(graph_module, tensors, reads)
         return export()
     except Exception as error:
-        failure = error
-    reads = [node for node in graph_module.graph.nodes if node.target in _SCALAR_READS]
-    if reads and any(dynamic):
+        if reads and any(dynamic):
+            raise CaptureError(
+                f"the traced model computes {len(reads)} size(s) with tensor ops and reads "
+                f"them back as Python numbers (first at {_source_of(reads[0])}); torch.export "
+                "cannot keep those dynamic, and fixing them to this example's values would "
+                "contradict the dynamic axes asked for. Export without dynamic_axes (one model "
+                f"per input size), or use dynamo=True. torch.export's error: "
+                f"{type(error).__name__}: {_first_lines(str(error), 3)}"
+            ) from error
         raise CaptureError(
-            f"the traced model computes {len(reads)} size(s) with tensor ops and reads them "
-            f"back as Python numbers (first at {_source_of(reads[0])}); tracing can only fix "
-            "those to this example's values, which the dynamic axes asked for would contradict. "
-            "Export without dynamic_axes/dynamic_shapes (one model per input size), or use "
-            f"dynamo=True. torch.export's error: {type(failure).__name__}: "
-            f"{_first_lines(str(failure), 3)}"
-        ) from failure
-    if reads:
-        _fix_scalar_reads(graph_module, tensors, reads)
-        try:
-            return export()
-        except Exception as error:
-            failure = error
-    raise CaptureError(
-        f"the traced graph could not be captured by torch.export: {type(failure).__name__}: "
-        f"{_first_lines(str(failure))}\nThe stage that failed is capture (tracing)."
-    ) from failure
+            f"the traced graph could not be captured by torch.export: {type(error).__name__}: "
+            f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
+        ) from error
+
+
+def _depends_on_shapes_only(node: torch.fx.Node) -> bool:
+    """True when ``node`` is computed from input sizes and constants, never input values."""
+    pending, seen = [node], set()
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.op == "placeholder":
+            return False
+        if current.op == "call_function" and current.target in _SHAPE_READS:
+            continue
+        pending.extend(current.all_input_nodes)
+    return True
 
 
 def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
@@ -195,7 +212,8 @@ def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
 
 
 def _source_of(node: torch.fx.Node) -> str:
-    return node.meta.get("source", node.name)
+    frames = node.meta.get("stack_trace", "").strip().splitlines()
+    return frames[-1].strip() if frames else node.name
 
 
 def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
@@ -295,11 +313,29 @@ def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModu
             f"{type(error).__name__}: {_first_lines(str(error))}\nThe stage that failed is "
             "capture (tracing)."
         ) from error
-    for node in graph_module.graph.nodes:
-        if node.op == "call_function" and node.target in _SYMBOLIC_REPLACEMENTS:
-            node.target = _SYMBOLIC_REPLACEMENTS[node.target]
-    graph_module.recompile()
+    for module in graph_module.modules():  # the graph and its branches' subgraphs
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op != "call_function":
+                continue
+            if node.target in _SYMBOLIC_REPLACEMENTS:
+                node.target = _SYMBOLIC_REPLACEMENTS[node.target]
+            elif getattr(node.target, "__qualname__", "").endswith(
+                    "convert_aten_tensor.<locals>.target"):
+                # The converter's torch.tensor is a local function, which the code generated
+                # for a subgraph names as if it were global (and so cannot call).
+                node.target = _tensor
+        module.recompile()
     return graph_module
+
+
+def _tensor(*args, **kwargs) -> torch.Tensor:
+    from torch._export.converter import _TORCH_ENUM_TO_DTYPE
+
+    if kwargs.get("dtype") is not None:
+        kwargs["dtype"] = _TORCH_ENUM_TO_DTYPE[kwargs["dtype"]]
+    return torch.tensor(*args, **kwargs)
 
 
 def _converter_class():
@@ -395,10 +431,23 @@ def _shape_as_tensor(tensor: torch.Tensor) -> torch.Tensor:
 
 
 _SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
+_SHAPE_READS = (torch.ops.aten.sym_size, torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel,
+                torch.ops.aten.sym_numel.default, torch.ops.aten._shape_as_tensor.default,
+                _shape_as_tensor)
 
 # Ops the tracer records (torchvision calls them when tracing) that torch.export cannot run
 # with symbolic sizes, and the same computation in ops it can.
 _SYMBOLIC_REPLACEMENTS = {torch.ops.aten._shape_as_tensor.default: _shape_as_tensor}
+# The converter calls the ATen overloads of int arithmetic, which take plain ints only; Python's
+# operators also take the symbolic sizes torch.export passes.
+_SYMBOLIC_REPLACEMENTS.update({
+    getattr(torch.ops.aten, name).int: function
+    for name, function in [("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt),
+                           ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
+                           ("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                           ("floordiv", operator.floordiv), ("neg", operator.neg)]
+    if hasattr(getattr(torch.ops.aten, name), "int")
+})
 
 
 def capture_with_fallback(
