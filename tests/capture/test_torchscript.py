@@ -113,6 +113,7 @@ def test_non_tensor_inputs_are_constants_and_dict_outputs_are_flattened():
     program = onnxport.export(model, (x, 3.0, "mul"), dynamo=False)
     got = program(x)
     assert len(got) == 2  # the string output is dropped, the dict becomes its values
+    assert program.output_names == ["out", "double"]  # named after their keys
     _close(got[0], x * 3.0)
     _close(got[1], x * 6.0)
 

@@ -17,6 +17,7 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.pytree_names import output_names as output_names_of
 from onnxport.capture.torch_export import (
     CapturedProgram, _first_lines, capture_torch_export, parameter_names,
 )
@@ -55,6 +56,7 @@ class _TracedCall(torch.nn.Module):
         self._leaves = leaves
         self._spec = spec
         self._positions = tensor_positions
+        self.output_names: list[str | None] = []  # readable names of the outputs kept
 
     def forward(self, *tensors):
         leaves = list(self._leaves)
@@ -64,12 +66,17 @@ class _TracedCall(torch.nn.Module):
         output = self.model(*args, **kwargs)
         # A dict comes out as its values, strings are dropped and numbers become constants,
         # the TorchScript exporter's rules for outputs.
-        results = []
-        for leaf in pytree.tree_leaves(output):
+        leaves, spec = pytree.tree_flatten(output)
+        names = output_names_of(spec)
+        if len(names) != len(leaves):
+            names = [None] * len(leaves)
+        results, self.output_names = [], []
+        for leaf, name in zip(leaves, names):
+            if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, torch.Tensor):
+                leaf = torch.tensor(leaf)
             if isinstance(leaf, torch.Tensor):
                 results.append(leaf)
-            elif isinstance(leaf, (bool, int, float)):
-                results.append(torch.tensor(leaf))
+                self.output_names.append(name)
         return tuple(results)
 
 
@@ -103,8 +110,9 @@ def capture_tracing(
     tensors = tuple(leaves[i] for i in positions)
     if len(tensors) != len(slots):  # both flatten the same pytree; a mismatch is our bug
         raise CaptureError(f"tracing found {len(tensors)} tensor inputs, expected {len(slots)}")
+    readable: list[str | None] = []
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
-        if len(positions) != len(leaves) or kwargs:
+        if kwargs or not all(isinstance(arg, torch.Tensor) for arg in args):
             raise InvalidExportOptionsError(
                 "a scripted model (ScriptModule, ScriptFunction) takes its example inputs as "
                 "positional tensors only; numbers, strings and keyword arguments cannot be "
@@ -113,6 +121,7 @@ def capture_tracing(
     else:
         wrapper = _TracedCall(model, leaves, spec, positions)
         graph_module = _to_fx(_trace(wrapper, tensors), tensors)
+        readable = wrapper.output_names
     dynamic = [
         {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
         for position in range(len(tensors))
@@ -122,11 +131,25 @@ def capture_tracing(
     captured = capture_torch_export(
         program, (), {}, dim_names=dim_names, input_names=names, output_names=output_names,
         output_dim_names=output_dim_names, keep_op=keep_op)
+    _name_outputs(captured, readable, len(output_names or []))
     captured.weights = {
         name: (target.removeprefix(_REPLAY_PREFIX).removeprefix(_PREFIX), tensor)
         for name, (target, tensor) in captured.weights.items()
     }
     return captured
+
+
+def _name_outputs(captured: CapturedProgram, readable: list[str | None], given: int) -> None:
+    """Outputs not named by the user take their path in the model's output (``logits``,
+    ``past_key_values.0.key`` as ``present.0.key``), as on the dynamo path."""
+    if len(readable) != len(captured.output_names):
+        return
+    taken = set(captured.input_names) | set(captured.output_names[:given])
+    for k in range(given, len(readable)):
+        name = readable[k]
+        if name and name not in taken:
+            captured.output_names[k] = name
+        taken.add(captured.output_names[k])
 
 
 def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
