@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import dataclasses
 import operator
+import os
 import warnings
 from typing import Any, Callable, Mapping, Sequence
 
@@ -268,9 +270,12 @@ def _warn_on_index():
     """The tracer fixes a tensor used as an index or a count (``range(t)``) silently; it warns
     for ``int(t)`` and ``bool(t)``. Warn for those too, from the line that does it."""
     original = torch.Tensor.__index__
+    torch_folder = os.path.dirname(torch.__file__) + os.sep
 
     def index(tensor):
-        if torch.jit.is_tracing():
+        # torch's own calls (a size list given to an op) are traced as values, not fixed.
+        if torch.jit.is_tracing() and not sys._getframe(1).f_code.co_filename.startswith(
+                torch_folder):
             warnings.warn("Using a tensor as a Python index or count might cause the trace to "
                           "be incorrect: its value is treated as a constant",
                           torch.jit.TracerWarning, stacklevel=2)
