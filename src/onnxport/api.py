@@ -12,9 +12,9 @@ import onnx_ir as ir
 import torch
 
 from onnxport import passes
-from onnxport.capture import capture_torch_export, parameter_names
+from onnxport.capture import parameter_names
 from onnxport.capture.dynamic import resolve_dynamic
-from onnxport.capture.torchscript import capture_tracing, capture_with_fallback
+from onnxport.capture.torchscript import capture_model
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError, VerificationError
 from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, default_registry, translate_graph
@@ -100,19 +100,13 @@ def export(
         if isinstance(model, torch.nn.Module):
             model.eval()
         with stage("capture"):
-            keep_op = lambda op: registry.lookup(aten_name(op), opset) is not None  # noqa: E731
-            capture_options = dict(
-                dim_names=dynamic.dim_names, input_names=input_names, output_names=output_names,
-                output_dim_names=dynamic.output_dim_names, keep_op=keep_op)
-            scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
-            if dynamo and not scripted:  # torch.export cannot run TorchScript
-                capture = lambda: capture_torch_export(  # noqa: E731
-                    model, args, kwargs, dynamic_shapes=dynamic.dynamic_shapes, **capture_options)
-            else:
-                capture = None
-            captured, strategy, attempts = capture_with_fallback(
-                capture, lambda: capture_tracing(model, args, kwargs, **capture_options),
-                fallback=fallback, trace_name="torchscript" if scripted else "tracing")
+            captured, strategy, attempts = capture_model(
+                model, args, kwargs, dynamo=dynamo, fallback=fallback,
+                dynamic_shapes=dynamic.dynamic_shapes, dim_names=dynamic.dim_names,
+                input_names=input_names, output_names=output_names,
+                output_dim_names=dynamic.output_dim_names,
+                keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None,
+            )
         with stage("translate"):
             context = TranslationContext(
                 graph_module=captured.exported_program.graph_module,

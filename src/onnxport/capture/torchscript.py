@@ -510,3 +510,21 @@ def capture_with_fallback(
         for name, reason in attempts:
             lines.append(f"- {name}: " + reason.replace("\n", "\n    "))
         raise CaptureError("\n".join(lines)) from error
+
+
+def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallback: bool,
+                  dynamic_shapes: Any = None, **options: Any,
+                  ) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
+    """The capture strategy chain: torch.export (``dynamo=True``), then tracing when
+    ``fallback`` is set; tracing alone for ``dynamo=False``; a scripted model's own graph
+    (torch.export cannot run TorchScript). Returns what :func:`capture_with_fallback` does.
+    ``options`` are those both captures take (dim_names, input_names, output_names...)."""
+    scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+    export = None
+    if dynamo and not scripted:
+        def export():
+            return capture_torch_export(model, args, kwargs, dynamic_shapes=dynamic_shapes,
+                                        **options)
+    return capture_with_fallback(
+        export, lambda: capture_tracing(model, args, kwargs, **options), fallback=fallback,
+        trace_name="torchscript" if scripted else "tracing")
