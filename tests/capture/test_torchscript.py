@@ -209,3 +209,28 @@ def test_sizes_computed_with_tensor_ops_are_fixed_for_a_static_export():
     x = torch.randn(1, 2, 8, 6)
     program = onnxport.export(HalfSize(), (x,), dynamo=False)
     _close(program(x)[0], HalfSize()(x))
+
+
+def test_tiny_bert_with_dynamic_batch_and_sequence():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64)
+    model = transformers.BertModel(config).eval()
+    dims = {0: "batch", 1: "sequence"}
+    ids, mask = torch.randint(0, 100, (2, 7)), torch.ones(2, 7, dtype=torch.long)
+    # Sizes read back from tensors leave torch runtime asserts (Eq(u1, 1) | Eq(u1, 7)) that
+    # must not reach translation.
+    program = onnxport.export(model, (ids, mask), dynamo=False,
+                              input_names=["input_ids", "attention_mask"],
+                              dynamic_axes={"input_ids": dims, "attention_mask": dims})
+    assert program.output_names == ["last_hidden_state", "pooler_output"]
+    for batch, length in [(2, 7), (3, 11)]:
+        ids = torch.randint(0, 100, (batch, length))
+        mask = torch.ones(batch, length, dtype=torch.long)
+        mask[0, -2:] = 0
+        with torch.no_grad():
+            want = model(ids, mask)
+        got = program(ids, mask)
+        _close(got[0], want.last_hidden_state)
+        _close(got[1], want.pooler_output)

@@ -129,6 +129,7 @@ def capture_tracing(
         for position in range(len(tensors))
     ]
     program = _export_traced(graph_module, tensors, dynamic)
+    _drop_runtime_asserts(program)
     names = list(input_names or []) + [slot.name for slot in slots[len(input_names or []):]]
     captured = capture_torch_export(
         program, (), {}, dim_names=dim_names, input_names=names, output_names=output_names,
@@ -194,6 +195,18 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
             f"the traced graph could not be captured by torch.export: {type(error).__name__}: "
             f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
         ) from error
+
+
+def _drop_runtime_asserts(program: torch.export.ExportedProgram) -> None:
+    """Remove torch's runtime asserts and the size arithmetic only they use. Sizes read back
+    from tensors are symbols torch knows nothing of, so it asserts what the traced shapes
+    imply (``Eq(u1, 1) | Eq(u1, 7)``); ONNX Runtime checks shapes itself."""
+    graph = program.graph_module.graph
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target in _RUNTIME_ASSERTS:
+            graph.erase_node(node)
+    graph.eliminate_dead_code()
+    program.graph_module.recompile()
 
 
 def _depends_on_shapes_only(node: torch.fx.Node) -> bool:
@@ -458,6 +471,8 @@ def _shape_as_tensor(tensor: torch.Tensor) -> torch.Tensor:
         if tensor.dim() else torch.zeros(0, dtype=torch.long)
 
 
+_RUNTIME_ASSERTS = (torch.ops.aten._assert_scalar.default,
+                    torch.ops.aten.sym_constrain_range_for_size.default)
 _SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
 _SHAPE_READS = (torch.ops.aten.sym_size, torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel,
                 torch.ops.aten.sym_numel.default, torch.ops.aten._shape_as_tensor.default,
