@@ -277,12 +277,6 @@ def test_wrong_model_type():
         onnxport.export(42, (torch.randn(1),))
 
 
-def test_script_module_is_refused_clearly():
-    scripted = torch.jit.script(torch.nn.ReLU())
-    with pytest.raises(InvalidExportOptionsError, match="TorchScript path"):
-        onnxport.export(scripted, (torch.randn(2),))
-
-
 @pytest.mark.parametrize("f", [42, io.StringIO()])
 def test_wrong_destination_type(small, f):
     model, x = small
@@ -375,7 +369,7 @@ def test_existing_file_is_replaced_by_a_complete_one(tmp_path, small):
     onnx.checker.check_model(str(target))
 
 
-@pytest.mark.parametrize("option,value", [("training", "TRAINING"), ("fallback", True),
+@pytest.mark.parametrize("option,value", [("training", "TRAINING"),
                                           ("external_data", "yes")])
 def test_unsupported_option_values(small, option, value):
     model, x = small

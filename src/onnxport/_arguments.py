@@ -147,14 +147,6 @@ def check_opset(opset_version: Any) -> int:
 
 
 def check_model(model: Any, dynamo: bool) -> None:
-    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
-        raise InvalidExportOptionsError(
-            f"model is a {type(model).__name__}; the TorchScript path (dynamo=False) is not "
-            "available in this version: pass the original nn.Module with dynamo=True")
-    if not dynamo:
-        raise InvalidExportOptionsError(
-            "dynamo=False (the TorchScript path) is not available in this version; use the "
-            "default dynamo=True")
     if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)) and not callable(model):
         raise InvalidExportOptionsError(
             f"model must be an nn.Module, an ExportedProgram or a function, got "
@@ -275,7 +267,7 @@ def check_against_model(model: ir.Model, user_inputs: Sequence[str],
 def check_not_yet(**options: Any) -> None:
     """Options of torch.onnx.export that this version accepts only at their default."""
     defaults = {"training": (None,), "operator_export_type": (None,),
-                "export_modules_as_functions": (False,), "fallback": (False,),
+                "export_modules_as_functions": (False,),
                 "report": (False,), "profile": (False,), "dump_exported_program": (False,),
                 "custom_opsets": (None,)}
     for name, value in options.items():

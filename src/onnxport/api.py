@@ -14,8 +14,9 @@ import torch
 
 from onnxport import _arguments, passes
 from onnxport._arguments import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F401 (kept public)
-from onnxport.capture import capture_torch_export, parameter_names
+from onnxport.capture import parameter_names
 from onnxport.capture.dynamic import resolve_dynamic
+from onnxport.capture.torchscript import capture_model
 from onnxport.errors import OnnxExporterError, VerificationError
 from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, default_registry, translate_graph
@@ -84,7 +85,7 @@ def export(
     _arguments.check_dynamic_axes_type(dynamic_axes, dynamic_shapes)
     _arguments.check_not_yet(
         training=training, operator_export_type=operator_export_type,
-        export_modules_as_functions=export_modules_as_functions, fallback=fallback,
+        export_modules_as_functions=export_modules_as_functions,
         report=report, profile=profile, dump_exported_program=dump_exported_program,
         custom_opsets=custom_opsets)
     _arguments.check_forward_arguments(model, args, kwargs)
@@ -108,10 +109,11 @@ def export(
             if isinstance(model, torch.nn.Module):
                 model.eval()
             with stage("capture"):
-                captured = capture_torch_export(
-                    model, args, kwargs, dynamic_shapes=dynamic.dynamic_shapes,
-                    dim_names=dynamic.dim_names, input_names=input_names,
-                    output_names=output_names, output_dim_names=dynamic.output_dim_names,
+                captured, strategy, attempts = capture_model(
+                    model, args, kwargs, dynamo=dynamo, fallback=fallback,
+                    dynamic_shapes=dynamic.dynamic_shapes, dim_names=dynamic.dim_names,
+                    input_names=input_names, output_names=output_names,
+                    output_dim_names=dynamic.output_dim_names,
                     keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None,
                 )
             with stage("translate"):
@@ -138,6 +140,7 @@ def export(
                                   input_names=captured.input_names,
                                   output_names=captured.output_names)
             program.stage_seconds = timings
+            program.capture_strategy, program.capture_attempts = strategy, attempts
             if verbose:
                 print(export_to_pretty_string_from(program))
             if verify:

@@ -1,0 +1,545 @@
+"""Capture by tracing (``dynamo=False`` and the last strategy of ``fallback=True``): one run of
+``torch.jit.trace``, then torch's TorchScript-to-FX converter and torch.export over that
+straight-line program, so that translate/ gets the same kind of graph as from torch.export."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import dataclasses
+import operator
+import os
+import warnings
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+from torch.fx import traceback as fx_traceback
+from torch.fx.experimental import _config as fx_config
+
+from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.pytree_names import output_names as output_names_of
+from onnxport.capture.torch_export import (
+    CapturedProgram, _first_lines, capture_torch_export, parameter_names,
+)
+from onnxport.errors import CaptureError, InvalidExportOptionsError
+
+# The name the traced wrapper gives the model; stripped again from the weights' names.
+_PREFIX = "model."
+# ... and the prefix of the module that replays the converted graph for torch.export.
+_REPLAY_PREFIX = "graph."
+
+
+@dataclasses.dataclass
+class _ConverterState:
+    """The attributes of the traced module, sorted as torch's graph converter wants them."""
+
+    ts_model: Any
+    ts_graph: Any
+    name_to_param: dict
+    name_to_buffer: dict
+    name_to_non_tensor_attributes: dict
+    name_to_constant: dict
+
+
+class TracingWarning(UserWarning):
+    """Tracing recorded a value computed from a tensor (a Python bool, int or float, a branch
+    taken, a loop count) as a constant: the ONNX model repeats this run's choice."""
+
+
+class _TracedCall(torch.nn.Module):
+    """Calls the model on its tensor inputs only: every other input (a number, a string, the
+    keys of a dict) is fixed to the example's value, as the TorchScript tracer does."""
+
+    def __init__(self, model: Any, leaves: list, spec: pytree.TreeSpec, tensor_positions: list[int]):
+        super().__init__()
+        self.model = model
+        self._leaves = leaves
+        self._spec = spec
+        self._positions = tensor_positions
+        self.output_names: list[str | None] = []  # readable names of the outputs kept
+
+    def forward(self, *tensors):
+        leaves = list(self._leaves)
+        for position, tensor in zip(self._positions, tensors):
+            leaves[position] = tensor
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        output = self.model(*args, **kwargs)
+        # A dict comes out as its values, strings are dropped and numbers become constants,
+        # the TorchScript exporter's rules for outputs.
+        leaves, spec = pytree.tree_flatten(output)
+        names = output_names_of(spec)
+        if len(names) != len(leaves):
+            names = [None] * len(leaves)
+        results, self.output_names = [], []
+        for leaf, name in zip(leaves, names):
+            if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, torch.Tensor):
+                leaf = torch.tensor(leaf)
+            if isinstance(leaf, torch.Tensor):
+                results.append(leaf)
+                self.output_names.append(name)
+        return tuple(results)
+
+
+def capture_tracing(
+    model: Any,
+    args: tuple,
+    kwargs: dict,
+    *,
+    dim_names: Mapping[tuple[int, int], str] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    output_dim_names: Mapping[str, dict[int, str]] | None = None,
+    keep_op: Callable[[Any], bool] | None = None,
+) -> CapturedProgram:
+    """Trace ``model`` once on the example inputs and describe the result like
+    :func:`capture_torch_export` does.
+
+    Loops are unrolled and only the branches taken are kept; a tensor read as a Python value
+    becomes a constant (each gives a :class:`TracingWarning` naming its line). Sizes read with
+    ``x.size()`` or ``x.shape`` stay computed from the input, so the dims in ``dim_names`` are
+    dynamic.
+    """
+    if isinstance(model, torch.export.ExportedProgram):
+        raise InvalidExportOptionsError(
+            "an ExportedProgram cannot be traced (dynamo=False); pass it with dynamo=True, or "
+            "pass the nn.Module it was exported from")
+    dim_names = dict(dim_names or {})
+    slots = tensor_input_slots(args, kwargs, parameter_names(model))
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    tensors = tuple(leaves[i] for i in positions)
+    if len(tensors) != len(slots):  # both flatten the same pytree; a mismatch is our bug
+        raise CaptureError(f"tracing found {len(tensors)} tensor inputs, expected {len(slots)}")
+    readable: list[str | None] = []
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        if kwargs or not all(isinstance(arg, torch.Tensor) for arg in args):
+            raise InvalidExportOptionsError(
+                "a scripted model (ScriptModule, ScriptFunction) takes its example inputs as "
+                "positional tensors only; numbers, strings and keyword arguments cannot be "
+                "bound: pass the original nn.Module, or script a wrapper that fixes them")
+        graph_module = _to_fx(_frozen(model), tensors)
+    else:
+        wrapper = _TracedCall(model, leaves, spec, positions)
+        graph_module = _to_fx(_trace(wrapper, tensors), tensors)
+        readable = wrapper.output_names
+    dynamic = [
+        {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
+        for position in range(len(tensors))
+    ]
+    program = _export_traced(graph_module, tensors, dynamic)
+    _drop_runtime_asserts(program)
+    names = list(input_names or []) + [slot.name for slot in slots[len(input_names or []):]]
+    captured = capture_torch_export(
+        program, (), {}, dim_names=dim_names, input_names=names, output_names=output_names,
+        output_dim_names=output_dim_names, keep_op=keep_op)
+    _name_outputs(captured, readable, len(output_names or []))
+    captured.weights = {
+        name: (target.removeprefix(_REPLAY_PREFIX).removeprefix(_PREFIX), tensor)
+        for name, (target, tensor) in captured.weights.items()
+    }
+    return captured
+
+
+def _name_outputs(captured: CapturedProgram, readable: list[str | None], given: int) -> None:
+    """Outputs not named by the user take their path in the model's output (``logits``,
+    ``past_key_values.0.key`` as ``present.0.key``), as on the dynamo path."""
+    if len(readable) != len(captured.output_names):
+        return
+    taken = set(captured.input_names) | set(captured.output_names[:given])
+    for k in range(given, len(readable)):
+        name = readable[k]
+        if name and name not in taken:
+            captured.output_names[k] = name
+        taken.add(captured.output_names[k])
+
+
+def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
+                   dynamic: list) -> torch.export.ExportedProgram:
+    """torch.export over the traced program.
+
+    The tracer keeps sizes as 0-d tensors, and some code (torchvision's resize and detection
+    heads, interpolate with recompute_scale_factor) computes sizes with tensor ops and reads
+    them back as ints, which torch.export cannot see through. With static shapes those reads
+    are fixed to this run's values (exact: they depend on the shapes only); with dynamic axes
+    they are left to torch.export, and an error says what to do when it cannot follow them.
+    """
+    # torch.export specializes a dim of size 0 or 1 unless told to reason about it as any
+    # size; the traced program has no branch left that could tell them apart.
+    oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
+                    for axis in axes)
+
+    def export():
+        with fx_config.patch(backed_size_oblivious=oblivious):
+            return torch.export.export(_Replay(graph_module), tensors,
+                                       dynamic_shapes=(tuple(dynamic),), strict=False)
+
+    reads = [node for node in graph_module.graph.nodes
+             if node.target in _SCALAR_READS and _depends_on_shapes_only(node)]
+    try:
+        if reads and not any(dynamic):
+            _fix_scalar_reads(graph_module, tensors, reads)
+        return export()
+    except Exception as error:
+        if reads and any(dynamic):
+            raise CaptureError(
+                f"the traced model computes {len(reads)} size(s) with tensor ops and reads "
+                f"them back as Python numbers (first at {_source_of(reads[0])}); torch.export "
+                "cannot keep those dynamic, and fixing them to this example's values would "
+                "contradict the dynamic axes asked for. Export without dynamic_axes (one model "
+                f"per input size), or use dynamo=True. torch.export's error: "
+                f"{type(error).__name__}: {_first_lines(str(error), 3)}"
+            ) from error
+        raise CaptureError(
+            f"the traced graph could not be captured by torch.export: {type(error).__name__}: "
+            f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
+        ) from error
+
+
+def _drop_runtime_asserts(program: torch.export.ExportedProgram) -> None:
+    """Remove torch's runtime asserts and the size arithmetic only they use. Sizes read back
+    from tensors are symbols torch knows nothing of, so it asserts what the traced shapes
+    imply (``Eq(u1, 1) | Eq(u1, 7)``); ONNX Runtime checks shapes itself."""
+    graph = program.graph_module.graph
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target in _RUNTIME_ASSERTS:
+            graph.erase_node(node)
+    graph.eliminate_dead_code()
+    program.graph_module.recompile()
+
+
+def _depends_on_shapes_only(node: torch.fx.Node) -> bool:
+    """True when ``node`` is computed from input sizes and constants, never input values."""
+    pending, seen = [node], set()
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.op == "placeholder":
+            return False
+        if current.op == "call_function" and current.target in _SHAPE_READS:
+            continue
+        pending.extend(current.all_input_nodes)
+    return True
+
+
+def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
+                      reads: list[torch.fx.Node]) -> None:
+    """Replace each read of a tensor as a number by the number this run reads."""
+    values: dict[torch.fx.Node, Any] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node):
+            result = super().run_node(node)
+            if node.target in _SCALAR_READS:
+                values[node] = result
+            return result
+
+    with torch.no_grad():
+        Recorder(graph_module).run(*tensors)
+    for node in reads:
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args, lambda n: values[n] if n is node else n)
+            user.kwargs = torch.fx.node.map_arg(
+                user.kwargs, lambda n: values[n] if n is node else n)
+        graph_module.graph.erase_node(node)
+    graph_module.graph.eliminate_dead_code()
+    graph_module.recompile()
+
+
+def _source_of(node: torch.fx.Node) -> str:
+    frames = node.meta.get("stack_trace", "").strip().splitlines()
+    return frames[-1].strip() if frames else node.name
+
+
+def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
+    """A scripted model with its attributes folded in (``self.training`` and the like are
+    then constants and their branches gone), parameters kept as parameters."""
+    if isinstance(model, torch.jit.ScriptFunction):
+        return model
+    frozen = torch._C._freeze_module(model.eval()._c, preserveParameters=True)
+    return torch.jit._recursive.wrap_cpp_module(frozen)
+
+
+def _trace(wrapper: torch.nn.Module, tensors: tuple) -> torch.jit.ScriptModule:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.no_grad(), _warn_on_index():
+                traced = torch.jit.trace(wrapper, tensors, check_trace=False, strict=False)
+        except Exception as error:
+            raise CaptureError(
+                f"torch.jit.trace could not run the model: {type(error).__name__}: "
+                f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
+            ) from error
+    _report_fixed_values(caught)
+    return traced
+
+
+@contextlib.contextmanager
+def _warn_on_index():
+    """The tracer fixes a tensor used as an index or a count (``range(t)``) silently; it warns
+    for ``int(t)`` and ``bool(t)``. Warn for those too, from the line that does it."""
+    original = torch.Tensor.__index__
+    torch_folder = os.path.dirname(torch.__file__) + os.sep
+
+    def index(tensor):
+        # torch's own calls (a size list given to an op) are traced as values, not fixed.
+        if torch.jit.is_tracing() and not sys._getframe(1).f_code.co_filename.startswith(
+                torch_folder):
+            warnings.warn("Using a tensor as a Python index or count might cause the trace to "
+                          "be incorrect: its value is treated as a constant",
+                          torch.jit.TracerWarning, stacklevel=2)
+        return original(tensor)
+
+    torch.Tensor.__index__ = index
+    try:
+        yield
+    finally:
+        torch.Tensor.__index__ = original
+
+
+def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
+    """One TracingWarning per place where the trace fixed a value, at that place; other
+    warnings the model raised are passed on unchanged, torch's deprecation notice for
+    ``torch.jit.trace`` dropped (the user did not call it)."""
+    seen = set()
+    for record in caught:
+        if issubclass(record.category, torch.jit.TracerWarning):
+            key = (record.filename, record.lineno, str(record.message))
+            if key in seen:
+                continue
+            seen.add(key)
+            warnings.warn_explicit(
+                f"tracing recorded a value of this example as a constant: "
+                f"{record.message} (at {record.filename}:{record.lineno})",
+                TracingWarning, record.filename, record.lineno)
+        elif issubclass(record.category, FutureWarning) and "torch.jit.trace" in str(record.message):
+            continue
+        else:
+            warnings.warn_explicit(record.message, record.category, record.filename,
+                                   record.lineno)
+
+
+def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModule:
+    """The traced TorchScript graph as an FX graph of ATen calls (torch's converter)."""
+    from torch._export.converter import get_block_to_lifted_attrs
+
+    # TS2EPConverter's own setup passes the graph through torch.onnx's jit passes (function
+    # substitution, parameter listing) and its convert() re-exports with every dim dynamic;
+    # only its graph converter is used, on the inlined traced graph, with the parameters and
+    # buffers known by name (not by comparing values, which takes a buffer equal to a
+    # parameter for that parameter).
+    is_module = isinstance(traced, torch.jit.ScriptModule)
+    state = _ConverterState(
+        ts_model=traced, ts_graph=traced.inlined_graph if is_module else traced.graph,
+        name_to_param=dict(traced.named_parameters()) if is_module else {},
+        name_to_buffer=dict(traced.named_buffers()) if is_module else {},
+        name_to_non_tensor_attributes={}, name_to_constant={})
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            paths = _lift_attributes(state)
+            blocks, attribute_names = get_block_to_lifted_attrs(state.ts_graph)
+            attribute_names.update(paths)
+            graph_converter = _converter_class()(
+                state.ts_graph, state.name_to_param, state.name_to_buffer, blocks,
+                state.name_to_non_tensor_attributes, state.name_to_constant, attribute_names)
+            graph_module = graph_converter.convert()
+    except Exception as error:
+        raise CaptureError(
+            f"the traced TorchScript graph could not be turned into ATen calls: "
+            f"{type(error).__name__}: {_first_lines(str(error))}\nThe stage that failed is "
+            "capture (tracing)."
+        ) from error
+    for module in graph_module.modules():  # the graph and its branches' subgraphs
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op != "call_function":
+                continue
+            if node.target in _SYMBOLIC_REPLACEMENTS:
+                node.target = _SYMBOLIC_REPLACEMENTS[node.target]
+            elif getattr(node.target, "__qualname__", "").endswith(
+                    "convert_aten_tensor.<locals>.target"):
+                # The converter's torch.tensor is a local function, which the code generated
+                # for a subgraph names as if it were global (and so cannot call).
+                node.target = _tensor
+        module.recompile()
+    return graph_module
+
+
+def _tensor(*args, **kwargs) -> torch.Tensor:
+    from torch._export.converter import _TORCH_ENUM_TO_DTYPE
+
+    if kwargs.get("dtype") is not None:
+        kwargs["dtype"] = _TORCH_ENUM_TO_DTYPE[kwargs["dtype"]]
+    return torch.tensor(*args, **kwargs)
+
+
+def _converter_class():
+    """torch's TorchScript-to-FX graph converter, keeping where each call came from: the
+    module (the tracer's scope) and the Python stack (its source range) of the TorchScript
+    node become the FX nodes' ``nn_module_stack`` and ``stack_trace``, as torch.export's own."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    class Converter(TS2FXGraphConverter):
+        def convert_node(self, node):
+            last = next(iter(reversed(self.fx_graph.nodes)), None)
+            super().convert_node(node)
+            meta = _provenance(node)
+            for fx_node in reversed(self.fx_graph.nodes):
+                if fx_node is last:
+                    break
+                if fx_node.op == "call_function":
+                    fx_node.meta.update(meta)
+
+    return Converter
+
+
+def _provenance(node: torch._C.Node) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    scope = node.scopeName().split("/")[-1].removeprefix("__module.").removeprefix(_PREFIX)
+    if scope and scope != _PREFIX.rstrip("."):
+        meta["nn_module_stack"] = {scope: (scope, "torch.nn.Module")}
+    frames = []
+    for line in node.sourceRange().splitlines():
+        match = _SOURCE_RANGE_LINE.match(line.strip())
+        if match:
+            frames.append(f'  File "{match[1]}", line {match[2]}, in {match[3]}')
+    if frames:  # innermost first in a source range, last in a Python traceback
+        meta["stack_trace"] = "\n".join(reversed(frames)) + "\n"
+    return meta
+
+
+_SOURCE_RANGE_LINE = re.compile(r"^(.+)\((\d+)\): (\S+)$")
+
+
+class _Replay(torch.nn.Module):
+    """Runs the converted graph node by node so that torch.export copies each node's
+    provenance onto the calls it records (running the generated code would not)."""
+
+    def __init__(self, graph_module: torch.fx.GraphModule):
+        super().__init__()
+        self.graph = graph_module
+
+    def forward(self, *tensors):
+        with fx_traceback.preserve_node_meta():
+            return torch.fx.Interpreter(self.graph).run(*tensors)
+
+
+def _lift_attributes(state: _ConverterState) -> dict[str, str]:
+    """Sort each attribute the graph reads (``prim::GetAttr`` chains from ``self``): tensors
+    that are neither parameters nor buffers become buffers, script objects constants, the
+    rest plain values (as TS2EPConverter.lift_get_attr does for its own graphs). Returns the
+    path of each value read, ``self`` included."""
+    if not isinstance(state.ts_model, torch.jit.ScriptModule):
+        return {}  # a function: no self, no attributes
+    self_value = next(iter(state.ts_graph.inputs()))
+    paths = {self_value.debugName(): ""}
+
+    def walk(block):
+        for node in block.nodes():
+            if node.kind() == "prim::GetAttr":
+                parent = paths.get(node.input().debugName())
+                if parent is not None:
+                    path = f"{parent}.{node.s('name')}" if parent else node.s("name")
+                    paths[node.output().debugName()] = path
+                    value = state.ts_model
+                    for part in path.split("."):
+                        value = getattr(value, part)
+                    if isinstance(value, torch.Tensor):
+                        if path not in state.name_to_param:
+                            state.name_to_buffer.setdefault(path, value)
+                    elif isinstance(value, torch.ScriptObject):
+                        state.name_to_constant.setdefault(path, value)
+                    else:  # submodules too: the converter looks every step of a path up
+                        state.name_to_non_tensor_attributes[path] = value
+            for sub_block in node.blocks():
+                walk(sub_block)
+
+    walk(state.ts_graph)
+    return paths
+
+
+def _shape_as_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    # Built from the sizes so that torch.export sees them (its fake tensor has no data for
+    # aten._shape_as_tensor to read).
+    return torch.stack([torch.scalar_tensor(size, dtype=torch.long) for size in tensor.shape]) \
+        if tensor.dim() else torch.zeros(0, dtype=torch.long)
+
+
+_RUNTIME_ASSERTS = (torch.ops.aten._assert_scalar.default,
+                    torch.ops.aten.sym_constrain_range_for_size.default)
+_SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
+_SHAPE_READS = (torch.ops.aten.sym_size, torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel,
+                torch.ops.aten.sym_numel.default, torch.ops.aten._shape_as_tensor.default,
+                _shape_as_tensor)
+
+# Ops the tracer records (torchvision calls them when tracing) that torch.export cannot run
+# with symbolic sizes, and the same computation in ops it can.
+_SYMBOLIC_REPLACEMENTS = {torch.ops.aten._shape_as_tensor.default: _shape_as_tensor}
+# The converter calls the ATen overloads of int arithmetic, which take plain ints only; Python's
+# operators also take the symbolic sizes torch.export passes.
+_SYMBOLIC_REPLACEMENTS.update({
+    getattr(torch.ops.aten, name).int: function
+    for name, function in [("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt),
+                           ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
+                           ("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                           ("floordiv", operator.floordiv), ("neg", operator.neg)]
+    if hasattr(getattr(torch.ops.aten, name), "int")
+})
+
+
+def capture_with_fallback(
+    capture_export: Callable[[], CapturedProgram] | None,
+    capture_trace: Callable[[], CapturedProgram],
+    *,
+    fallback: bool,
+    trace_name: str = "tracing",
+) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
+    """The captured program, the name of the strategy that produced it, and the (strategy,
+    reason) of each one that failed before it.
+
+    ``capture_export`` is the torch.export chain (None when ``dynamo=False``, and for a
+    scripted model, whose graph is converted instead: ``trace_name`` "torchscript"); tracing
+    comes after it only when ``fallback`` is set. A CaptureError may carry ``attempts`` (the chain's
+    own failed strategies), which are listed in order before its final reason.
+    """
+    if capture_export is None:
+        return capture_trace(), trace_name, []
+    try:
+        captured = capture_export()
+        return captured, getattr(captured, "strategy", "torch.export"), []
+    except CaptureError as error:
+        if not fallback:
+            raise
+        attempts = list(getattr(error, "attempts", None) or [("torch.export", str(error))])
+    try:
+        return capture_trace(), "tracing", attempts
+    except CaptureError as error:
+        attempts.append(("tracing", str(error)))
+        lines = ["every capture strategy failed (fallback=True):"]
+        for name, reason in attempts:
+            lines.append(f"- {name}: " + reason.replace("\n", "\n    "))
+        raise CaptureError("\n".join(lines)) from error
+
+
+def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallback: bool,
+                  dynamic_shapes: Any = None, **options: Any,
+                  ) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
+    """The capture strategy chain: torch.export (``dynamo=True``), then tracing when
+    ``fallback`` is set; tracing alone for ``dynamo=False``; a scripted model's own graph
+    (torch.export cannot run TorchScript). Returns what :func:`capture_with_fallback` does.
+    ``options`` are those both captures take (dim_names, input_names, output_names...)."""
+    scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+    export = None
+    if dynamo and not scripted:
+        def export():
+            return capture_torch_export(model, args, kwargs, dynamic_shapes=dynamic_shapes,
+                                        **options)
+    return capture_with_fallback(
+        export, lambda: capture_tracing(model, args, kwargs, **options), fallback=fallback,
+        trace_name="torchscript" if scripted else "tracing")
