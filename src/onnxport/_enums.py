@@ -6,7 +6,13 @@ from __future__ import annotations
 import enum
 
 
-class OperatorExportTypes(enum.IntEnum):
+class _Enum(enum.IntEnum):
+    # "TrainingMode.EVAL" as torch's enums print (an IntEnum prints "0" since Python 3.11).
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+
+class OperatorExportTypes(_Enum):
     """How ops are exported: ONNX only, or with ATen ops (or raw nodes) where ONNX has none."""
 
     ONNX = 0
@@ -15,7 +21,7 @@ class OperatorExportTypes(enum.IntEnum):
     ONNX_FALLTHROUGH = 3
 
 
-class TrainingMode(enum.IntEnum):
+class TrainingMode(_Enum):
     """The mode the model is exported in: eval, left as it is, or training."""
 
     EVAL = 0
