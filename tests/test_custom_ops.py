@@ -268,3 +268,36 @@ def test_utils_module_has_the_registration_functions():
 def test_bad_custom_opsets_are_refused():
     with pytest.raises(onnxport.InvalidExportOptionsError, match="custom_opsets"):
         onnxport.export(torch.nn.ReLU(), (torch.randn(2),), custom_opsets={"custom_domain": "2"})
+
+
+def test_python_number_inputs_take_the_tensors_type(registrations):
+    # torch.onnx's symbolic for add: `other` arrives as a Python int here (x + 2); an int64
+    # constant beside a float tensor would make ONNX Runtime refuse the Add.
+    def add(g, self, other, alpha=None):
+        return g.op("Add", self, other)
+
+    registrations("aten::add", add, 9)
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x + 2
+
+    model = Model()
+    x = torch.randn(3)
+    _check(onnxport.export(model, (x,)), model, x)
+
+
+def test_registered_symbolic_with_dynamic_shapes(registrations):
+    @symbolic_helper.parse_args("v", "v", "f", "i")
+    def symbolic_foo_forward(g, input1, input2, attr1, attr2):
+        assert input1.type().varyingSizes()[0] is None  # the batch dimension is dynamic
+        return g.op("Add", g.op("Mul", input1, attr1), g.op("Mul", input2, float(attr2)))
+
+    registrations("custom_ops::foo_forward", symbolic_foo_forward, 9)
+    model = FooModel(0.5, 2)
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    program = onnxport.export(model, (a, b), input_names=["a", "b"],
+                              dynamic_axes={"a": {0: "batch"}, "b": {0: "batch"}})
+    _check(program, model, a, b)
+    a, b = torch.randn(7, 4), torch.randn(7, 4)
+    _check(program, model, a, b)

@@ -196,7 +196,7 @@ class SymbolicGraph:
         return self.builder.opset
 
     def op(self, opname: str, *raw_args: Any, outputs: int = 1, **kwargs: Any):
-        inputs = [_input(self.builder, a) for a in raw_args]
+        inputs = [_input(self.builder, a, _scalar_dtype(opname, raw_args)) for a in raw_args]
         result = self.builder.op(opname, *inputs, outputs=outputs, **kwargs)
         if opname in ("Constant", "onnx::Constant"):
             _type_constant(result, kwargs)
@@ -221,12 +221,29 @@ class SymbolicGraph:
         return f"SymbolicGraph(opset={self.opset})"
 
 
-def _input(builder: GraphBuilder, value: Any) -> Any:
+def _input(builder: GraphBuilder, value: Any, scalar_dtype: ir.DataType | None) -> Any:
     if isinstance(value, SymbolicValue):
         return value.ir_value
     if isinstance(value, torch.Tensor):
         return builder.const(value)
+    if scalar_dtype is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return builder.const(value, scalar_dtype)
     return value
+
+
+# Ops whose inputs must share one type: a Python number among them takes the type of the
+# tensors (torch.onnx's scalar type analysis does the same for symbolics' scalar inputs).
+_SAME_TYPE_OPS = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mean", "Sum", "Mod",
+                  "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Clip", "Where"}
+
+
+def _scalar_dtype(opname: str, raw_args: tuple) -> ir.DataType | None:
+    if opname.removeprefix("onnx::") not in _SAME_TYPE_OPS:
+        return None
+    values = [a.ir_value for a in raw_args if isinstance(a, SymbolicValue)]
+    if opname.endswith("Where"):
+        values = [a.ir_value for a in raw_args[1:] if isinstance(a, SymbolicValue)]
+    return next((v.dtype for v in values if v.dtype is not None), None)
 
 
 def _type_constant(value: ir.Value, attributes: dict) -> None:
