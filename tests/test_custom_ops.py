@@ -301,3 +301,15 @@ def test_registered_symbolic_with_dynamic_shapes(registrations):
     _check(program, model, a, b)
     a, b = torch.randn(7, 4), torch.randn(7, 4)
     _check(program, model, a, b)
+
+
+def test_doc_1x_custom_op_without_domain_is_a_clear_error(registrations):
+    # The 1.x page's g.op("Foo", ...) would put a non-existent op in the ONNX domain.
+    @symbolic_helper.parse_args("v", "v", "f", "i")
+    def symbolic_foo_forward(g, input1, input2, attr1, attr2):
+        return g.op("Foo", input1, input2, attr1_f=attr1, attr2_i=attr2)
+
+    registrations("custom_ops::foo_forward", symbolic_foo_forward, 9)
+    x = torch.randn(2, 3)
+    with pytest.raises(TranslationError, match="'Foo' is not an ONNX operator.*custom_domain::Foo"):
+        onnxport.export(FooModel(2.0, 3), (x, x))

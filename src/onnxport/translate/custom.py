@@ -196,6 +196,7 @@ class SymbolicGraph:
         return self.builder.opset
 
     def op(self, opname: str, *raw_args: Any, outputs: int = 1, **kwargs: Any):
+        _check_standard_op(opname)
         inputs = [_input(self.builder, a, _scalar_dtype(opname, raw_args)) for a in raw_args]
         result = self.builder.op(opname, *inputs, outputs=outputs, **kwargs)
         if opname in ("Constant", "onnx::Constant"):
@@ -219,6 +220,19 @@ class SymbolicGraph:
 
     def __repr__(self) -> str:
         return f"SymbolicGraph(opset={self.opset})"
+
+
+def _check_standard_op(opname: str) -> None:
+    """An op without a domain is an ONNX op: a custom one there makes a model no runtime loads
+    (torch 1.x's documents show ``g.op("Foo", ...)``), so say so at the call."""
+    import onnx.defs
+
+    domain, _, op_type = opname.rpartition("::")
+    if domain in ("", "onnx") and not onnx.defs.has(op_type):
+        raise TranslationError(
+            f"g.op({opname!r}): {op_type!r} is not an ONNX operator; name a custom op with its "
+            f"domain, e.g. g.op('custom_domain::{op_type}', ...), and give the domain's version "
+            f"with export(custom_opsets={{'custom_domain': 1}}).")
 
 
 def _input(builder: GraphBuilder, value: Any, scalar_dtype: ir.DataType | None) -> Any:
