@@ -211,3 +211,48 @@ def test_export_accepts_the_default_enum_values():
     # The modes this version does not implement yet are refused, not ignored.
     with pytest.raises(onnxport.InvalidExportOptionsError, match="training"):
         onnxport.export(model, (x,), training=onnxport.TrainingMode.TRAINING)
+
+
+@torch.library.custom_op("onnxport_test::slice_scale", mutates_args=())
+def slice_scale(x: torch.Tensor) -> torch.Tensor:
+    return x[:, 1:3].unsqueeze(0).squeeze(0).reshape(-1) * x.shape[0]
+
+
+@slice_scale.register_fake
+def _(x):
+    return x.new_empty(x.shape[0] * 2)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_opset_aware_helpers(registrations, opset):
+    def symbolic(g, x):
+        h = symbolic_helper
+        sliced = h._slice_helper(g, x, axes=[1], starts=[1], ends=[3])
+        same = h._squeeze_helper(g, h._unsqueeze_helper(g, sliced, [0]), [0])
+        flat = h._reshape_helper(g, same, [-1])
+        size = g.op("Cast", h._size_helper(g, x, 0), to_i=JitScalarType.FLOAT.onnx_type())
+        assert h._is_fp(flat) and not h._is_bool(flat)
+        assert h._if_scalar_type_as(2, x).dtype == torch.float32
+        return g.op("Mul", flat, size)
+
+    registrations("onnxport_test::slice_scale", symbolic)
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.onnxport_test.slice_scale(x)
+
+    model = Model()
+    x = torch.randn(3, 5)
+    _check(onnxport.export(model, (x,), opset_version=opset), model, x)
+
+
+def test_helpers_use_attributes_before_opset_13():
+    # export starts at opset 13, but symbolics registered from 7 on may be given such a g.
+    from onnxport.translate.custom import SymbolicValue
+
+    g = _graph(opset=11)
+    x = SymbolicValue(g.builder.graph.inputs[0])
+    unsqueezed = symbolic_helper._unsqueeze_helper(g, x, [0])
+    assert list(unsqueezed.node()["axes"]) == [0] and len(unsqueezed.node().inputs()) == 1
+    reshaped = symbolic_helper._reshape_helper(g, x, [-1])
+    assert "allowzero" not in reshaped.ir_value.producer().attributes

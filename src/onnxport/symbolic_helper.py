@@ -211,6 +211,73 @@ def _type_promote_from_values(*args: Any):
     return JitScalarType.from_dtype(result)
 
 
+def _is_fp(value: Any) -> bool:
+    from onnxport._type_utils import JitScalarType
+
+    return _is_value(value) and JitScalarType.from_value(value, JitScalarType.UNDEFINED) in (
+        JitScalarType.FLOAT, JitScalarType.DOUBLE, JitScalarType.HALF, JitScalarType.BFLOAT16)
+
+
+def _is_bool(value: Any) -> bool:
+    return _is_value(value) and value.ir_value.dtype is not None and \
+        value.ir_value.dtype.name == "BOOL"
+
+
+def _if_scalar_type_as(self: Any, tensor: Any) -> Any:
+    """A Python number (or 0-d tensor) as a tensor of ``tensor``'s type; values pass as is."""
+    from onnxport._type_utils import JitScalarType
+
+    if _is_value(self):
+        return self
+    dtype = JitScalarType.from_value(tensor, JitScalarType.UNDEFINED)
+    if dtype is JitScalarType.UNDEFINED:
+        return self
+    return torch.as_tensor(self, dtype=dtype.dtype())
+
+
+# -- opset-aware builders (the forms torch.onnx's helpers emit) ---------------------------------
+def _int64(g, values: Any):
+    if _is_value(values):
+        return values
+    return g.op("Constant", value_t=torch.tensor(values, dtype=torch.int64))
+
+
+def _unsqueeze_helper(g, input: Any, axes_i: list[int]):
+    if g.opset >= 13:
+        return g.op("Unsqueeze", input, _int64(g, axes_i))
+    return g.op("Unsqueeze", input, axes_i=axes_i)
+
+
+def _squeeze_helper(g, input: Any, axes_i: list[int]):
+    if g.opset >= 13:
+        return g.op("Squeeze", input, _int64(g, axes_i))
+    return g.op("Squeeze", input, axes_i=axes_i)
+
+
+def _slice_helper(g, input: Any, axes: Any, starts: Any, ends: Any, steps: Any = None):
+    if g.opset >= 10:
+        inputs = [input, _int64(g, starts), _int64(g, ends), _int64(g, axes)]
+        if steps is not None:
+            inputs.append(_int64(g, steps))
+        return g.op("Slice", *inputs)
+    if steps is not None and any(s != 1 for s in steps):
+        _onnx_opset_unsupported("Slice with steps", g.opset, 10)
+    return g.op("Slice", input, axes_i=axes, starts_i=starts, ends_i=ends)
+
+
+def _reshape_helper(g, input: Any, shape: Any, allowzero: int = 0):
+    if g.opset >= 14:
+        return g.op("Reshape", input, _int64(g, shape), allowzero_i=allowzero)
+    if allowzero:
+        _onnx_opset_unsupported("Reshape with allowzero=1", g.opset, 14)
+    return g.op("Reshape", input, _int64(g, shape))
+
+
+def _size_helper(g, self: Any, dim: Any):
+    """``self.size(dim)`` as a 0-d int64 value."""
+    return g.op("Gather", g.op("Shape", self), _int64(g, dim), axis_i=0)
+
+
 # -- failing clearly ----------------------------------------------------------------------------
 def _unimplemented(op: str, msg: str, value: Any = None) -> None:
     raise TranslationError(f"Unsupported: ONNX export of {op}: {msg}")
