@@ -313,3 +313,20 @@ def test_doc_1x_custom_op_without_domain_is_a_clear_error(registrations):
     x = torch.randn(2, 3)
     with pytest.raises(TranslationError, match="'Foo' is not an ONNX operator.*custom_domain::Foo"):
         onnxport.export(FooModel(2.0, 3), (x, x))
+
+
+def test_registration_keeps_an_op_torch_would_decompose(registrations):
+    # The library has no translation for glu, so torch decomposes it (Slice/Sigmoid/Mul);
+    # once a symbolic is registered, capture keeps the call for it.
+    @symbolic_helper.parse_args("v", "i")
+    def glu(g, input, dim):
+        first, second = g.op("Split", input, axis_i=dim, num_outputs_i=2, outputs=2)
+        return g.op("Mul", first, g.op("Sigmoid", second))
+
+    model = torch.nn.GLU(dim=1)
+    x = torch.randn(2, 6)
+    assert ("", "Split") not in _op_types(onnxport.export(model, (x,)))
+    registrations("aten::glu", glu, 18)
+    program = onnxport.export(model, (x,))
+    assert ("", "Split") in _op_types(program)
+    _check(program, model, x)
