@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from onnxport.errors import OnnxExporterError, TranslationError
-from onnxport.translate.custom import SymbolicValue
+from onnxport.translate.custom import SymbolicValue, as_torch
 
 _DESCRIPTORS = ("v", "i", "is", "f", "fs", "b", "s", "t", "none")
 
@@ -35,7 +35,8 @@ def parse_args(*arg_descriptors: str) -> Callable:
                     f"{fn.__qualname__} got {len(args)} inputs but parse_args describes "
                     f"{len(arg_descriptors)}; add a descriptor for each input.")
             name = getattr(fn, "__name__", "symbolic")
-            parsed = [_parse_arg(a, d, i, name) for i, (a, d) in enumerate(zip(args, arg_descriptors))]
+            parsed = [_parse_arg(a, d, i, name)
+                      for i, (a, d) in enumerate(zip(args, arg_descriptors))]
             return fn(g, *parsed, **kwargs)
 
         wrapper._onnxport_arg_descriptors = arg_descriptors
@@ -107,7 +108,7 @@ def _constant_tensor(value: SymbolicValue) -> torch.Tensor | None:
             tensor = attribute.value if attribute is not None else None
     if tensor is None:
         return None
-    return torch.from_numpy(tensor.numpy().copy())
+    return as_torch(tensor)
 
 
 # -- predicates -------------------------------------------------------------------------------

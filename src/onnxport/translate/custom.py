@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import onnx_ir as ir
 import torch
+from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.errors import OnnxExporterError, TranslationError
 from onnxport.translate.builder import GraphBuilder
@@ -27,7 +28,8 @@ _NAME = re.compile(r"^[a-zA-Z0-9-_]+::[a-zA-Z-_]+[a-zA-Z0-9-_]*$")
 
 
 # -- registration ------------------------------------------------------------------------------
-def register_custom_op_symbolic(symbolic_name: str, symbolic_fn: Callable, opset_version: int) -> None:
+def register_custom_op_symbolic(symbolic_name: str, symbolic_fn: Callable,
+                                opset_version: int) -> None:
     """Translate ``symbolic_name`` ("aten::relu", "custom_ops::foo") with ``symbolic_fn`` at
     ``opset_version`` and every later opset (until another registration), in preference to
     the built-in translation."""
@@ -215,7 +217,8 @@ class SymbolicGraph:
         proto = onnx_fn.to_function_proto()
         function = ir.serde.deserialize_function(proto)
         self.builder.functions[function.identifier()] = function
-        self.builder.custom_opsets.setdefault(function.domain, int(getattr(onnx_fn.opset, "version", 1)))
+        version = int(getattr(onnx_fn.opset, "version", 1))
+        self.builder.custom_opsets.setdefault(function.domain, version)
         return self.op(f"{function.domain}::{function.name}", *raw_args, outputs=outputs, **kwargs)
 
     def __repr__(self) -> str:
@@ -263,9 +266,10 @@ def _scalar_dtype(opname: str, raw_args: tuple) -> ir.DataType | None:
 def _type_constant(value: ir.Value, attributes: dict) -> None:
     tensor = attributes.get("value_t", attributes.get("value"))
     if isinstance(tensor, torch.Tensor):
-        value.dtype = ir.DataType(int(_onnx_dtype(tensor.dtype)))
+        value.dtype = _onnx_dtype(tensor.dtype)
         value.shape = ir.Shape(list(tensor.shape))
-        value.const_value = ir.tensor(tensor.detach().cpu().numpy()) if tensor.dtype != torch.bfloat16 else None
+        # Known content lets parse_args and _maybe_get_const read it back as a Python value.
+        value.const_value = TorchTensor(tensor.detach().cpu().contiguous())
     elif isinstance(attributes.get("value_f"), float) or "value_float" in attributes:
         value.dtype = ir.DataType.FLOAT
         value.shape = ir.Shape([])
@@ -375,7 +379,7 @@ class SymbolicNode:
             raise KeyError(name)
         value = attribute.value
         if isinstance(value, ir.TensorProtocol):
-            return torch.from_numpy(value.numpy().copy())
+            return as_torch(value)
         return value
 
 
@@ -449,3 +453,10 @@ def check_custom_opsets(custom_opsets: Any) -> dict[str, int]:
         raise InvalidExportOptionsError(
             "custom_opsets names custom domains only; set the ONNX opset with opset_version")
     return dict(custom_opsets)
+
+
+def as_torch(tensor: ir.TensorProtocol) -> torch.Tensor:
+    """An ONNX tensor's content as a torch tensor (without a copy when it wraps one)."""
+    if isinstance(tensor, TorchTensor):
+        return tensor.raw
+    return torch.from_numpy(tensor.numpy().copy())
