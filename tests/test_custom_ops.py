@@ -58,6 +58,15 @@ def registrations():
         onnxport.unregister_custom_op_symbolic(name, opset)
 
 
+@pytest.fixture(autouse=True)
+def no_registration_leaks():
+    yield
+    from onnxport.translate import default_registry
+
+    assert not any(default_registry().custom.lookup(name, 23)
+                   for name in default_registry().custom.names()), "a test leaked a registration"
+
+
 def _check(program, model, *inputs):
     expected = model(*inputs)
     (actual,) = program(*inputs)
