@@ -12,17 +12,31 @@ from onnxport.errors import (  # noqa: E402
     VerificationError,
 )
 from onnxport.program import ONNXProgram, ONNXRuntimeOptions  # noqa: E402
+from onnxport._enums import OperatorExportTypes, TrainingMode  # noqa: E402
+from onnxport._type_utils import JitScalarType  # noqa: E402
+from onnxport.translate.custom import (  # noqa: E402
+    register_custom_op_symbolic,
+    unregister_custom_op_symbolic,
+)
+from onnxport import symbolic_helper, utils  # noqa: E402
 
 __all__ = [
     "CaptureError",
     "InvalidExportOptionsError",
+    "JitScalarType",
     "ONNXProgram",
     "ONNXRuntimeOptions",
     "OnnxExporterError",
+    "OperatorExportTypes",
+    "TrainingMode",
     "TranslationError",
     "UnsupportedOpsError",
     "VerificationError",
     "export",
     "export_to_pretty_string",
     "is_in_onnx_export",
+    "register_custom_op_symbolic",
+    "symbolic_helper",
+    "unregister_custom_op_symbolic",
+    "utils",
 ]

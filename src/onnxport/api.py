@@ -20,6 +20,7 @@ from onnxport.capture.torchscript import capture_model
 from onnxport.errors import OnnxExporterError, VerificationError
 from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, default_registry, translate_graph
+from onnxport.translate.custom import check_custom_opsets
 from onnxport.translate.registry import aten_name
 
 # torch.export is not thread-safe: it keeps process-wide state (the dispatch mode stack, the
@@ -86,8 +87,8 @@ def export(
     _arguments.check_not_yet(
         training=training, operator_export_type=operator_export_type,
         export_modules_as_functions=export_modules_as_functions,
-        report=report, profile=profile, dump_exported_program=dump_exported_program,
-        custom_opsets=custom_opsets)
+        report=report, profile=profile, dump_exported_program=dump_exported_program)
+    custom_opsets = check_custom_opsets(custom_opsets)
     _arguments.check_forward_arguments(model, args, kwargs)
 
     timings: dict[str, float] = {}
@@ -129,6 +130,7 @@ def export(
                 onnx_model = translate_graph(
                     context, registry, opset, export_params=export_params,
                     keep_initializers_as_inputs=keep_initializers_as_inputs,
+                    custom_opsets=custom_opsets,
                 )
                 _arguments.check_against_model(onnx_model, captured.input_names, input_names,
                                                output_names, dynamic.output_dim_names)

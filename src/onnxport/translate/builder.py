@@ -56,6 +56,8 @@ class GraphBuilder:
         self.graph = graph
         self.opset = opset
         self.custom_opsets = dict(custom_opsets or {})
+        # ONNX functions the graph calls (from symbolic functions' g.onnxscript_op).
+        self.functions: dict[tuple, ir.Function] = {}
         self.provenance = Provenance()
         # What torch computed for the call being translated (a FakeTensor, SymInt, tuple...):
         # translations read output dtypes and symbolic sizes from it.

@@ -63,17 +63,22 @@ def translate_graph(
     *,
     export_params: bool = True,
     keep_initializers_as_inputs: bool = False,
+    custom_opsets: dict[str, int] | None = None,
 ) -> ir.Model:
-    """Translate the captured graph into an ONNX model at ``opset``."""
+    """Translate the captured graph into an ONNX model at ``opset`` (``custom_opsets``: the
+    versions of custom domains, 1 for those not named)."""
     graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
-    g = GraphBuilder(graph, opset)
+    g = GraphBuilder(graph, opset, custom_opsets)
     translator = _Translator(context, registry, g)
     translator.check_supported()
     translator.run(export_params, keep_initializers_as_inputs)
     for domain, version in g.custom_opsets.items():
         graph.opset_imports.setdefault(domain, version)
-    return ir.Model(graph, ir_version=_ir_version(opset), producer_name="onnxport",
-                    producer_version=_version())
+    model = ir.Model(graph, ir_version=_ir_version(opset), producer_name="onnxport",
+                     producer_version=_version())
+    for identifier, function in g.functions.items():
+        model.functions[identifier] = function
+    return model
 
 
 def _ir_version(opset: int) -> int:

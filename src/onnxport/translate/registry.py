@@ -23,6 +23,9 @@ class Registry:
 
     def __init__(self) -> None:
         self._translations: dict[str, list[Translation]] = {}
+        # Users' registrations (register_custom_op_symbolic), consulted before the library's
+        # own so that they override it at every opset they cover.
+        self.custom: Registry | None = None
 
     def register(self, name: str, function: Callable, since_opset: int = 1) -> None:
         name = normalize_name(name)
@@ -43,6 +46,10 @@ class Registry:
     def lookup(self, name: str, opset: int) -> Translation | None:
         """The translation for ``name`` at ``opset``; an exact overload wins over the packet."""
         name = normalize_name(name)
+        if self.custom is not None:
+            found = self.custom.lookup(name, opset)
+            if found is not None:
+                return found
         candidates = [name]
         if "." in name.split("::", 1)[-1]:
             candidates.append(name.rsplit(".", 1)[0])
@@ -64,6 +71,7 @@ class Registry:
     def copy(self) -> "Registry":
         other = Registry()
         other._translations = {k: list(v) for k, v in self._translations.items()}
+        other.custom = self.custom.copy() if self.custom is not None else None
         return other
 
 
@@ -90,6 +98,7 @@ def aten_name(target) -> str:
 
 
 _DEFAULT = Registry()
+_DEFAULT.custom = Registry()
 
 
 def translates(*names: str, since_opset: int = 1):
