@@ -1,8 +1,8 @@
 """register_custom_op_symbolic: the documents' examples (only the import changed), overrides of
 built-in translations, opset ranges, and the errors for bad registrations.
 
-All on the dynamo path. TODO(TorchScript path): the same registrations must apply there once
-it lands (a registered aten::relu must change a dynamo=False export too).
+Mostly on the dynamo path; the TorchScript path (dynamo=False) hands translate/ the same ATen
+graph, and the wrong-relu test checks that registrations apply there too.
 """
 
 import pytest
@@ -178,12 +178,14 @@ def test_doc_onnxscript_selu(registrations):
 
 
 # -- overriding and opset ranges ---------------------------------------------------------------
-def test_wrong_relu_symbolic_changes_the_graph(registrations):
-    # A deliberately wrong symbolic must be what is exported: the registry is really consulted.
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_wrong_relu_symbolic_changes_the_graph(registrations, dynamo):
+    # A deliberately wrong symbolic must be what is exported: the registry is really consulted,
+    # on both capture paths.
     model = torch.nn.ReLU()
     x = torch.randn(4, 4)
     registrations("aten::relu", lambda g, input: g.op("Neg", input), 9)
-    program = onnxport.export(model, (x,))
+    program = onnxport.export(model, (x,), dynamo=dynamo)
     assert _op_types(program) == [("", "Neg")]
     torch.testing.assert_close(program(x)[0], -x)
 
