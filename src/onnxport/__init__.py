@@ -12,16 +12,30 @@ from onnxport.errors import (  # noqa: E402
     VerificationError,
 )
 from onnxport.program import ONNXProgram, ONNXRuntimeOptions  # noqa: E402
+from onnxport.registry_api import OnnxRegistry  # noqa: E402
+from onnxport.dynamo_api import (  # noqa: E402
+    DiagnosticOptions,
+    ExportOptions,
+    ONNXProgramSerializer,
+    dynamo_export,
+    enable_fake_mode,
+)
 
 __all__ = [
     "CaptureError",
+    "DiagnosticOptions",
+    "ExportOptions",
     "InvalidExportOptionsError",
     "ONNXProgram",
+    "ONNXProgramSerializer",
     "ONNXRuntimeOptions",
     "OnnxExporterError",
+    "OnnxRegistry",
     "TranslationError",
     "UnsupportedOpsError",
     "VerificationError",
+    "dynamo_export",
+    "enable_fake_mode",
     "export",
     "export_to_pretty_string",
     "is_in_onnx_export",
