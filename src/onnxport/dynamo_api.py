@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+import warnings
 from typing import Any, Iterator, Protocol, runtime_checkable
 
 import onnx_ir as ir
@@ -164,6 +165,7 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
     if fake:
         _drop_fake_weights(program.model)
         _optimize_without_weights(program.model)
+        program = _with_class(program, FakeModeProgram)
     program.diagnostic_options = export_options.diagnostic_options
     return program
 
@@ -240,6 +242,36 @@ class MissingWeight(_core.TensorBase):
         return f"MissingWeight({self.name!r}, {self._dtype}, {list(self._shape)})"
 
 
+class FakeModeProgram(ONNXProgram):
+    """A program exported under ``enable_fake_mode``: its weights have shapes, not values.
+
+    ``save(path)`` writes the architecture alone (no initializers) as ``torch.onnx`` did;
+    ``save(path, model_state=...)`` writes it with those weights."""
+
+    def missing_weights(self) -> list[str]:
+        return [name for name, value in self.model.graph.initializers.items()
+                if isinstance(value.const_value, MissingWeight)]
+
+    def save(self, destination, *, include_initializers: bool = True, model_state=None,
+             **options) -> None:
+        if model_state is None and include_initializers and self.missing_weights():
+            warnings.warn(
+                f"saving {destination!r} without weights: the model was exported under "
+                "enable_fake_mode() and has none; pass model_state=model.state_dict() (or a "
+                "checkpoint path) to save with them", stacklevel=2)
+            include_initializers = False
+        super().save(destination, include_initializers=include_initializers,
+                     model_state=model_state, **options)
+
+
+def _with_class(program: ONNXProgram, kind: type) -> ONNXProgram:
+    new = kind(program.model, program.exported_program, input_names=program.input_names,
+               output_names=program.output_names)
+    for key, value in vars(program).items():
+        setattr(new, key, value)
+    return new
+
+
 def _drop_fake_weights(model: ir.Model) -> None:
     from torch._subclasses.fake_tensor import FakeTensor
 
@@ -260,5 +292,5 @@ def _optimize_without_weights(model: ir.Model) -> None:
     ], steps=1)(model)
 
 
-__all__ = ["DiagnosticOptions", "ExportOptions", "MissingWeight", "ONNXFakeContext",
+__all__ = ["DiagnosticOptions", "ExportOptions", "FakeModeProgram", "MissingWeight", "ONNXFakeContext",
            "ONNXProgramSerializer", "dynamo_export", "enable_fake_mode"]
