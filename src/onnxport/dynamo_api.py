@@ -215,10 +215,7 @@ class MissingWeight(_core.TensorBase):
         return None
 
     def _missing(self):
-        raise OnnxExporterError(
-            f"weight {self.name!r} has no value: the model was exported under "
-            "enable_fake_mode(); pass the real weights with "
-            "onnx_program.save(path, model_state=model.state_dict() or a checkpoint path)")
+        raise _no_value_error(self.name)
 
     def numpy(self):
         self._missing()
@@ -242,6 +239,13 @@ class MissingWeight(_core.TensorBase):
         return f"MissingWeight({self.name!r}, {self._dtype}, {list(self._shape)})"
 
 
+def _no_value_error(name: str) -> OnnxExporterError:
+    return OnnxExporterError(
+        f"weight {name!r} has no value: the model was exported under enable_fake_mode(); "
+        "pass the real weights with onnx_program.save(path, model_state=model.state_dict() or "
+        "a checkpoint path)")
+
+
 class FakeModeProgram(ONNXProgram):
     """A program exported under ``enable_fake_mode``: its weights have shapes, not values.
 
@@ -262,6 +266,12 @@ class FakeModeProgram(ONNXProgram):
             include_initializers = False
         super().save(destination, include_initializers=include_initializers,
                      model_state=model_state, **options)
+
+    def __call__(self, *args, **kwargs):
+        missing = self.missing_weights()
+        if missing:
+            raise _no_value_error(missing[0])
+        return super().__call__(*args, **kwargs)
 
 
 def _with_class(program: ONNXProgram, kind: type) -> ONNXProgram:
