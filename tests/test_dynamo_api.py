@@ -75,7 +75,7 @@ def test_fake_mode_program_without_a_weight_says_which_and_writes_nothing(tmp_pa
     program = _fake_export()
     state = MLP().state_dict()
     del state["fc1.weight"]
-    with pytest.raises(OnnxExporterError, match=r"'fc1.weight'.*model_state"):
+    with pytest.raises(OnnxExporterError, match=r"no value for 1 weight.*: fc1.weight;"):
         program.save(tmp_path / "mlp.onnx", model_state=state)
     assert os.listdir(tmp_path) == []
     with pytest.raises(OnnxExporterError, match="enable_fake_mode"):
@@ -201,3 +201,29 @@ def test_a_failure_is_an_onnx_exporter_error_with_diagnostics():
         onnxport.dynamo_export(FailsInForward(), torch.rand(2))
     assert caught.value.diagnostics.stage == "capture"
     assert caught.value.onnx_program is None
+
+
+class WithNonPersistentBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        # Computed at construction and left out of state_dict, like a rotary inv_freq.
+        self.register_buffer("scale", torch.arange(1, 5, dtype=torch.float32), persistent=False)
+
+    def forward(self, x):
+        return self.linear(x) * self.scale
+
+
+def test_fake_mode_non_persistent_buffer_is_named_and_can_be_given(tmp_path):
+    with onnxport.enable_fake_mode() as context:
+        fake = WithNonPersistentBuffer()
+    x = torch.rand(2, 4)
+    program = onnxport.dynamo_export(
+        fake, x, export_options=onnxport.ExportOptions(fake_context=context))
+    real = WithNonPersistentBuffer()
+    with pytest.raises(OnnxExporterError, match=r": scale;.*named_buffers"):
+        program.save(tmp_path / "m.onnx", model_state=real.state_dict())
+    assert os.listdir(tmp_path) == []
+    program.save(tmp_path / "m.onnx",
+                 model_state={**real.state_dict(), **dict(real.named_buffers())})
+    torch.testing.assert_close(_run(tmp_path / "m.onnx", x), real(x).detach(), **TOLERANCE)

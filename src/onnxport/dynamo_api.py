@@ -258,7 +258,21 @@ class FakeModeProgram(ONNXProgram):
 
     def save(self, destination, *, include_initializers: bool = True, model_state=None,
              **options) -> None:
-        if model_state is None and include_initializers and self.missing_weights():
+        missing = self.missing_weights()
+        if model_state is not None and include_initializers and missing:
+            from onnxport.program import _read_state
+
+            model_state = _read_state(model_state)  # once: a checkpoint may be large
+            not_given = [name for name in missing if name not in model_state]
+            if not_given:
+                raise OnnxExporterError(
+                    f"model_state has no value for {len(not_given)} weight(s) of this "
+                    f"fake-mode export: {', '.join(not_given[:10])}"
+                    f"{' ...' if len(not_given) > 10 else ''}; nothing was written. Buffers "
+                    "registered with persistent=False (a rotary embedding's inv_freq) are not "
+                    "in state_dict(): pass model_state={**model.state_dict(), "
+                    "**dict(model.named_buffers())}")
+        if model_state is None and include_initializers and missing:
             warnings.warn(
                 f"saving {destination!r} without weights: the model was exported under "
                 "enable_fake_mode() and has none; pass model_state=model.state_dict() (or a "
