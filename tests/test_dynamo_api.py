@@ -227,3 +227,26 @@ def test_fake_mode_non_persistent_buffer_is_named_and_can_be_given(tmp_path):
     program.save(tmp_path / "m.onnx",
                  model_state={**real.state_dict(), **dict(real.named_buffers())})
     torch.testing.assert_close(_run(tmp_path / "m.onnx", x), real(x).detach(), **TOLERANCE)
+
+
+def test_fake_mode_small_llama_with_its_buffers(tmp_path):
+    # A Llama's state includes buffers the graph does not use (original_inv_freq): passing
+    # the whole model's state must work.
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+        use_cache=False)
+    with onnxport.enable_fake_mode() as context:
+        fake = transformers.LlamaForCausalLM(config)
+    input_ids = torch.randint(0, 1000, (1, 16))
+    program = onnxport.dynamo_export(
+        fake, input_ids, export_options=onnxport.ExportOptions(fake_context=context))
+    real = transformers.LlamaForCausalLM(config).eval()
+    program.save(tmp_path / "llama.onnx",
+                 model_state={**real.state_dict(), **dict(real.named_buffers())})
+    session = ort.InferenceSession(str(tmp_path / "llama.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    (name,) = [i.name for i in session.get_inputs()]
+    logits = torch.from_numpy(session.run(None, {name: input_ids.numpy()})[0])
+    torch.testing.assert_close(logits, real(input_ids).logits.detach(), **TOLERANCE)

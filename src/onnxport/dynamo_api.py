@@ -272,6 +272,9 @@ class FakeModeProgram(ONNXProgram):
                     "registered with persistent=False (a rotary embedding's inv_freq) are not "
                     "in state_dict(): pass model_state={**model.state_dict(), "
                     "**dict(model.named_buffers())}")
+            # The whole model's state: buffers the graph does not use are no error here.
+            initializers = self.model.graph.initializers
+            model_state = {k: v for k, v in model_state.items() if k in initializers}
         if model_state is None and include_initializers and missing:
             warnings.warn(
                 f"saving {destination!r} without weights: the model was exported under "
