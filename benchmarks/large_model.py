@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import tempfile
 import time
 
 import torch
@@ -59,8 +58,9 @@ def main() -> None:
     if options.save:
         real = LlamaForCausalLM(config)  # random weights, ~4.9 GB in fp32
         start = time.perf_counter()
-        path = os.path.join(options.save or tempfile.mkdtemp(), "llama.onnx")
-        program.save(path, model_state=real.state_dict())
+        path = os.path.join(options.save, "llama.onnx")
+        # Non-persistent buffers (inv_freq) are not in state_dict(): pass them too.
+        program.save(path, model_state={**real.state_dict(), **dict(real.named_buffers())})
         print(f"saved with real weights in {time.perf_counter() - start:.1f} s, "
               f"peak RSS {peak_rss_gb():.2f} GB: {sorted(os.listdir(options.save))}")
 

@@ -250,3 +250,18 @@ def test_fake_mode_small_llama_with_its_buffers(tmp_path):
     (name,) = [i.name for i in session.get_inputs()]
     logits = torch.from_numpy(session.run(None, {name: input_ids.numpy()})[0])
     torch.testing.assert_close(logits, real(input_ids).logits.detach(), **TOLERANCE)
+
+
+class TakesKeywords(torch.nn.Module):
+    def forward(self, x, y=None, scale=2.0):
+        return x * scale + y
+
+
+def test_dynamic_shapes_true_covers_keyword_tensors():
+    model = TakesKeywords()
+    program = onnxport.dynamo_export(
+        model, torch.rand(2, 3), y=torch.rand(2, 3),
+        export_options=onnxport.ExportOptions(dynamic_shapes=True))
+    for shape in ((2, 3), (4, 5)):
+        x, y = torch.rand(shape), torch.rand(shape)
+        torch.testing.assert_close(program(x, y=y)[0], model(x, y), **TOLERANCE)
