@@ -117,8 +117,8 @@ class ONNXProgramSerializer(Protocol):
 
 @dataclasses.dataclass
 class ExportDiagnostics:
-    """What is known of a failed ``dynamo_export``: the stage it failed in and the time each
-    stage took."""
+    """What is known of a failed ``dynamo_export``: the stage it failed in (None: in the
+    argument checks) and the seconds spent until then."""
 
     stage: str | None
     stage_seconds: dict[str, float]
