@@ -19,19 +19,33 @@ from onnxport.translate.custom import (  # noqa: E402
     unregister_custom_op_symbolic,
 )
 from onnxport import symbolic_helper, utils  # noqa: E402
+from onnxport.registry_api import OnnxRegistry  # noqa: E402
+from onnxport.dynamo_api import (  # noqa: E402
+    DiagnosticOptions,
+    ExportOptions,
+    ONNXProgramSerializer,
+    dynamo_export,
+    enable_fake_mode,
+)
 
 __all__ = [
     "CaptureError",
+    "DiagnosticOptions",
+    "ExportOptions",
     "InvalidExportOptionsError",
     "JitScalarType",
     "ONNXProgram",
+    "ONNXProgramSerializer",
     "ONNXRuntimeOptions",
     "OnnxExporterError",
     "OperatorExportTypes",
     "TrainingMode",
+    "OnnxRegistry",
     "TranslationError",
     "UnsupportedOpsError",
     "VerificationError",
+    "dynamo_export",
+    "enable_fake_mode",
     "export",
     "export_to_pretty_string",
     "is_in_onnx_export",

@@ -101,7 +101,7 @@ def export(
     names = parameter_names(model) if not isinstance(model, torch.export.ExportedProgram) else []
     dynamic = resolve_dynamic(args, kwargs, names, input_names, output_names, dynamic_axes,
                               dynamic_shapes)
-    registry = default_registry()
+    registry = getattr(_state, "registry", None) or default_registry()
     was_training = isinstance(model, torch.nn.Module) and model.training
     with _EXPORT_LOCK:
         outer = is_in_onnx_export()
@@ -156,6 +156,18 @@ def export(
             if was_training:
                 model.train()
     return program
+
+
+@contextlib.contextmanager
+def translations_from(registry):
+    """Exports in this thread inside the block translate with ``registry`` (an
+    ``OnnxRegistry``: custom translations over the built-in ones) instead of the default."""
+    outer = getattr(_state, "registry", None)
+    _state.registry = registry
+    try:
+        yield
+    finally:
+        _state.registry = outer
 
 
 @contextlib.contextmanager
