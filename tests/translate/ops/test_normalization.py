@@ -113,3 +113,13 @@ def test_rms_norm_is_one_node_from_opset_23(opset):
 def test_batch_norm_in_eval_is_one_node():
     program = check(_batch_norm_module(), X)
     assert op_types(program) == ["BatchNormalization"]
+
+
+@pytest.mark.parametrize("opset", [18, 23])
+def test_rms_norm_of_half_floats_uses_float32_eps_and_arithmetic(opset):
+    # A small row: with float16's eps (1e-3) in place of float32's, 0.0149 normalizes to 0.43;
+    # torch gives 0.9995.
+    x = torch.tensor([[0.0149], [0.5], [-2.0]], dtype=torch.float16)
+    weight = torch.tensor([1.5], dtype=torch.float16)
+    check(lambda x, w: (F.rms_norm(x, [1]), F.rms_norm(x, [1], w)), x, weight, opset=opset,
+          rtol=1e-2, atol=1e-3)  # half floats: one unit in the last place of 1.5

@@ -116,17 +116,24 @@ def layer_norm(g, input, normalized_shape, weight=None, bias=None, eps=1e-5, *_)
 @translates("aten::rms_norm")
 def rms_norm(g, input, normalized_shape, weight=None, eps=None):
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
+    # As torch: half and bfloat16 inputs are normalized in float32 (the weight applied there
+    # too), and the default eps is that of the computation dtype, not of the input's.
+    compute = ir.DataType.DOUBLE if input.dtype == ir.DataType.DOUBLE else ir.DataType.FLOAT
     if eps is None:
-        eps = torch.finfo(_torch_dtype(input.dtype)).eps
+        eps = torch.finfo(_torch_dtype(compute)).eps
     r = rank(input)
     axis = r - len(normalized_shape)
     if g.opset >= 23:
+        # stash_type: the statistics in float32, as torch's.
         scale = _ones_or(g, weight, normalized_shape, input.dtype)
         return g.op("RMSNormalization", input, scale, axis_i=axis, epsilon_f=eps)
-    squared = g.op("Mul", input, input)
+    x = cast(g, input, compute)
+    squared = g.op("Mul", x, x)
     mean = reduce(g, "ReduceMean", squared, list(range(axis, r)), True)
-    out = g.op("Mul", input, g.op("Reciprocal", g.op("Sqrt", g.op("Add", mean, g.const(eps, input.dtype)))))
-    return g.op("Mul", out, weight) if weight is not None else out
+    out = g.op("Mul", x, g.op("Reciprocal", g.op("Sqrt", g.op("Add", mean, g.const(eps, compute)))))
+    if weight is not None:
+        out = g.op("Mul", out, cast(g, weight, compute))
+    return cast(g, out, input.dtype)
 
 
 @translates("aten::group_norm", "aten::native_group_norm")
