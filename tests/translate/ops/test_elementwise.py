@@ -155,6 +155,16 @@ HAND = {
     "float floor division": (lambda x: torch.floor_divide(x, -0.7), X),
     "remainder by negative": (lambda x: torch.remainder(x, -1.3), X),
     "fmod by scalar": (lambda x: torch.fmod(x, 1.3), X),
+    # At exact multiples a - floor(a / b) * b rounds to 0 where torch gives b (2.1 % 0.7).
+    "remainder at multiples": (
+        lambda x: (x % 0.7, x % -0.7, torch.remainder(x, 0.3)),
+        torch.tensor([1.4, 2.1, -0.7, 0.3, -1.0, 0.0, -2.1, 0.9, float("inf")])),
+    "remainder of tensors": (
+        torch.remainder, torch.tensor([2.1, 2.1, -2.1, -2.1, 5.0, 1.0, -1.0]),
+        torch.tensor([0.7, -0.7, 0.7, -0.7, 0.0, float("inf"), float("inf")])),
+    "remainder and fmod of ints": (
+        lambda x, y: (torch.remainder(x, y), torch.fmod(x, y), x % -3, torch.fmod(x, 4)),
+        torch.tensor([7, -7, 7, -7, 0, 6]), torch.tensor([3, 3, -3, -3, 3, -3])),
     "pow by scalar": (lambda x: x ** 3, X),
     "scalar pow by tensor": (lambda x: 2.0 ** x, X),
     "pow int": (lambda x: x ** 2, INTS),
@@ -275,3 +285,12 @@ def test_celu_is_one_celu():
 
 def test_logsigmoid_is_a_negated_softplus():
     assert op_types(check(F.logsigmoid, X)) == ["Neg", "Softplus", "Neg"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float64, torch.int8, torch.int32])
+def test_remainder_and_fmod_in_other_dtypes(dtype):
+    x = torch.tensor([2.1, -2.1, 7.0, -7.0, 1.4, 0.0]).to(dtype)
+    y = torch.tensor([0.7, 0.7, -3.0, 3.0, -0.7, 2.0]).to(dtype)
+    if not dtype.is_floating_point:
+        y = torch.tensor([3, 3, -3, 3, -2, 2], dtype=dtype)
+    check(lambda x, y: (torch.remainder(x, y), torch.fmod(x, y)), x, y)
