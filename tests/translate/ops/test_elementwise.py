@@ -45,6 +45,7 @@ BINARY = [
     # bools: ORT has no bool Where, ONNX no bool Less/Greater
     ("where", torch.bool), ("masked_fill", torch.bool), ("lt", torch.bool), ("ge", torch.bool),
     ("maximum", torch.bool), ("mul", torch.bool), ("add", torch.bool),
+    ("atan2", torch.bool), ("atan2", torch.int64),  # in float32, atan2(0, 0) = 0 included
     # bit shifts: ONNX BitShift is for unsigned ints; signed ones by powers of two
     *[(f"bitwise_{side}_shift", dtype) for side in ("left", "right")
       for dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)],
@@ -85,6 +86,7 @@ def _in_place(x):
     v.masked_fill_(x > 1, 2.0)
     return y, z, w, v
 
+INF, NAN = float("inf"), float("nan")
 
 HAND = {
     # activations and their parameters
@@ -170,6 +172,10 @@ HAND = {
     "pow int": (lambda x: x ** 2, INTS),
     "atan2 all quadrants": (torch.atan2, torch.tensor([1.0, 1.0, -1.0, -1.0, 0.5]),
                             torch.tensor([1.0, -1.0, 1.0, -1.0, -2.0])),
+    "atan2 of zeros and infinities": (
+        torch.atan2,
+        torch.tensor([0.0, 0.0, -0.0, 0.0, 1.0, -1.0, INF, INF, -INF, 1.0, 1.0, 3.0, -2.0]),
+        torch.tensor([0.0, -1.0, -1.0, -0.0, 0.0, 0.0, INF, 1.0, -INF, -INF, NAN, -4.0, 0.5])),
     "fmax/fmin ignore nan": (
         lambda x, y: (torch.fmax(x, y), torch.fmin(x, y)),
         torch.tensor([1.0, float("nan"), 3.0, float("nan")]),
