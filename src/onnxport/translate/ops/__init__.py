@@ -9,6 +9,7 @@ from onnxport.translate.ops import (  # noqa: F401
     linalg,
     normalization,
     reductions,
+    resize,
     shape,
     symbolic,
 )
