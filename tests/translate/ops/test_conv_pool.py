@@ -138,3 +138,30 @@ def test_adaptive_max_pool_without_indices_uses_max_pool():
 def test_max_pool_indices_are_within_each_plane():
     program = check(lambda x: F.max_pool2d(x, 3, return_indices=True), IMAGE)
     assert count(program, "MaxPool") == 1 and count(program, "Mod") == 1
+
+
+# Windows of ceil mode that would start in the end padding: torch drops them (ONNX Runtime
+# 1.32 does too, though its shape inference still counts them and warns).
+CEIL_DROPS_A_WINDOW = {
+    "max_pool2d, dilation": (lambda x: F.max_pool2d(x, 2, 3, 1, dilation=2, ceil_mode=True), 2),
+    "avg_pool2d counting the padding": (lambda x: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True), 2),
+    "avg_pool2d not counting it": (
+        lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), 2),
+    "max_pool3d": (lambda x: F.max_pool3d(x, 2, 2, 1, ceil_mode=True), 3),
+}
+
+
+@pytest.mark.parametrize("case", cases(CEIL_DROPS_A_WINDOW))
+def test_ceil_mode_drops_the_window_that_starts_in_the_padding(case):
+    function, spatial = case
+    # Even sizes along the dynamic axis: torch's guards keep the drop decision of the export.
+    half = torch.export.Dim("half", min=1, max=16)
+    program = check(function, torch.randn(1, 2, *[4] * spatial),
+                    dynamic_shapes={"x": {2: 2 * half}},
+                    run_with=[(torch.randn(1, 2, 6, *[4] * (spatial - 1)),)])
+    assert op_types(program)[-1] in ("MaxPool", "AveragePool")
+
+
+def test_ceil_mode_drops_the_window_that_starts_in_the_padding_1d():
+    check(lambda x: (F.max_pool1d(x, 2, 2, 1, ceil_mode=True),
+                     F.avg_pool1d(x, 2, 2, 1, ceil_mode=True)), torch.randn(1, 2, 4))
