@@ -26,7 +26,6 @@ def _complex_cases():
         "complex intermediate": (
             lambda x: torch.view_as_real(torch.polar(x, x)), torch.rand(3),
             ["aten::polar at ", ".py:"]),
-        "fft": (lambda x: torch.fft.rfft(x).abs(), torch.rand(8), ["aten::fft_rfft"]),
         "complex weight": (ComplexBuffer(), torch.rand(4),
                            ["weight 'phases' is a complex64", "in forward"]),
     }

@@ -106,11 +106,11 @@ class _Translator:
         missing: dict[str, list[str]] = {}
         graphs = [m.graph for m in self.context.graph_module.modules()
                   if isinstance(m, torch.fx.GraphModule)]
-        _check_no_complex(graphs, self.context)
         for graph in graphs:
             self._find_missing(graph.nodes, (), missing)
         if missing:
             raise UnsupportedOpsError(missing, self.g.opset)
+        _check_no_complex(graphs, self.context)
 
     def _find_missing(self, nodes, decomposing: tuple[str, ...],
                       missing: dict[str, list[str]]) -> None:
