@@ -551,8 +551,14 @@ def remainder(g, self, other):
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
     a, b = _operands(g, self, other, expected_dtype(g))
     if a.dtype in FLOAT_TYPES:
-        return g.op("Sub", a, g.op("Mul", g.op("Floor", g.op("Div", a, b)), b))
-    return g.op("Mod", a, b, fmod_i=0)
+        # torch's kernel, not a - floor(a / b) * b (whose rounded quotient gives 0 for
+        # 2.1 % 0.7, torch 0.7): the C remainder, moved by b where its sign is not b's.
+        rest = g.op("Mod", a, b, fmod_i=1)
+        zero = g.const(0.0, a.dtype)
+        moves = g.op("And", g.op("Not", g.op("Equal", rest, zero)),
+                     g.op("Xor", g.op("Less", rest, zero), g.op("Less", b, zero)))
+        return g.op("Where", moves, g.op("Add", rest, b), rest)
+    return g.op("Mod", a, b, fmod_i=0)  # of integers: Python's, the sign of the divisor
 
 
 @translates("aten::fmod")
