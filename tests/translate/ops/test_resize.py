@@ -79,3 +79,10 @@ def test_trilinear_over_dynamic_sizes():
     check(_interpolate(scale_factor=2, mode="trilinear"), torch.randn(1, 2, 3, 4, 5),
           dynamic_shapes={"x": {2: Dim("depth", min=2, max=16), 4: Dim("width", min=2, max=16)}},
           run_with=[(torch.randn(1, 2, 4, 4, 3),)])
+
+
+def test_recomputed_scale_factor_over_dynamic_sizes():
+    # interpolate computes the output size as trunc(sym_float(size) * 1.5): float arithmetic
+    # on a symbolic size, which was made in int64 (a Mul ONNX Runtime refused).
+    _dynamic_height_and_width(
+        _interpolate(scale_factor=1.5, mode="bilinear", recompute_scale_factor=True), 18)
