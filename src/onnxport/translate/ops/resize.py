@@ -11,11 +11,10 @@ import onnx_ir as ir
 from onnxport.translate.ops._helpers import rank, shape_list
 from onnxport.translate.registry import translates
 
-# torch's bicubic kernel uses A = -0.75, ONNX's default cubic coefficient too.
+# torch's mode -> (Resize mode, coordinate mode without align_corners, nearest_mode)
 _COORDINATES = {
-    # mode -> (Resize mode, coordinate mode without align_corners, nearest_mode)
-    "nearest": ("nearest", "asymmetric", "floor"),  # src = floor(dst * in / out)
-    "nearest-exact": ("nearest", "half_pixel", "round_prefer_ceil"),  # floor((dst + .5) * ...)
+    "nearest": ("nearest", "asymmetric", "floor"),  # source = floor(dst / scale)
+    "nearest-exact": ("nearest", "half_pixel", "round_prefer_ceil"),  # floor((dst + .5) / scale)
     "linear": ("linear", "half_pixel", None),
     "cubic": ("cubic", "half_pixel", None),
 }
@@ -30,7 +29,7 @@ def _resize(g, x, output_size, scale_factors, mode, align_corners=False):
     if nearest_mode is not None:
         attrs["nearest_mode_s"] = nearest_mode
     if onnx_mode == "cubic":
-        attrs["cubic_coeff_a_f"] = -0.75
+        attrs["cubic_coeff_a_f"] = -0.75  # torch's bicubic A (ONNX's default, said aloud)
     if output_size is None:
         scales = list(scale_factors)
         scales = scales * spatial if len(scales) == 1 else scales
