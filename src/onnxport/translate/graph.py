@@ -115,6 +115,7 @@ class _Translator:
             self._find_missing(graph.nodes, (), missing)
         if missing:
             raise UnsupportedOpsError(missing, self.g.opset)
+        _check_no_complex(graphs, self.context)
 
     def _find_missing(self, nodes, decomposing: tuple[str, ...],
                       missing: dict[str, list[str]]) -> None:
@@ -425,6 +426,39 @@ def _inlined_subgraph(node: torch.fx.Node):
         if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
             return arg, list(node.args[i + 1:])
     return None
+
+
+def _check_no_complex(graphs, context: TranslationContext) -> None:
+    """Raise one error naming every input, weight and call that makes a complex tensor: ONNX
+    has complex types, but ONNX Runtime runs no op on them, so such a graph would be written
+    and then refused."""
+    inputs = dict(zip(context.user_inputs, context.onnx_input_names))
+    weights = {name: onnx_name for name, (onnx_name, _) in context.weights.items()}
+    places = []
+    for graph in graphs:
+        for node in graph.nodes:
+            if node.op not in ("placeholder", "call_function"):
+                continue
+            dtypes = {str(t.dtype).replace("torch.", "")
+                      for t in torch.utils._pytree.tree_leaves(node.meta.get("val"))
+                      if isinstance(t, torch.Tensor) and t.is_complex()}
+            if not dtypes:
+                continue
+            dtype = "/".join(sorted(dtypes))
+            if node.op == "placeholder":
+                kind = "weight" if node.name in weights else "input"
+                name = weights.get(node.name) or inputs.get(node.name) or node.name
+                places.append(f"  {kind} {name!r} is a {dtype} tensor")
+                continue
+            where = _source_of(node) or _scope_of(node) or f"node {node.name!r}"
+            places.append(f"  {aten_name(node.target)} at {where} makes a {dtype} tensor")
+    if places:
+        shown = places[:10] + ([f"  (+{len(places) - 10} more)"] if len(places) > 10 else [])
+        raise TranslationError(
+            "complex dtypes are not supported: ONNX Runtime runs no op on complex tensors, so "
+            "the model would be written and then refused.\n" + "\n".join(shown) + "\n"
+            "Compute with the real and imaginary parts as real tensors (torch.view_as_real "
+            "outside the model, real arithmetic inside).")
 
 
 def _is_tuple_type(target: Any) -> bool:

@@ -70,3 +70,26 @@ def test_static_causal_mask_is_a_constant():
     program = check(lambda q, k, v: sdpa(q, k, v, is_causal=True), *_qkv())
     ops = op_types(program)
     assert "Range" not in ops and "Trilu" not in ops and count(program, "Where") == 1
+
+
+flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+FLASH = {
+    "plain": (flash, *_qkv(source=6)),
+    "causal": (lambda q, k, v: flash(q, k, v, is_causal=True), *_qkv(source=6)),
+    "mask and scale": (lambda q, k, v, m: flash(q, k, v, attn_mask=m, scale=0.3),
+                       *_qkv(source=6), torch.randn(5, 6)),
+    "grouped-query heads": (flash, *_qkv(heads=4, kv_heads=2)),
+}
+
+
+@pytest.mark.parametrize("case", cases(FLASH))
+def test_flash_attention_for_cpu_returns_its_logsumexp(case):
+    # (output [N, H, L, E], logsumexp [N, H, L]); torch's decomposition returns the attention
+    # weights [N, H, L, S] as the second.
+    function, *args = case
+    check(function, *args)
+
+
+def test_flash_attention_for_cpu_of_float16_has_a_float32_logsumexp():
+    q, k, v = (t.half() for t in _qkv())
+    check(flash, q, k, v, rtol=1e-2, atol=1e-2)  # half floats

@@ -138,3 +138,44 @@ def test_adaptive_max_pool_without_indices_uses_max_pool():
 def test_max_pool_indices_are_within_each_plane():
     program = check(lambda x: F.max_pool2d(x, 3, return_indices=True), IMAGE)
     assert count(program, "MaxPool") == 1 and count(program, "Mod") == 1
+
+
+# Windows of ceil mode that would start in the end padding: torch drops them (ONNX Runtime
+# 1.32's kernels do too, though its shape inference counts them: "Error merging shape info").
+CEIL_DROPS_A_WINDOW = {
+    # function, spatial axes, (a, b): the sizes a * h + b at which the last window drops
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True), 2, (2, 1)),
+    "max_pool2d, dilation": (
+        lambda x: F.max_pool2d(x, 2, 3, 1, dilation=2, ceil_mode=True), 2, (3, 2)),
+    "avg_pool2d counting the padding": (
+        lambda x: F.avg_pool2d(x, 3, 3, 1, ceil_mode=True), 2, (3, 2)),
+    "avg_pool2d not counting it": (
+        lambda x: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True, count_include_pad=False), 2, (2, 1)),
+    "max_pool3d": (lambda x: F.max_pool3d(x, 2, 2, 1, ceil_mode=True), 3, (2, 1)),
+    "avg_pool1d": (lambda x: F.avg_pool1d(x, 2, 2, 1, ceil_mode=True), 1, (2, 1)),
+}
+
+
+@pytest.mark.parametrize("case", cases(CEIL_DROPS_A_WINDOW))
+def test_ceil_mode_drops_the_window_that_starts_in_the_padding(case):
+    function, spatial, (a, b) = case
+    h = torch.export.Dim("h", min=1, max=16)
+    program = check(function, torch.randn(1, 2, 2 * a + b, *[5] * (spatial - 1)),
+                    dynamic_shapes={"x": {2: a * h + b}},
+                    run_with=[(torch.randn(1, 2, 3 * a + b, *[5] * (spatial - 1)),)])
+    assert op_types(program)[-1] in ("MaxPool", "AveragePool")
+
+
+@pytest.mark.parametrize("case", cases(CEIL_DROPS_A_WINDOW))
+def test_ceil_mode_that_drops_a_window_is_written_as_floor_mode(case):
+    # Then torch's windows are floor mode's, and every reader of the file sizes them alike.
+    function, spatial, (a, b) = case
+    program = check(function, torch.randn(1, 2, *[a + b] * spatial))
+    pool = [n for n in program.model.graph if n.op_type in ("MaxPool", "AveragePool")][-1]
+    assert pool.attributes["ceil_mode"].value == 0
+
+
+def test_ceil_mode_with_a_last_window_partly_in_the_padding_stays():
+    program = check(lambda x: F.max_pool2d(x, 3, 2, ceil_mode=True), torch.randn(1, 2, 6, 6))
+    (pool,) = program.model.graph
+    assert pool.attributes["ceil_mode"].value == 1

@@ -45,6 +45,7 @@ BINARY = [
     # bools: ORT has no bool Where, ONNX no bool Less/Greater
     ("where", torch.bool), ("masked_fill", torch.bool), ("lt", torch.bool), ("ge", torch.bool),
     ("maximum", torch.bool), ("mul", torch.bool), ("add", torch.bool),
+    ("atan2", torch.bool), ("atan2", torch.int64),  # in float32, atan2(0, 0) = 0 included
     # bit shifts: ONNX BitShift is for unsigned ints; signed ones by powers of two
     *[(f"bitwise_{side}_shift", dtype) for side in ("left", "right")
       for dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)],
@@ -85,6 +86,7 @@ def _in_place(x):
     v.masked_fill_(x > 1, 2.0)
     return y, z, w, v
 
+INF, NAN = float("inf"), float("nan")
 
 HAND = {
     # activations and their parameters
@@ -155,11 +157,25 @@ HAND = {
     "float floor division": (lambda x: torch.floor_divide(x, -0.7), X),
     "remainder by negative": (lambda x: torch.remainder(x, -1.3), X),
     "fmod by scalar": (lambda x: torch.fmod(x, 1.3), X),
+    # At exact multiples a - floor(a / b) * b rounds to 0 where torch gives b (2.1 % 0.7).
+    "remainder at multiples": (
+        lambda x: (x % 0.7, x % -0.7, torch.remainder(x, 0.3)),
+        torch.tensor([1.4, 2.1, -0.7, 0.3, -1.0, 0.0, -2.1, 0.9, float("inf")])),
+    "remainder of tensors": (
+        torch.remainder, torch.tensor([2.1, 2.1, -2.1, -2.1, 5.0, 1.0, -1.0]),
+        torch.tensor([0.7, -0.7, 0.7, -0.7, 0.0, float("inf"), float("inf")])),
+    "remainder and fmod of ints": (
+        lambda x, y: (torch.remainder(x, y), torch.fmod(x, y), x % -3, torch.fmod(x, 4)),
+        torch.tensor([7, -7, 7, -7, 0, 6]), torch.tensor([3, 3, -3, -3, 3, -3])),
     "pow by scalar": (lambda x: x ** 3, X),
     "scalar pow by tensor": (lambda x: 2.0 ** x, X),
     "pow int": (lambda x: x ** 2, INTS),
     "atan2 all quadrants": (torch.atan2, torch.tensor([1.0, 1.0, -1.0, -1.0, 0.5]),
                             torch.tensor([1.0, -1.0, 1.0, -1.0, -2.0])),
+    "atan2 of zeros and infinities": (
+        torch.atan2,
+        torch.tensor([0.0, 0.0, -0.0, 0.0, 1.0, -1.0, INF, INF, -INF, 1.0, 1.0, 3.0, -2.0]),
+        torch.tensor([0.0, -1.0, -1.0, -0.0, 0.0, 0.0, INF, 1.0, -INF, -INF, NAN, -4.0, 0.5])),
     "fmax/fmin ignore nan": (
         lambda x, y: (torch.fmax(x, y), torch.fmin(x, y)),
         torch.tensor([1.0, float("nan"), 3.0, float("nan")]),
@@ -275,3 +291,12 @@ def test_celu_is_one_celu():
 
 def test_logsigmoid_is_a_negated_softplus():
     assert op_types(check(F.logsigmoid, X)) == ["Neg", "Softplus", "Neg"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float64, torch.int8, torch.int32])
+def test_remainder_and_fmod_in_other_dtypes(dtype):
+    x = torch.tensor([2.1, -2.1, 7.0, -7.0, 1.4, 0.0]).to(dtype)
+    y = torch.tensor([0.7, 0.7, -3.0, 3.0, -0.7, 2.0]).to(dtype)
+    if not dtype.is_floating_point:
+        y = torch.tensor([3, 3, -3, 3, -2, 2], dtype=dtype)
+    check(lambda x, y: (torch.remainder(x, y), torch.fmod(x, y)), x, y)

@@ -113,3 +113,47 @@ def test_rms_norm_is_one_node_from_opset_23(opset):
 def test_batch_norm_in_eval_is_one_node():
     program = check(_batch_norm_module(), X)
     assert op_types(program) == ["BatchNormalization"]
+
+
+@pytest.mark.parametrize("opset", [18, 23])
+def test_rms_norm_of_half_floats_uses_float32_eps_and_arithmetic(opset):
+    # A small row: with float16's eps (1e-3) in place of float32's, 0.0149 normalizes to 0.43;
+    # torch gives 0.9995.
+    x = torch.tensor([[0.0149], [0.5], [-2.0]], dtype=torch.float16)
+    weight = torch.tensor([1.5], dtype=torch.float16)
+    check(lambda x, w: (F.rms_norm(x, [1]), F.rms_norm(x, [1], w)), x, weight, opset=opset,
+          rtol=1e-2, atol=1e-3)  # half floats: one unit in the last place of 1.5
+
+
+CHANNELS = torch.export.Dim("channels", min=2, max=64)
+DYNAMIC_CHANNELS = {
+    "instance_norm": (lambda x: F.instance_norm(x), torch.randn(2, 3, 4, 4), {1: CHANNELS},
+                      torch.randn(2, 5, 4, 4)),
+    "instance_norm 1-d": (lambda x: F.instance_norm(x), torch.randn(2, 3, 7),
+                          {1: CHANNELS, 2: torch.export.Dim("length", min=2)},
+                          torch.randn(2, 6, 4)),
+    "batch_norm with batch statistics": (
+        lambda x: F.batch_norm(x, None, None, training=True), torch.randn(2, 3, 4, 4),
+        {1: CHANNELS}, torch.randn(2, 5, 4, 4)),
+    "layer_norm over a dynamic size": (lambda x: F.layer_norm(x, x.shape[-1:]),
+                                       torch.randn(2, 3, 4), {2: CHANNELS}, torch.randn(2, 3, 7)),
+    "rms_norm over a dynamic size": (lambda x: F.rms_norm(x, x.shape[-2:]), torch.randn(2, 3, 4),
+                                     {2: CHANNELS}, torch.randn(2, 3, 7)),
+}
+
+
+@pytest.mark.parametrize("opset", [13, 18, 23])
+@pytest.mark.parametrize("case", cases(DYNAMIC_CHANNELS))
+def test_norms_without_weights_over_dynamic_sizes(case, opset):
+    # The ones and zeros standing for a missing weight and bias take the run-time size.
+    function, x, dims, other = case
+    check(function, x, opset=opset, dynamic_shapes={"x": dims}, run_with=[(other,)])
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_instance_norm_module_over_dynamic_sizes(affine):
+    sizes = {"input": {0: torch.export.Dim("batch"), 2: torch.export.Dim("height", min=2),
+                       3: torch.export.Dim("width", min=2)}}
+    program = check(torch.nn.InstanceNorm2d(3, affine=affine), torch.randn(2, 3, 4, 4),
+                    dynamic_shapes=sizes, run_with=[(torch.randn(3, 3, 6, 5),)])
+    assert op_types(program) == ["InstanceNormalization"]

@@ -129,7 +129,8 @@ def test_axes_as_attribute_or_input(reduction, opset):
         "norm2": lambda x: torch.linalg.vector_norm(x, 2, dim=(0, 2)),
     }
     program = check(functions[reduction], X, opset=opset)
-    assert len(op_types(program)) == 1, op_types(program)
+    # (amax and amin of floats are followed by the nodes that propagate a NaN)
+    assert len(op_types(program)) == 1 or reduction in ("amax", "amin"), op_types(program)
     node = program.model.graph.node(0)
     assert ("axes" in node.attributes) == (opset < 18 and node.op_type != "ReduceSum")
 
@@ -172,3 +173,27 @@ def test_topk_ties_take_the_lower_index_first():
     values, indices = onnxport.export(lambda x: torch.topk(x, 4), (x,))(x)
     assert values.tolist() == torch.topk(x, 4).values.tolist()
     assert indices.tolist() == [[0, 2, 4, 3]]
+
+
+NAN = float("nan")
+WITH_NAN = torch.tensor([[1.0, NAN, 2.0, NAN], [3.0, 0.5, -1.0, 4.0], [NAN, 9.0, 1.0, 0.0]])
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_max_and_min_propagate_nan(opset):
+    # ONNX Runtime's ReduceMax/ReduceMin/ArgMax skip a NaN; torch's max and min return it
+    # (and its first index).
+    check(lambda x: (x.amax(), x.amin(1), x.amax(0, keepdim=True), x.max(), x.min(),
+                     x.max(1), x.min(0, keepdim=True), x.argmax(1), x.argmin(0), x.argmax(),
+                     torch.linalg.vector_norm(x, float("inf"), 1),
+                     torch.linalg.vector_norm(x, float("-inf"))),
+          WITH_NAN, opset=opset)
+
+
+def test_max_of_float16_propagates_nan():
+    check(lambda x: (x.max(1), x.amin(0)), WITH_NAN.half())
+
+
+def test_max_of_integers_has_no_nan_check():
+    program = check(lambda x: (x.amax(1), x.max(0), x.argmin(1)), INTS)
+    assert op_types(program) == ["ReduceMax", "ReduceMax", "ArgMax", "ArgMin"]

@@ -211,3 +211,17 @@ def test_diagonal_with_dynamic_shapes(opset):
 def test_diagonal_is_a_strided_slice_not_a_gather():
     program = check(lambda x: torch.diagonal(x, 1), torch.randn(4, 6), optimize=False)
     assert "Gather" not in op_types(program) and "Slice" in op_types(program)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_roll_of_dynamic_axes_takes_the_shift_modulo_the_run_time_size(opset):
+    # Shifts past the size and negative ones: torch rolls by shift mod size, which an
+    # exported size cannot know.
+    sizes = {"x": {1: torch.export.Dim("columns", min=2), 2: torch.export.Dim("depth", min=2)}}
+    check(lambda x: (x.roll(3, 1), x.roll(-5, 2), x.roll((7, -1), (1, 2)), x.roll(-9)),
+          torch.randn(2, 2, 3), opset=opset, dynamic_shapes=sizes,
+          run_with=[(torch.randn(2, 5, 4),), (torch.randn(2, 3, 9),)])
+
+
+def test_roll_flattened_by_more_than_the_elements():
+    check(lambda x: x.roll(130), X)

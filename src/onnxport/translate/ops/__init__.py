@@ -10,6 +10,7 @@ from onnxport.translate.ops import (  # noqa: F401
     normalization,
     recurrent,
     reductions,
+    resize,
     shape,
     symbolic,
 )

@@ -6,7 +6,7 @@ import math
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import rank
+from onnxport.translate.ops._helpers import cast, rank, reduce
 from onnxport.translate.ops.shape import size_of
 from onnxport.translate.registry import translates
 
@@ -29,6 +29,23 @@ def _heads_shape(g, x, repeats):
 def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
+    return _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)[0]
+
+
+@translates("aten::_scaled_dot_product_flash_attention_for_cpu")
+def scaled_dot_product_flash_attention_for_cpu(g, query, key, value, dropout_p=0.0,
+                                               is_causal=False, *, attn_mask=None, scale=None):
+    """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0.0, bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
+    # torch's decomposition returns the attention weights in place of the logsumexp [N, H, L]
+    # (float32 for half inputs).
+    output, scores = _attention(g, query, key, value, attn_mask, is_causal, scale, True)
+    scores = cast(g, scores, ir.DataType.DOUBLE if query.dtype == ir.DataType.DOUBLE
+                  else ir.DataType.FLOAT)
+    return output, reduce(g, "ReduceLogSumExp", scores, [rank(query) - 1], False)
+
+
+def _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
+    """(the attention output, the masked and scaled scores fed to its softmax)."""
     r = rank(query)
     head_size = query.shape[r - 1]
     if scale is None:
@@ -54,7 +71,7 @@ def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p
         else:
             scores = g.op("Add", scores, attn_mask)
     weights = g.op("Softmax", scores, axis_i=-1 if g.opset >= 13 else r - 1)
-    return g.op("MatMul", weights, value)
+    return g.op("MatMul", weights, value), scores
 
 
 def _causal_mask(g, query, key):

@@ -119,11 +119,33 @@ def _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode, dilation=None)
     return attrs
 
 
+def _floor_when_torch_drops(g, x, attrs, spatial):
+    """ceil_mode=0 where torch's output sizes are floor mode's: torch drops the last window of
+    ceil mode when it starts in the end padding, and then (the padding being under the
+    kernel) has exactly floor mode's windows. ONNX Runtime's shape inference keeps that
+    window, so the plain floor mode makes a file every reader sizes alike."""
+    if not attrs["ceil_mode_i"]:
+        return attrs
+    expected = g.expected[0] if isinstance(g.expected, (tuple, list)) else g.expected
+    sizes = list(x.shape)[-spatial:]
+    out_sizes = list(expected.shape)[-spatial:] if expected is not None else []
+    if not all(isinstance(d, int) for d in sizes + out_sizes) or len(out_sizes) != spatial:
+        return attrs
+    dilations = attrs.get("dilations_i", [1] * spatial)
+    pads = attrs["pads_i"]
+    for n, o, k, s, d, p, q in zip(sizes, out_sizes, attrs["kernel_shape_i"], attrs["strides_i"],
+                                   dilations, pads[:spatial], pads[spatial:]):
+        if (n + p + q - d * (k - 1) - 1) // s + 1 != o:
+            return attrs
+    return dict(attrs, ceil_mode_i=0)
+
+
 @translates("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d")
 def max_pool(g, self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor"""
     spatial = _spatial_rank(g)
     attrs = _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode, dilation)
+    attrs = _floor_when_torch_drops(g, self, attrs, spatial)
     return _batched(g, self, spatial, lambda x: g.op("MaxPool", x, **attrs))
 
 
@@ -133,6 +155,7 @@ def max_pool_with_indices(g, self, kernel_size, stride=(), padding=0, dilation=1
     """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
     spatial = _spatial_rank(g)
     attrs = _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode, dilation)
+    attrs = _floor_when_torch_drops(g, self, attrs, spatial)
 
     def pool(x):
         values, indices = g.op("MaxPool", x, outputs=2, **attrs)
@@ -165,7 +188,8 @@ def avg_pool(g, self, kernel_size, stride=(), padding=0, ceil_mode=False, count_
     if divisor_override is not None:
         return _batched(g, self, spatial, lambda x: _sum_pool(
             g, x, kernel_size, stride, padding, spatial, divisor_override))
-    attrs = _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode)
+    attrs = _floor_when_torch_drops(
+        g, self, _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode), spatial)
     if any(_tuple(padding, spatial)):
         attrs["count_include_pad_i"] = int(count_include_pad)
     return _batched(g, self, spatial, lambda x: g.op("AveragePool", x, **attrs))

@@ -551,8 +551,14 @@ def remainder(g, self, other):
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
     a, b = _operands(g, self, other, expected_dtype(g))
     if a.dtype in FLOAT_TYPES:
-        return g.op("Sub", a, g.op("Mul", g.op("Floor", g.op("Div", a, b)), b))
-    return g.op("Mod", a, b, fmod_i=0)
+        # torch's kernel, not a - floor(a / b) * b (whose rounded quotient gives 0 for
+        # 2.1 % 0.7, torch 0.7): the C remainder, moved by b where its sign is not b's.
+        rest = g.op("Mod", a, b, fmod_i=1)
+        zero = g.const(0.0, a.dtype)
+        moves = g.op("And", g.op("Not", g.op("Equal", rest, zero)),
+                     g.op("Xor", g.op("Less", rest, zero), g.op("Less", b, zero)))
+        return g.op("Where", moves, g.op("Add", rest, b), rest)
+    return g.op("Mod", a, b, fmod_i=0)  # of integers: Python's, the sign of the divisor
 
 
 @translates("aten::fmod")
@@ -585,11 +591,28 @@ def masked_fill(g, self, mask, value):
 
 @translates("aten::atan2")
 def atan2(g, self, other):
-    """atan2(Tensor self, Tensor other) -> Tensor"""
-    a, b = _operands(g, self, other, expected_dtype(g))
-    ratio = g.op("Atan", g.op("Div", a, b))
-    pi = g.const(math.pi, a.dtype)
-    zero = g.const(0.0, a.dtype)
-    negative_x = g.op("Less", b, zero)
-    shift = g.op("Where", g.op("Less", a, zero), g.op("Neg", pi), pi)
-    return g.op("Where", negative_x, g.op("Add", ratio, shift), ratio)
+    """atan2(Tensor self, Tensor other) -> Tensor
+
+    From the octant, as C's atan2: Atan(y / x) alone is NaN at 0/0 and inf/inf (which torch
+    maps to 0 and pi/4) and loses the sign of a zero (atan2(-0., -1) = -pi)."""
+    y, x = _operands(g, self, other, expected_dtype(g))
+    dtype = x.dtype
+    zero = g.const(0.0, dtype)
+    abs_y, abs_x = g.op("Abs", y), g.op("Abs", x)
+    small, large = g.op("Min", abs_y, abs_x), g.op("Max", abs_y, abs_x)
+    ratio = g.op("Div", small, large)
+    ratio = g.op("Where", g.op("Equal", large, zero), zero, ratio)  # 0 / 0
+    both_infinite = g.op("And", g.op("IsInf", abs_y), g.op("IsInf", abs_x))
+    ratio = g.op("Where", both_infinite, g.const(1.0, dtype), ratio)
+    angle = g.op("Atan", ratio)  # in [0, pi/4]
+    angle = g.op("Where", g.op("Greater", abs_y, abs_x),
+                 g.op("Sub", g.const(math.pi / 2, dtype), angle), angle)
+    angle = g.op("Where", _sign_bit(g, x), g.op("Sub", g.const(math.pi, dtype), angle), angle)
+    return g.op("Where", _sign_bit(g, y), g.op("Neg", angle), angle)
+
+
+def _sign_bit(g, x):
+    """x < 0, or x is -0.0 (whose reciprocal is -inf)."""
+    zero = g.const(0.0, x.dtype)
+    return g.op("Or", g.op("Less", x, zero),
+                g.op("Less", g.op("Div", g.const(1.0, x.dtype), x), zero))

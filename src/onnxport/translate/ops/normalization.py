@@ -9,10 +9,19 @@ from onnxport.translate.ops._helpers import cast, rank, reduce, unsqueeze
 from onnxport.translate.registry import translates
 
 
-def _ones_or(g, value, size, dtype, fill=1.0):
+def _ones_or(g, value, size, dtype, fill=1.0, like=None, axis=1):
+    """``value``, else a tensor of ``size`` filled with ``fill``; a symbolic size is read at
+    run time: ``like``'s sizes from ``axis`` on."""
     if value is not None:
         return value
-    return g.const(torch.full(tuple(size), fill, dtype=_torch_dtype(dtype)))
+    if all(isinstance(d, int) for d in size):
+        return g.const(torch.full(tuple(size), fill, dtype=_torch_dtype(dtype)))
+    end = axis + len(size)
+    if g.opset >= 15:
+        shape = g.op("Shape", like, start_i=axis, end_i=end)
+    else:
+        shape = g.op("Slice", g.op("Shape", like), g.const([axis]), g.const([end]))
+    return g.op("Expand", g.const([fill], dtype), shape)
 
 
 def _torch_dtype(dtype: ir.DataType) -> torch.dtype:
@@ -34,8 +43,8 @@ def batch_norm(g, input, weight, bias, running_mean, running_var, *rest):
             rest = (False, 0.0, eps)
         else:
             channels = [input.shape[1]]
-            scale = _ones_or(g, weight, channels, input.dtype)
-            shift = _ones_or(g, bias, channels, input.dtype, 0.0)
+            scale = _ones_or(g, weight, channels, input.dtype, like=input)
+            shift = _ones_or(g, bias, channels, input.dtype, 0.0, like=input)
             return g.op("InstanceNormalization", input, scale, shift, epsilon_f=eps)
     if name.startswith("aten::_native_batch_norm_legit_no_training"):
         training, eps = False, rest[1]
@@ -45,9 +54,10 @@ def batch_norm(g, input, weight, bias, running_mean, running_var, *rest):
         running_mean = running_var = None
     else:
         training, eps = rest[0], rest[2]
-    channels = [input.shape[1]] if rank(input) > 1 else [input.shape[0]]
-    scale = _ones_or(g, weight, channels, input.dtype)
-    shift = _ones_or(g, bias, channels, input.dtype, 0.0)
+    channel_axis = 1 if rank(input) > 1 else 0
+    channels = [input.shape[channel_axis]]
+    scale = _ones_or(g, weight, channels, input.dtype, like=input, axis=channel_axis)
+    shift = _ones_or(g, bias, channels, input.dtype, 0.0, like=input, axis=channel_axis)
     native = isinstance(g.expected, (tuple, list))
     if training or running_mean is None:
         # Batch statistics (a functional batch_norm with training=True, or no running stats):
@@ -105,7 +115,7 @@ def layer_norm(g, input, normalized_shape, weight=None, bias=None, eps=1e-5, *_)
         out, mean, inv_std = _layer_norm_decomposed(g, input, list(range(axis, r)), weight,
                                                     bias, eps)
         return (out, mean, inv_std) if native else out
-    scale = _ones_or(g, weight, normalized_shape, input.dtype)
+    scale = _ones_or(g, weight, normalized_shape, input.dtype, like=input, axis=axis)
     if native:
         out, mean, inv_std = g.op("LayerNormalization", input, scale, bias, axis_i=axis,
                                   epsilon_f=eps, outputs=3)
@@ -116,17 +126,24 @@ def layer_norm(g, input, normalized_shape, weight=None, bias=None, eps=1e-5, *_)
 @translates("aten::rms_norm")
 def rms_norm(g, input, normalized_shape, weight=None, eps=None):
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
+    # As torch: half and bfloat16 inputs are normalized in float32 (the weight applied there
+    # too), and the default eps is that of the computation dtype, not of the input's.
+    compute = ir.DataType.DOUBLE if input.dtype == ir.DataType.DOUBLE else ir.DataType.FLOAT
     if eps is None:
-        eps = torch.finfo(_torch_dtype(input.dtype)).eps
+        eps = torch.finfo(_torch_dtype(compute)).eps
     r = rank(input)
     axis = r - len(normalized_shape)
     if g.opset >= 23:
-        scale = _ones_or(g, weight, normalized_shape, input.dtype)
+        # stash_type: the statistics in float32, as torch's.
+        scale = _ones_or(g, weight, normalized_shape, input.dtype, like=input, axis=axis)
         return g.op("RMSNormalization", input, scale, axis_i=axis, epsilon_f=eps)
-    squared = g.op("Mul", input, input)
+    x = cast(g, input, compute)
+    squared = g.op("Mul", x, x)
     mean = reduce(g, "ReduceMean", squared, list(range(axis, r)), True)
-    out = g.op("Mul", input, g.op("Reciprocal", g.op("Sqrt", g.op("Add", mean, g.const(eps, input.dtype)))))
-    return g.op("Mul", out, weight) if weight is not None else out
+    out = g.op("Mul", x, g.op("Reciprocal", g.op("Sqrt", g.op("Add", mean, g.const(eps, compute)))))
+    if weight is not None:
+        out = g.op("Mul", out, cast(g, weight, compute))
+    return cast(g, out, input.dtype)
 
 
 @translates("aten::group_norm", "aten::native_group_norm")

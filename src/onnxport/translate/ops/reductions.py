@@ -31,7 +31,10 @@ def _reduction(onnx_op: str, *names: str):
             axes = None
         if x.dtype == ir.DataType.BOOL:  # amax/amin of bools
             return cast(g, reduce(g, onnx_op, _comparable(g, x), axes, keepdim), ir.DataType.BOOL)
-        return reduce(g, onnx_op, x, axes, keepdim)
+        result = reduce(g, onnx_op, x, axes, keepdim)
+        if onnx_op in ("ReduceMax", "ReduceMin") and x.dtype in FLOAT_TYPES:
+            result = _with_nan(g, x, result, axes, keepdim)
+        return result
 
     translation.__name__ = onnx_op.lower()
     translation.__doc__ = f"{names[0]}.dim(Tensor self, int[1]? dim, bool keepdim=False) -> Tensor"
@@ -55,11 +58,33 @@ def max_(g, self, dim=None, keepdim=False):
         return g.op("Identity", self), g.const(0, ir.DataType.INT64)
     x = _comparable(g, self)
     if dim is None:
-        return cast(g, reduce(g, op, x, None, False), self.dtype)
+        values = cast(g, reduce(g, op, x, None, False), self.dtype)
+        return _with_nan(g, x, values, None, False) if x.dtype in FLOAT_TYPES else values
     axis = normalize_axis(dim, rank(self))
     values = cast(g, reduce(g, op, x, [axis], keepdim), self.dtype)
     indices = g.op("ArgMax" if is_max else "ArgMin", x, axis_i=axis, keepdims_i=int(keepdim))
+    if x.dtype in FLOAT_TYPES:
+        found, any_nan = _nan_found(g, x, [axis], keepdim)
+        values = g.op("Where", any_nan, g.const(float("nan"), values.dtype), values)
+        # torch points at the first NaN.
+        first = g.op("ArgMax", found, axis_i=axis, keepdims_i=int(keepdim))
+        indices = g.op("Where", any_nan, first, indices)
     return values, indices
+
+
+def _with_nan(g, x, result, axes, keepdim):
+    """``result`` (a ReduceMax/ReduceMin of float ``x`` over ``axes``) made NaN where the
+    reduced elements hold a NaN: torch's max and min propagate it, ONNX Runtime's skip it."""
+    any_nan = _nan_found(g, x, axes, keepdim)[1]
+    return g.op("Where", any_nan, g.const(float("nan"), result.dtype), result)
+
+
+def _nan_found(g, x, axes, keepdim):
+    """(a float mask of the NaNs in ``x``, whether each reduction over ``axes`` meets one)."""
+    found = g.op("Cast", g.op("IsNaN", x), to_i=int(ir.DataType.FLOAT))
+    any_nan = g.op("Cast", reduce(g, "ReduceMax", found, axes, keepdim),
+                   to_i=int(ir.DataType.BOOL))
+    return found, any_nan
 
 
 def _comparable(g, x):
@@ -76,10 +101,16 @@ def argmax(g, self, dim=None, keepdim=False):
         return g.const(0, ir.DataType.INT64)  # the only index of a 0-d tensor
     if dim is None:
         x = g.op("Reshape", x, g.const([-1]))
-        dim = 0
-        result = g.op(op, x, axis_i=0, keepdims_i=0)
-        return result
-    return g.op(op, x, axis_i=normalize_axis(dim, rank(self)), keepdims_i=int(keepdim))
+        axis, keepdim = 0, False
+    else:
+        axis = normalize_axis(dim, rank(self))
+    result = g.op(op, x, axis_i=axis, keepdims_i=int(keepdim))
+    if x.dtype in FLOAT_TYPES:
+        # torch orders NaN above everything (for argmin too): the first NaN wins.
+        found, any_nan = _nan_found(g, x, [axis], keepdim)
+        first = g.op("ArgMax", found, axis_i=axis, keepdims_i=int(keepdim))
+        result = g.op("Where", any_nan, first, result)
+    return result
 
 
 @translates("aten::softmax", "aten::_softmax", "aten::special_softmax")
@@ -215,10 +246,10 @@ def norm(g, self, p=2, dim=None, keepdim=False, *, dtype=None):
         return reduce(g, "ReduceL1", x, axes, keepdim)
     if p == 2:
         return reduce(g, "ReduceL2", x, axes, keepdim)
-    if p == float("inf"):
-        return reduce(g, "ReduceMax", g.op("Abs", x), axes, keepdim)
-    if p == float("-inf"):
-        return reduce(g, "ReduceMin", g.op("Abs", x), axes, keepdim)
+    if p in (float("inf"), float("-inf")):
+        magnitude = g.op("Abs", x)
+        result = reduce(g, "ReduceMax" if p > 0 else "ReduceMin", magnitude, axes, keepdim)
+        return _with_nan(g, magnitude, result, axes, keepdim)
     if p == 0:
         # The "0-norm" counts the nonzero entries.
         nonzero = g.op("Not", g.op("Equal", x, g.const(0.0, x.dtype)))

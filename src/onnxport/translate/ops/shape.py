@@ -7,6 +7,7 @@ single remaining unknown becomes -1, so that dynamic shapes rarely need shape ar
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import onnx_ir as ir
@@ -418,24 +419,41 @@ def roll(g, self, shifts, dims=()):
     if not dims:
         flat = g.op("Reshape", self, g.const([-1]))
         flat.shape = ir.Shape([None])
-        rolled = _roll_axis(g, flat, shifts[0], 0)
+        static = g.static_shape(self)
+        numel = math.prod(static) if static is not None else None
+        rolled = _roll_axis(g, flat, shifts[0], 0, numel)
         return g.op("Reshape", rolled, g.op("Shape", self))
     result = self
+    r = rank(self)
     for shift, dim in zip(shifts, dims):
-        result = _roll_axis(g, result, shift, normalize_axis(dim, rank(self)), self.shape[normalize_axis(dim, rank(self))])
+        axis = normalize_axis(dim, r)
+        result = _roll_axis(g, result, shift, axis, self.shape[axis])
     return result
 
 
-def _roll_axis(g, x, shift, axis, size=None):
-    if isinstance(size, int):
+def _roll_axis(g, x, shift, axis, size):
+    """Roll ``x`` by ``shift`` along ``axis`` of ``size`` (an int, else read at run time):
+    the shift is taken modulo the size, as torch does, so that a shift past the size (or a
+    negative one) still rolls."""
+    if isinstance(size, int) and isinstance(shift, int):
         if size == 0:
             return x  # nothing to roll (and no remainder by zero)
-        shift = shift % size
-        if shift == 0:
+        split = size - shift % size
+        if split == size:
             return x
+        split = g.const([split])
+    else:
+        if isinstance(size, int):
+            length = g.const([max(size, 1)])
+        else:
+            # Max with 1: an empty axis rolls to itself, and Mod by zero is undefined.
+            length = g.op("Max", size_of(g, x, axis), g.const([1]))
+        steps = as_1d(g, as_tensor(g, shift, dtype=ir.DataType.INT64))
+        # Mod of integers (fmod=0) has the divisor's sign: a shift in [0, size).
+        split = g.op("Sub", length, g.op("Mod", steps, length, fmod_i=0))
     axes = g.const([axis])
-    tail = g.op("Slice", x, g.const([-shift]), g.const([INT64_MAX]), axes)
-    head = g.op("Slice", x, g.const([0]), g.const([-shift]), axes)
+    tail = g.op("Slice", x, split, g.const([INT64_MAX]), axes)
+    head = g.op("Slice", x, g.const([0]), split, axes)
     return g.op("Concat", tail, head, axis_i=axis)
 
 

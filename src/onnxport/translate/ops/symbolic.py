@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import torch
 
-from onnxport.translate.ops._helpers import as_1d, cast, expected_dtype
+from onnxport.translate.ops._helpers import FLOAT_TYPES, as_1d, cast
 from onnxport.translate.registry import translates
 
 
@@ -17,9 +17,12 @@ def _operand(g, x, dtype):
 
 def _symbolic(onnx_op: str, *names: str):
     def translation(g, a, b):
-        dtype = expected_dtype(g) or ir.DataType.INT64
-        if dtype != ir.DataType.INT64:
-            dtype = ir.DataType.FLOAT
+        # In float when either side is a float (a SymFloat: sym_float(size) * 1.5, as
+        # interpolate's recompute_scale_factor makes), else on int64 sizes.
+        floats = isinstance(g.expected, (torch.SymFloat, float)) or any(
+            isinstance(x, float) or (isinstance(x, ir.Value) and x.dtype in FLOAT_TYPES)
+            for x in (a, b))
+        dtype = ir.DataType.FLOAT if floats else ir.DataType.INT64
         return g.op(onnx_op, _operand(g, a, dtype), _operand(g, b, dtype))
 
     translation.__name__ = f"sym_{onnx_op.lower()}"

@@ -1,0 +1,88 @@
+"""Resizing (ops/resize.py): F.interpolate and nn.Upsample as one Resize, by scale factor or
+size, over static and dynamic spatial sizes (run at other sizes than the export's)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+from op_check import cases, check, op_types, opinfo_cases, check_opinfo
+
+RESIZE = ["nn.functional.interpolate:nearest", "nn.functional.interpolate:bilinear",
+          "nn.functional.interpolate:bicubic", "nn.functional.interpolate:linear",
+          "nn.functional.interpolate:trilinear", "nn.functional.interpolate:nearest-exact",
+          "nn.functional.upsample_nearest", "nn.functional.upsample_bilinear"]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(RESIZE))
+def test_resize_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset, limit=4)
+
+
+def _interpolate(**options):
+    return lambda x: F.interpolate(x, **options)
+
+
+SPATIAL = {
+    "nearest x2": _interpolate(scale_factor=2, mode="nearest"),
+    "nearest x1.5": _interpolate(scale_factor=1.5, mode="nearest"),
+    "nearest to a size": _interpolate(size=(7, 9), mode="nearest"),
+    "nearest-exact x1.5": _interpolate(scale_factor=1.5, mode="nearest-exact"),
+    "bilinear x2": _interpolate(scale_factor=2, mode="bilinear"),
+    "bilinear x1.5": _interpolate(scale_factor=(1.5, 2.5), mode="bilinear"),
+    "bilinear to a size": _interpolate(size=(3, 8), mode="bilinear"),
+    "bilinear, align_corners": _interpolate(scale_factor=2, mode="bilinear", align_corners=True),
+    "bicubic x2": _interpolate(scale_factor=2, mode="bicubic"),
+    "bicubic, align_corners": _interpolate(scale_factor=2, mode="bicubic", align_corners=True),
+    "nn.Upsample": lambda x: torch.nn.Upsample(scale_factor=2)(x),
+}
+
+
+def _dynamic_height_and_width(function, opset):
+    # torch's decomposition computes the output sizes as floats from the symbolic sizes, a
+    # graph ONNX Runtime refuses; Resize computes them itself.
+    sizes = {"x": {2: Dim("height", min=2, max=64), 3: Dim("width", min=2, max=64)}}
+    program = check(function, torch.randn(2, 3, 4, 6), opset=opset, dynamic_shapes=sizes,
+                    run_with=[(torch.randn(2, 3, 5, 7),), (torch.randn(2, 3, 9, 3),)])
+    assert op_types(program).count("Resize") == 1 and "Gather" not in op_types(program)
+
+
+@pytest.mark.parametrize("function", cases(SPATIAL))
+def test_interpolate_over_dynamic_height_and_width(function):
+    _dynamic_height_and_width(function, 18)
+
+
+@pytest.mark.parametrize("function", cases({name: SPATIAL[name] for name in (
+    "nearest x2", "nearest to a size", "bilinear to a size")}))
+def test_interpolate_before_resize_took_axes(function):
+    """Before opset 18 the sizes name every axis: the batch and channels are read at run time."""
+    _dynamic_height_and_width(function, 13)
+
+
+def test_interpolate_to_the_size_of_another_tensor():
+    sizes = {"x": {2: Dim("height", min=2, max=64)}, "y": {2: Dim("h2", min=2, max=64)}}
+    check(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear") + y,
+          torch.randn(1, 3, 4, 4), torch.randn(1, 3, 8, 4), dynamic_shapes=sizes,
+          run_with=[(torch.randn(1, 3, 5, 4), torch.randn(1, 3, 11, 4))])
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_interpolate_1d_over_a_dynamic_length(mode):
+    check(_interpolate(scale_factor=2.5, mode=mode), torch.randn(1, 2, 5),
+          dynamic_shapes={"x": {2: Dim("length", min=2, max=64)}},
+          run_with=[(torch.randn(1, 2, 8),)])
+
+
+def test_trilinear_over_dynamic_sizes():
+    check(_interpolate(scale_factor=2, mode="trilinear"), torch.randn(1, 2, 3, 4, 5),
+          dynamic_shapes={"x": {2: Dim("depth", min=2, max=16), 4: Dim("width", min=2, max=16)}},
+          run_with=[(torch.randn(1, 2, 4, 4, 3),)])
+
+
+def test_recomputed_scale_factor_over_dynamic_sizes():
+    # interpolate computes the output size as trunc(sym_float(size) * 1.5): float arithmetic
+    # on a symbolic size, which was made in int64 (a Mul ONNX Runtime refused).
+    _dynamic_height_and_width(
+        _interpolate(scale_factor=1.5, mode="bilinear", recompute_scale_factor=True), 18)
