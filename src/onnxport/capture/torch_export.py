@@ -183,6 +183,10 @@ def functionalize(program: ExportedProgram, keep_op: Callable[[Any], bool]) -> E
             f"{type(error).__name__}: {_first_lines(str(error))}") from error
 
 
+def _none_note(count: int) -> str:
+    return f" (and returns None {count} time(s), which has no ONNX output)" if count else ""
+
+
 def _first_lines(text: str, count: int = 12) -> str:
     lines = text.strip().splitlines()
     return "\n".join(lines[:count]) + ("\n..." if len(lines) > count else "")
@@ -231,20 +235,27 @@ def _describe(program, dim_names, input_names, output_names, output_dim_names,
 
     output_node = next(n for n in program.graph.nodes if n.op == "output")
     results = output_node.args[0]
-    user_outputs = [i for i, spec in enumerate(signature.output_specs)
+    every_output = [i for i, spec in enumerate(signature.output_specs)
                     if spec.kind == OutputKind.USER_OUTPUT]
+    readable = output_names_of(program.call_spec.out_spec) if program.call_spec.out_spec else []
+    if len(readable) != len(every_output):
+        readable = [None] * len(every_output)
+    # A None the model returns is no value at all: it has no ONNX output, and the outputs after
+    # it keep their own names (ONNX Runtime's list is eager's tensors in order, Nones skipped).
+    kept = [k for k, i in enumerate(every_output) if results[i] is not None]
+    user_outputs = [every_output[k] for k in kept]
     given = list(output_names or [])
+    if len(kept) < len(every_output) and len(given) == len(every_output):
+        given = [given[k] for k in kept]  # names given for every returned item, Nones included
     if len(given) > len(user_outputs):
         raise InvalidExportOptionsError(
             f"output_names has {len(given)} names but the model has {len(user_outputs)} "
-            f"outputs; give at most {len(user_outputs)} names"
+            f"outputs{_none_note(len(every_output) - len(kept))}; give at most "
+            f"{len(user_outputs)} names"
         )
-    readable = output_names_of(program.call_spec.out_spec) if program.call_spec.out_spec else []
-    if len(readable) != len(user_outputs):
-        readable = [None] * len(user_outputs)
     defaults = []
-    for k, i in enumerate(user_outputs):
-        item = results[i]
+    for k in kept:
+        item = results[every_output[k]]
         default = item.name if isinstance(item, torch.fx.Node) else f"output_{k}"
         defaults.append(readable[k] or default)
     onnx_outputs = given + defaults[len(given):]
