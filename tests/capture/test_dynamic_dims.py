@@ -114,7 +114,8 @@ def test_a_dim_the_model_fixes_is_static_with_a_warning_naming_the_line(model, l
         program = onnxport.export(model, (torch.randn(1, 3),), dynamic_shapes=shapes)
     message = str(record[0].message)
     assert "axis 0" in message and "'x'" in message and "fixed to 1" in message
-    assert f"test_dynamic_dims.py:" in message and line in message
+    assert "test_dynamic_dims.py:" in message and line in message
+    assert record[0].filename == __file__  # the warning points at the export call
     assert list(program.model.graph.inputs[0].shape) == [1, 3]
     x = torch.randn(1, 3)
     torch.testing.assert_close(program(x)[0], model(x))
@@ -202,3 +203,23 @@ def test_capture_failure_names_the_line_and_the_strategies_tried():
     assert "test_dynamic_dims.py:" in message and "if x.sum() > 0:" in message
     assert "non-strict:" in message and "strict:" in message
     assert "fallback=True" in message and "dynamo=False" in message
+
+
+class SlicesAPositionTable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("positions", torch.arange(64).unsqueeze(0))
+
+    def forward(self, x):
+        return x + self.positions[:, : x.shape[1]]
+
+
+def test_a_dim_the_model_bounds_stays_dynamic_with_a_warning():
+    with pytest.warns(DynamicDimensionFixedWarning, match="at most 64") as record:
+        program = onnxport.export(SlicesAPositionTable(), (torch.ones(2, 8, dtype=torch.long),),
+                                  dynamic_shapes={"x": {0: "batch", 1: "sequence"}})
+    assert "self.positions[:, : x.shape[1]]" in str(record[0].message)
+    assert record[0].filename == __file__  # points at the export call
+    assert str(program.model.graph.inputs[0].shape[1]) == "sequence"
+    x = torch.ones(3, 20, dtype=torch.long)
+    torch.testing.assert_close(program(x)[0], SlicesAPositionTable()(x))

@@ -213,7 +213,7 @@ def _traced_at_size_two(module, args, kwargs, names, shapes, strict, requested, 
         return None, mismatch
     if not _computes_eager_results(program, module, args, kwargs):
         return None, "its graph computes other values than eager at the example's sizes"
-    _warn_bounded(fixed, describe_dim)
+    _warn_bounded(fixed, describe_dim, stacklevel=6)
     return program, None
 
 
@@ -282,12 +282,13 @@ def _placeholder_size(program: ExportedProgram, fixed) -> Any:
     return static_size(node.meta["val"].shape[fixed.axis])
 
 
-def _warn_bounded(fixed, describe_dim) -> None:
+def _warn_bounded(fixed, describe_dim, stacklevel: int = 5) -> None:
+    """Warn about dims kept dynamic but bounded (``stacklevel`` reaches export's caller)."""
     for d in fixed:
         if d.upper is not None:
             warnings.warn(f"{describe_dim(d)}; the ONNX model keeps it dynamic, but matches "
                           f"PyTorch only up to {d.upper}", DynamicDimensionFixedWarning,
-                          stacklevel=4)
+                          stacklevel=stacklevel)
 
 
 def _example_size(args, kwargs, names, key) -> int | None:
