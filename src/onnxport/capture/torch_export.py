@@ -158,9 +158,12 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
             return program, strategy, attempts, []
         attempts.append((strategy, "; ".join(describe_dim(d) for d in static) or mismatch))
         break
-    if fixed is None:
+    if fixed is None and not small:
         raise CaptureError(_capture_failure(attempts))
-    static = {(d.position, d.axis) for d in fixed if d.upper is None}
+    if fixed is None:  # torch may fail on sizes 0 and 1 kept symbolic: they go the same way
+        strict, program = False, None
+        mismatch = "torch.export failed with it dynamic at this size (see the strategies above)"
+    static = {(d.position, d.axis) for d in fixed or () if d.upper is None}
     if mismatch is not None:
         fixed = [FixedDim(k, axis, _example_size(args, kwargs, names, (k, axis)), None,
                           reason=mismatch) for k, axis in sorted(small)]
@@ -182,7 +185,8 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
         shapes = map_dims(auto, args, kwargs, names,
                           lambda k, axis, dim: None if (k, axis) in static else dim)
         try:
-            final, _ = _export(module, args, kwargs, shapes, strict, requested, bool(small))
+            final, _ = _export(module, args, kwargs, shapes, strict, requested,
+                               bool(small - static))
         except Exception as error:
             attempts.append((strategy, _reason(error)))
             raise CaptureError(_capture_failure(attempts)) from error
