@@ -230,6 +230,8 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
             shapes_config.patch(backed_size_oblivious=oblivious):
         program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes,
                                       strict=strict)
+    # Translation re-traces decompositions on these shapes: it must treat 0 and 1 alike.
+    program.graph_module.meta["backed_size_oblivious"] = oblivious
     user_inputs = _tensor_user_inputs(program)
     return program, fixed_dims(program, user_inputs, requested, guards)
 
