@@ -223,3 +223,19 @@ def test_a_dim_the_model_bounds_stays_dynamic_with_a_warning():
     assert str(program.model.graph.inputs[0].shape[1]) == "sequence"
     x = torch.ones(3, 20, dtype=torch.long)
     torch.testing.assert_close(program(x)[0], SlicesAPositionTable()(x))
+
+
+class WritesIntoAView(torch.nn.Module):
+    def forward(self, x):
+        y = x.clone()
+        y[:, 0] = 0  # read back through y: the capture is functionalized
+        return torch.einsum("bij,bkj->bik", y, x)
+
+
+def test_a_functionalized_graph_from_a_batch_of_one_stays_dynamic():
+    model = WritesIntoAView()
+    program = onnxport.export(model, (torch.randn(1, 4, 3),), dynamic_shapes={"x": {0: BATCH}})
+    assert str(program.model.graph.inputs[0].shape[0]) == "batch"
+    for batch in (1, 3):
+        x = torch.randn(batch, 4, 3)
+        torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)

@@ -116,7 +116,12 @@ def capture_torch_export(
             describe_dim=lambda d: describe(d, display(d.position),
                                             (dim_names or {}).get((d.position, d.axis))))
     if needs_functionalization(program):
-        program = functionalize(program, keep_op or (lambda op: False))
+        from torch.fx.experimental import _config as shapes_config
+
+        oblivious = bool(program.graph_module.meta.get("backed_size_oblivious"))
+        with shapes_config.patch(backed_size_oblivious=oblivious):  # as it was captured
+            program = functionalize(program, keep_op or (lambda op: False))
+        program.graph_module.meta["backed_size_oblivious"] = oblivious
     nested_names = None
     if not isinstance(model, ExportedProgram):
         # Tensors inside a cache, list or dict are named after their path in it.
