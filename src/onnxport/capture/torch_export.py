@@ -252,10 +252,16 @@ class _EagerShapes:
         """Why the program's output shapes, at the example's sizes, are not eager's (None when
         they are)."""
         if self.shapes is None:
-            with torch.no_grad():
-                outputs = self.module(*copy.deepcopy(self.args), **copy.deepcopy(self.kwargs))
+            try:
+                with torch.no_grad():
+                    outputs = self.module(*copy.deepcopy(self.args), **copy.deepcopy(self.kwargs))
+            except Exception:  # a model that cannot run eagerly here (meta weights): no check
+                self.shapes = []
+                return None
             self.shapes = [tuple(t.shape) for t in pytree.tree_leaves(outputs)
                            if isinstance(t, torch.Tensor)]
+        if not self.shapes:
+            return None
         sizes = {}
         placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
         slots = tensor_input_slots(args, kwargs, names)
