@@ -167,6 +167,7 @@ def test_a_batch_torch_fixes_at_size_one_is_traced_at_size_two():
         warnings.simplefilter("error", DynamicDimensionFixedWarning)
         program = onnxport.export(model, (torch.randn(1, 5, 8),), dynamic_shapes={"x": {0: BATCH}})
     assert str(program.model.graph.inputs[0].shape[0]) == "batch"
+    assert str(program.model.graph.outputs[0].shape[0]) == "batch"
     for batch in (1, 3):
         x = torch.randn(batch, 5, 8)
         with torch.no_grad():
