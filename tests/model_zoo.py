@@ -1,7 +1,10 @@
-"""The models issue 2 names, built with random weights, with example inputs (shared by the
-tests and the benchmark)."""
+"""The models issues 2 and 7 name, built with random weights, with example inputs (shared by the
+tests and the benchmarks)."""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Callable
 
 import torch
 
@@ -135,3 +138,138 @@ def dynamic_axes_for(name: str, args, kwargs, parameter_names) -> dict:
         if name in TRANSFORMERS_MODELS:
             axes[key][1] = "decoder_sequence" if key.startswith("decoder") else "sequence"
     return axes
+
+
+# -- issue 7: exported from a batch of 1 with a named dynamic batch ----------------------------
+BATCH1_TORCHVISION = ["alexnet", "resnet50", "mobilenet_v3_small", "efficientnet_b0",
+                      "convnext_tiny", "swin_t", "vit_b_16", "maxvit_t", "inception_v3"]
+BATCH1_TIMM = ["resnet50d", "convnext_atto", "vit_tiny_patch16_224", "levit_128s",
+               "mobilevitv2_050"]
+BATCH1_TRANSFORMERS = ["BertModel", "DistilBertModel", "DebertaV2Model", "GPT2LMHeadModel",
+                       "GPTNeoXForCausalLM", "LlamaForCausalLM", "MistralForCausalLM",
+                       "Phi3ForCausalLM", "Qwen2ForCausalLM", "T5ForConditionalGeneration",
+                       "BartForConditionalGeneration", "WhisperForConditionalGeneration",
+                       "ViTModel", "Wav2Vec2Model"]
+BATCH1_MODELS = (["torchvision." + n for n in BATCH1_TORCHVISION]
+                 + ["timm." + n for n in BATCH1_TIMM]
+                 + ["transformers." + n for n in BATCH1_TRANSFORMERS])
+SEQUENCE, OTHER_SEQUENCE = 16, 11  # text models run at a second sequence length too
+
+
+@dataclasses.dataclass
+class Batch1Case:
+    """A model and a way to make its inputs at any batch (and sequence length)."""
+
+    model: torch.nn.Module
+    make_inputs: Callable[..., tuple[tuple, dict]]  # (batch, sequence) -> (args, kwargs)
+    dynamic_axes: dict  # by forward parameter name
+    text: bool = False
+
+
+def batch1_case(name: str) -> Batch1Case:
+    family, _, model_name = name.partition(".")
+    torch.manual_seed(0)
+    if family == "torchvision":
+        model, (x,), _ = torchvision_model(model_name, batch=1)
+        size = x.shape[-1]
+        return Batch1Case(randomize_(model), lambda batch, sequence=None: (
+            (torch.randn(batch, 3, size, size),), {}), {"x": {0: "batch"}})
+    if family == "timm":
+        import timm
+
+        model = timm.create_model(model_name, pretrained=False).eval()
+        size = model.pretrained_cfg.get("input_size", (3, 224, 224))
+        return Batch1Case(randomize_(model), lambda batch, sequence=None: (
+            (torch.randn(batch, *size),), {}), {"x": {0: "batch"}})
+    if family == "transformers":
+        return _transformers_batch1(model_name)
+    raise KeyError(name)
+
+
+def _text_inputs(names, vocab=100, decoder=False):
+    def make(batch, sequence=SEQUENCE):
+        generator = torch.Generator().manual_seed(batch * 100 + sequence)
+        kwargs = {"input_ids": torch.randint(0, vocab, (batch, sequence), generator=generator)}
+        if "attention_mask" in names:
+            mask = torch.ones(batch, sequence, dtype=torch.long)
+            # Padding at the end, so that the mask matters. (Left padding leaves a causal LM's
+            # first rows with nothing to attend to: ONNX Runtime gives NaN there, eager not.)
+            mask[0, sequence - sequence // 4:] = 0
+            kwargs["attention_mask"] = mask
+        if decoder:
+            kwargs["decoder_input_ids"] = torch.randint(
+                0, vocab, (batch, max(2, sequence // 2)), generator=generator)
+        return (), kwargs
+    return make
+
+
+_TEXT_AXES = {"input_ids": {0: "batch", 1: "sequence"},
+              "attention_mask": {0: "batch", 1: "sequence"},
+              "decoder_input_ids": {0: "batch", 1: "decoder_sequence"}}
+
+
+def _transformers_batch1(name: str) -> Batch1Case:
+    import transformers as tf
+
+    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=64)
+    decoder_only = dict(vocab_size=100, max_position_embeddings=64, **small)
+    configs = {
+        "BertModel": lambda: tf.BertConfig(vocab_size=100, **small),
+        "DistilBertModel": lambda: tf.DistilBertConfig(vocab_size=100, dim=32, n_layers=2,
+                                                       n_heads=4, hidden_dim=64),
+        "DebertaV2Model": lambda: tf.DebertaV2Config(vocab_size=100, **small),
+        "GPT2LMHeadModel": lambda: tf.GPT2Config(vocab_size=100, n_embd=32, n_layer=2,
+                                                 n_head=4, n_positions=64),
+        "GPTNeoXForCausalLM": lambda: tf.GPTNeoXConfig(**decoder_only),
+        "LlamaForCausalLM": lambda: tf.LlamaConfig(num_key_value_heads=2, **decoder_only),
+        "MistralForCausalLM": lambda: tf.MistralConfig(num_key_value_heads=2, **decoder_only),
+        "Phi3ForCausalLM": lambda: tf.Phi3Config(num_key_value_heads=2, pad_token_id=0,
+                                                 **decoder_only),
+        "Qwen2ForCausalLM": lambda: tf.Qwen2Config(num_key_value_heads=2, **decoder_only),
+        "T5ForConditionalGeneration": lambda: tf.T5Config(
+            vocab_size=100, d_model=32, d_kv=8, num_layers=2, num_heads=4, d_ff=64,
+            decoder_start_token_id=0),
+        "BartForConditionalGeneration": lambda: tf.BartConfig(
+            vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+            decoder_ffn_dim=64, max_position_embeddings=64),
+    }
+    if name in configs:
+        model = randomize_(getattr(tf, name)(configs[name]()).eval())
+        decoder = name in ("T5ForConditionalGeneration", "BartForConditionalGeneration")
+        names = ["input_ids", "attention_mask"] + (["decoder_input_ids"] if decoder else [])
+        return Batch1Case(model, _text_inputs(names, decoder=decoder),
+                          {n: _TEXT_AXES[n] for n in names}, text=True)
+    if name == "WhisperForConditionalGeneration":
+        config = tf.WhisperConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+                                  encoder_attention_heads=4, decoder_attention_heads=4,
+                                  encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=16,
+                                  max_source_positions=32, max_target_positions=32,
+                                  decoder_start_token_id=0, pad_token_id=0)
+        model = randomize_(tf.WhisperForConditionalGeneration(config).eval())
+
+        def make(batch, sequence=8):
+            generator = torch.Generator().manual_seed(batch * 100 + sequence)
+            return (), {"input_features": torch.randn(batch, 16, 64, generator=generator),
+                        "decoder_input_ids": torch.randint(0, 100, (batch, sequence),
+                                                           generator=generator)}
+        return Batch1Case(model, make, {"input_features": {0: "batch"},
+                                        "decoder_input_ids": {0: "batch", 1: "decoder_sequence"}},
+                          text=True)
+    if name == "ViTModel":
+        config = tf.ViTConfig(image_size=32, patch_size=8, num_channels=3, **small)
+        model = randomize_(tf.ViTModel(config).eval())
+        return Batch1Case(model, lambda batch, sequence=None: (
+            (), {"pixel_values": torch.randn(batch, 3, 32, 32)}), {"pixel_values": {0: "batch"}})
+    if name == "Wav2Vec2Model":
+        config = tf.Wav2Vec2Config(conv_dim=(16,) * 7, num_conv_pos_embeddings=16,
+                                   num_conv_pos_embedding_groups=4, **small)
+        model = randomize_(tf.Wav2Vec2Model(config).eval())
+
+        def make(batch, sequence=SEQUENCE):
+            # sequence counts frames of audio: 320 samples each
+            generator = torch.Generator().manual_seed(batch * 100 + sequence)
+            return (), {"input_values": torch.randn(batch, 320 * sequence, generator=generator)}
+        return Batch1Case(model, make, {"input_values": {0: "batch", 1: "samples"}}, text=True)
+    raise KeyError(name)

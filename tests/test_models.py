@@ -1,7 +1,10 @@
 """Every model issue 2 names exports with static and with dynamic batch, runs in ONNX Runtime
-and matches PyTorch (fp32: rtol 1e-3, atol 1e-4)."""
+and matches PyTorch (fp32: rtol 1e-3, atol 1e-4); a subset of issue 7's exports from a batch of 1
+(benchmarks/batch1_models.py runs all of them)."""
 
 from __future__ import annotations
+
+import warnings
 
 import pytest
 import torch
@@ -9,6 +12,7 @@ import torch
 import model_zoo
 import onnxport
 from onnxport.capture import parameter_names
+from onnxport.errors import DynamicDimensionFixedWarning
 
 ALL_MODELS = ["mlp"] + model_zoo.TORCHVISION_MODELS + model_zoo.TRANSFORMERS_MODELS
 
@@ -132,3 +136,26 @@ def test_kv_cache_given_before_the_other_inputs():
     inputs = {k: inputs[k] for k in example}
     for a, e in zip(program(**inputs), _eager(model, inputs)):
         torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+
+
+# -- issue 7: a batch of 1 as the example, the batch dynamic -------------------------------
+BATCH1_IN_CI = ["torchvision.resnet18", "torchvision.mobilenet_v3_small",
+                "timm.vit_tiny_patch16_224", "transformers.BertModel",
+                "transformers.LlamaForCausalLM", "transformers.T5ForConditionalGeneration",
+                "transformers.WhisperForConditionalGeneration"]
+
+
+@pytest.mark.parametrize("name", BATCH1_IN_CI)
+def test_dynamic_batch_from_an_example_batch_of_one(name):
+    case = model_zoo.batch1_case(name)
+    args, kwargs = case.make_inputs(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DynamicDimensionFixedWarning)  # no dim may end up static
+        program = onnxport.export(case.model, args, kwargs=kwargs, dynamic_axes=case.dynamic_axes)
+    graph = program.model.graph
+    for value in [*graph.inputs, *graph.outputs]:
+        assert value.shape[0] == onnxport_dim("batch"), value
+    # Batch 1 as exported, then batch 3 (at another sequence length for the text models).
+    for sizes in [(1,), (3, model_zoo.OTHER_SEQUENCE) if case.text else (3,)]:
+        args, kwargs = case.make_inputs(*sizes)
+        assert_matches_eager(program, case.model, args, kwargs)

@@ -15,6 +15,11 @@ class CaptureError(OnnxExporterError):
     """torch.export could not capture the model."""
 
 
+class DynamicDimensionFixedWarning(UserWarning):
+    """A dimension asked to be dynamic was exported static (or bounded): the model fixes it; the
+    message names the input, the axis and the line of model code."""
+
+
 class TranslationError(OnnxExporterError):
     """A captured call could not be translated to ONNX."""
 

@@ -205,3 +205,19 @@ def test_arange_of_the_batch_reads_one_dimension():
                     run_with=[(_x(11),)])
     assert count(program, "Shape") == 1 and count(program, "Range") == 1
     assert "Concat" not in op_types(program)
+
+
+@pytest.mark.parametrize("equation", ["bhid,bhjd->bhij", "bgid,dj->bgij"])
+def test_einsum_with_a_dynamic_batch_exported_from_a_batch_of_one(equation):
+    """Sizes kept symbolic at 1 in capture stay so when translation re-traces einsum's
+    decomposition (it baked the batch of 1 into a Reshape)."""
+    torch.manual_seed(0)
+    right = torch.randn(4, 6, 8) if equation.startswith("bhid,bhjd") else torch.randn(8, 5)
+    batched = equation.startswith("bhid,bhjd")
+
+    def attend(q):
+        k = q.flip(2)[:, :, :6] if batched else right
+        return torch.einsum(equation, q, k)
+
+    check(attend, torch.randn(1, 4, 7, 8), dynamic_shapes={"q": {0: torch.export.Dim("batch")}},
+          run_with=[(torch.randn(3, 4, 7, 8),), (torch.randn(1, 4, 7, 8),)])

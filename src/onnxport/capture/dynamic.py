@@ -4,10 +4,11 @@ turned into what torch.export takes plus the ONNX names of the dynamic dimension
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 import torch.utils._pytree as pytree
+from torch.export import Dim
 
 from onnxport.capture import hf_cache
 from onnxport.capture.pytree_names import tensor_leaves
@@ -63,8 +64,11 @@ def resolve_dynamic(
             "(dynamic_shapes is torch.export's form, dynamic_axes the older one)"
         )
     if dynamic_shapes is not None:
-        return DynamicSpec(dynamic_shapes, _names_from_dynamic_shapes(
-            dynamic_shapes, args, kwargs, parameter_names), {})
+        names = _names_from_dynamic_shapes(dynamic_shapes, args, kwargs, parameter_names)
+        # torch.export takes no strings; a named dim is a dynamic one that ONNX calls so.
+        shapes = map_dims(dynamic_shapes, args, kwargs, parameter_names,
+                          lambda k, axis, dim: Dim.DYNAMIC if isinstance(dim, str) else dim)
+        return DynamicSpec(shapes, names, {})
     if not dynamic_axes:
         return DynamicSpec(None, {}, {})
     if not isinstance(dynamic_axes, Mapping):
@@ -218,3 +222,94 @@ def _names_from_dynamic_shapes(dynamic_shapes, args, kwargs, parameter_names):
 
 def _is_hint(dim: Any, *kinds: str) -> bool:
     return getattr(getattr(dim, "type", None), "name", None) in kinds
+
+
+def map_dims(dynamic_shapes: Any, args: tuple, kwargs: dict, parameter_names: Sequence[str],
+             function: Callable[[int, int, Any], Any]) -> Any:
+    """``dynamic_shapes`` in its own structure with each per-axis entry replaced by
+    ``function(tensor input position, axis, entry)`` (the entry is None for a static axis)."""
+    if dynamic_shapes is None:
+        return None
+    names = list(parameter_names)
+    top_level = [(names[i] if i < len(names) else f"arg{i}", i, arg) for i, arg in enumerate(args)]
+    top_level += [(key, -1, value) for key, value in kwargs.items()]
+    counter = iter(range(10**9))
+    if isinstance(dynamic_shapes, Mapping):
+        result = dict(dynamic_shapes)
+        for name, _, value in top_level:
+            mapped = _map_spec(value, dynamic_shapes.get(name), function, counter)
+            if name in dynamic_shapes:
+                result[name] = mapped
+        return result
+    if isinstance(dynamic_shapes, (list, tuple)):
+        given = list(dynamic_shapes)
+        for name, position, value in top_level:
+            spec = given[position] if 0 <= position < len(given) else None
+            mapped = _map_spec(value, spec, function, counter)
+            if 0 <= position < len(given):
+                given[position] = mapped
+        return type(dynamic_shapes)(given)
+    raise InvalidExportOptionsError(
+        f"dynamic_shapes must be a dict or a tuple, got {type(dynamic_shapes).__name__}")
+
+
+def _map_spec(value: Any, spec: Any, function, counter) -> Any:
+    if isinstance(value, torch.Tensor):
+        position = next(counter)
+        if isinstance(spec, Mapping):
+            return {axis: function(position, axis, dim) for axis, dim in spec.items()}
+        if isinstance(spec, (list, tuple)):
+            return type(spec)(function(position, axis, dim) for axis, dim in enumerate(spec))
+        return spec
+    node = pytree.SUPPORTED_NODES.get(pytree._get_node_type(value))
+    if node is None:
+        return spec
+    children, context = node.flatten_fn(value)
+    if isinstance(spec, Mapping) and isinstance(value, Mapping):
+        mapped = {key: _map_spec(child, spec.get(key), function, counter)
+                  for key, child in zip(context, children)}
+        return {key: mapped.get(key, entry) for key, entry in spec.items()}
+    if isinstance(spec, (list, tuple)) and len(spec) == len(children):
+        return type(spec)(_map_spec(child, child_spec, function, counter)
+                          for child, child_spec in zip(children, spec))
+    for child in children:  # None (all static) or a structure torch.export will reject
+        _map_spec(child, None, function, counter)
+    return spec
+
+
+def requested_dims(dynamic_shapes: Any, args: tuple, kwargs: dict,
+                   parameter_names: Sequence[str]) -> dict[tuple[int, int], int | None]:
+    """Every axis asked to be dynamic, (tensor input position, axis) -> its requested max
+    (None when unbounded). Dims derived from others (``2 * batch``) are left to torch."""
+    found: dict[tuple[int, int], int | None] = {}
+
+    def record(position, axis, dim):
+        if isinstance(axis, int) and (isinstance(dim, (str, Dim)) or _is_hint(dim, "AUTO", "DYNAMIC")) \
+                and not hasattr(dim, "root"):
+            upper = getattr(dim, "max", None)
+            found[(position, axis)] = int(upper) if upper is not None and _finite(upper) else None
+        return dim
+
+    map_dims(dynamic_shapes, args, kwargs, parameter_names, record)
+    return found
+
+
+def as_auto(dim: Any) -> Any:
+    """``dim`` as ``Dim.AUTO`` with its bounds: torch keeps it dynamic unless the model fixes
+    it, and then says so in the program instead of raising."""
+    if hasattr(dim, "root"):
+        return dim  # derived from another dim: only torch can check that relation
+    low, high = getattr(dim, "min", None), getattr(dim, "max", None)
+    bounds = {}
+    if low is not None and low != 0:
+        bounds["min"] = int(low)
+    if high is not None and _finite(high):
+        bounds["max"] = int(high)
+    return Dim.AUTO(**bounds) if bounds else Dim.AUTO
+
+
+def _finite(value: Any) -> bool:
+    """A plain bound (not torch's int_oo)."""
+    import sympy
+
+    return isinstance(value, (int, sympy.Integer)) and not isinstance(value, bool)

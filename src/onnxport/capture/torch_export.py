@@ -7,18 +7,25 @@ decomposes, one node at a time, only what the op library does not translate.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import inspect
 import operator
+import os
+import sys
+import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.dynamic import as_auto, map_dims, requested_dims, tensor_input_slots
+from onnxport.capture.specialization import (FixedDim, describe, failure_location,
+                                              fixed_dims, recording_guards, static_size)
 from onnxport.capture.pytree_names import output_names as output_names_of
-from onnxport.errors import CaptureError, InvalidExportOptionsError
+from onnxport.errors import CaptureError, DynamicDimensionFixedWarning, InvalidExportOptionsError
 
 
 class _FunctionModule(torch.nn.Module):
@@ -62,6 +69,10 @@ class CapturedProgram:
     output_names: list[str]
     symbol_names: dict[str, str]
     output_dim_names: dict[str, dict[int, str]]
+    strategy: str = "torch.export non-strict"  # the capture strategy that made the program
+    # (strategy, why it was not used) for each tried before
+    failed_strategies: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    fixed_dims: list = dataclasses.field(default_factory=list)  # asked dynamic, left static
 
 
 def parameter_names(model: Any) -> list[str]:
@@ -95,31 +106,310 @@ def capture_torch_export(
     When the graph writes into a view or an input, it is functionalized, decomposing only the
     ops for which ``keep_op`` is false.
     """
+    strategy, attempts, fixed = "given ExportedProgram", [], []
     if isinstance(model, ExportedProgram):
         program = model
     else:
         module = model if isinstance(model, torch.nn.Module) else _module_for_function(model)
-        try:
-            with _patched_for_export():
-                program = torch.export.export(
-                    module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False
-                )
-        except Exception as error:  # torch raises many kinds; all mean "could not capture"
-            raise CaptureError(
-                f"torch.export could not capture the model: {type(error).__name__}: "
-                f"{_first_lines(str(error))}\nThe stage that failed is capture; the model's "
-                "forward must be traceable by torch.export (see its error above)."
-            ) from error
+        names = parameter_names(model)
+        display = _input_display_names(args, kwargs, names, input_names)
+        program, strategy, attempts, fixed = capture_with_strategies(
+            module, args, kwargs, dynamic_shapes, names,
+            describe_dim=lambda d: describe(d, display(d.position),
+                                            (dim_names or {}).get((d.position, d.axis))))
     if needs_functionalization(program):
-        with _patched_for_export():  # functionalizing traces the graph again
+        from torch.fx.experimental import _config as shapes_config
+
+        oblivious = bool(program.graph_module.meta.get("backed_size_oblivious"))
+        # Functionalizing traces the graph again: as it was captured, with the same patches.
+        with shapes_config.patch(backed_size_oblivious=oblivious), _patched_for_export():
             program = functionalize(program, keep_op or (lambda op: False))
+        program.graph_module.meta["backed_size_oblivious"] = oblivious
     nested_names = None
     if not isinstance(model, ExportedProgram):
         # Tensors inside a cache, list or dict are named after their path in it.
         slots = tensor_input_slots(args, kwargs, parameter_names(model))
         nested_names = [slot.name if slot.path else None for slot in slots]
-    return _describe(program, dim_names or {}, input_names, output_names, output_dim_names or {},
-                     nested_names)
+    captured = _describe(program, dim_names or {}, input_names, output_names,
+                         output_dim_names or {}, nested_names)
+    captured.strategy, captured.failed_strategies, captured.fixed_dims = strategy, attempts, fixed
+    return captured
+
+
+def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describe_dim):
+    """torch.export, non-strict (Python runs the model) then strict (dynamo traces it).
+
+    A dim asked to be dynamic is given to torch as Dim.AUTO, so that a model fixing it does
+    not fail the export but shows in the program. Then, for such dims, a size of 2 when the
+    example has 0 or 1 there (kept when the graph still computes eager's results at the
+    example's sizes), and else the dims static, with a warning naming the line that fixes them.
+    Returns the program, the strategy that made it, the (strategy, reason) of each that did not,
+    and the dims left static."""
+    requested = requested_dims(dynamic_shapes, args, kwargs, names)
+    auto = map_dims(dynamic_shapes, args, kwargs, names,
+                    lambda k, axis, dim: as_auto(dim) if (k, axis) in requested else dim)
+    small = {key for key in requested if _example_size(args, kwargs, names, key) in (0, 1)}
+    attempts: list[tuple[str, str]] = []
+    fixed = None
+    eager = _EagerShapes(module, args, kwargs)
+    for strategy, strict in (("non-strict", False), ("strict", True)):
+        try:
+            program, fixed = _export(module, args, kwargs, auto, strict, requested, bool(small))
+        except Exception as error:  # torch raises many kinds; all mean "could not capture"
+            attempts.append((strategy, _reason(error)))
+            continue
+        static = [d for d in fixed if d.upper is None]
+        # Sizes 0 and 1 kept symbolic: torch assumes they broadcast and squeeze like larger ones.
+        mismatch = eager.mismatch(program, args, kwargs, names) if small and not static else None
+        if not static and mismatch is None:
+            _warn_bounded(fixed, describe_dim)
+            return program, strategy, attempts, []
+        attempts.append((strategy, "; ".join(describe_dim(d) for d in static) or mismatch))
+        break
+    if fixed is None and not small:
+        raise _capture_error(attempts)
+    if fixed is None:  # torch may fail on sizes 0 and 1 kept symbolic: they go the same way
+        strict, program = False, None
+        mismatch = "torch.export failed with it dynamic at this size (see the strategies above)"
+    static = {(d.position, d.axis) for d in fixed or () if d.upper is None}
+    if mismatch is not None:
+        fixed = [FixedDim(k, axis, _example_size(args, kwargs, names, (k, axis)), None,
+                          reason=mismatch) for k, axis in sorted(small)]
+        static = set(small)
+
+    if static & small:
+        strategy = f"{'strict' if strict else 'non-strict'}, sizes 0 and 1 traced at 2"
+        larger, reason = _traced_at_size_two(module, args, kwargs, names, auto, strict, requested,
+                                             small, eager, describe_dim)
+        if larger is not None:
+            return larger, strategy, attempts, []
+        attempts.append((strategy, reason))
+
+    strategy = f"{'strict' if strict else 'non-strict'}, fixed dims static"
+    if mismatch is None and all(isinstance(_placeholder_size(program, d), int)
+                                for d in fixed if d.upper is None):
+        final = program  # torch already made them static
+    else:
+        shapes = map_dims(auto, args, kwargs, names,
+                          lambda k, axis, dim: None if (k, axis) in static else dim)
+        try:
+            final, _ = _export(module, args, kwargs, shapes, strict, requested,
+                               bool(small - static))
+        except Exception as error:
+            attempts.append((strategy, _reason(error)))
+            raise _capture_error(attempts) from error
+    for d in fixed:
+        if d.upper is None:
+            advice = " (change that line to keep it dynamic)" if d.location else ""
+            warn_at_caller(f"{describe_dim(d)}; the ONNX model takes only size {d.size} there"
+                           f"{advice}", DynamicDimensionFixedWarning)
+    _warn_bounded(fixed, describe_dim)
+    return final, strategy, attempts, [d for d in fixed if d.upper is None]
+
+
+def _traced_at_size_two(module, args, kwargs, names, shapes, strict, requested, small, eager,
+                        describe_dim):
+    """The program captured with the example's sizes 0 and 1 of ``small`` dims made 2, when it
+    is sound at the example's own sizes; else (None, why not)."""
+    try:
+        larger_args, larger_kwargs = _with_size_two(args, kwargs, names, small)
+        program, fixed = _export(module, larger_args, larger_kwargs, shapes, strict, requested,
+                                 False)
+    except Exception as error:
+        return None, _reason(error)
+    static = [d for d in fixed if d.upper is None]
+    if static:
+        return None, "; ".join(describe_dim(d) for d in static)
+    mismatch = eager.mismatch(program, args, kwargs, names)
+    if mismatch is not None:
+        return None, mismatch
+    if not _computes_eager_results(program, module, args, kwargs):
+        return None, "its graph computes other values than eager at the example's sizes"
+    _warn_bounded(fixed, describe_dim)
+    return program, None
+
+
+def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
+    """One torch.export call, recording where the model fixes sizes. ``oblivious``: sizes of
+    0 and 1 stay symbolic (torch otherwise makes them constants), the way torch.onnx does."""
+    from torch.fx.experimental import _config as shapes_config
+
+    with _patched_for_export(), recording_guards() as guards, \
+            shapes_config.patch(backed_size_oblivious=oblivious):
+        program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes,
+                                      strict=strict)
+    # Translation re-traces decompositions on these shapes: it must treat 0 and 1 alike.
+    program.graph_module.meta["backed_size_oblivious"] = oblivious
+    user_inputs = _tensor_user_inputs(program)
+    return program, fixed_dims(program, user_inputs, requested, guards)
+
+
+class _EagerShapes:
+    """The model's output shapes at the example, computed once and only when needed."""
+
+    def __init__(self, module, args, kwargs):
+        self.module, self.args, self.kwargs = module, args, kwargs
+        self.shapes = None
+
+    def mismatch(self, program: ExportedProgram, args, kwargs, names) -> str | None:
+        """Why the program's output shapes, at the example's sizes, are not eager's (None when
+        they are)."""
+        if self.shapes is None:
+            try:
+                with torch.no_grad():
+                    outputs = self.module(*copy.deepcopy(self.args), **copy.deepcopy(self.kwargs))
+            except Exception:  # a model that cannot run eagerly here (meta weights): no check
+                self.shapes = []
+                return None
+            self.shapes = [tuple(t.shape) for t in pytree.tree_leaves(outputs)
+                           if isinstance(t, torch.Tensor)]
+        if not self.shapes:
+            return None
+        sizes = {}
+        placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+        slots = tensor_input_slots(args, kwargs, names)
+        for name, slot in zip(_tensor_user_inputs(program), slots):
+            for size, example in zip(placeholders[name].meta["val"].shape, slot.tensor.shape):
+                if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                    sizes[size.node.expr] = example
+        output = next(n for n in program.graph.nodes if n.op == "output")
+        specs = program.graph_signature.output_specs
+        values = [item.meta.get("val") for item, spec in zip(output.args[0], specs)
+                  if spec.kind == OutputKind.USER_OUTPUT and isinstance(item, torch.fx.Node)]
+        values = [v for v in values if isinstance(v, torch.Tensor)]
+        if len(values) != len(self.shapes):
+            return None  # outputs torch does not return as tensors: nothing to compare
+        for k, (value, expected) in enumerate(zip(values, self.shapes)):
+            shape = tuple(int(d.node.expr.subs(sizes)) if isinstance(d, torch.SymInt) else d
+                          for d in value.shape)
+            if shape != expected:
+                return (f"output {k} would have shape {list(shape)} at the example's sizes, "
+                        f"but the model returns {list(expected)} (it treats a size of 0 or 1 "
+                        "specially)")
+        return None
+
+
+def _tensor_user_inputs(program: ExportedProgram) -> list[str]:
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    return [spec.arg.name for spec in program.graph_signature.input_specs
+            if spec.kind == InputKind.USER_INPUT
+            and isinstance(placeholders[spec.arg.name].meta.get("val"), torch.Tensor)]
+
+
+def _placeholder_size(program: ExportedProgram, fixed) -> Any:
+    inputs = _tensor_user_inputs(program)
+    node = next(n for n in program.graph.nodes if n.name == inputs[fixed.position])
+    return static_size(node.meta["val"].shape[fixed.axis])
+
+
+def _warn_bounded(fixed, describe_dim) -> None:
+    """Warn about dims kept dynamic but bounded."""
+    for d in fixed:
+        if d.upper is not None:
+            warn_at_caller(f"{describe_dim(d)}; the ONNX model keeps it dynamic, but matches "
+                           f"PyTorch only up to {d.upper}", DynamicDimensionFixedWarning)
+
+
+def warn_at_caller(message: str, category: type[Warning]) -> None:
+    """Warn at the first frame outside onnxport: the user's export call, however many of our
+    own frames (the strategy chain, dynamo_export, fallback) stand between."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 2  # stacklevel 2 is our caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def _example_size(args, kwargs, names, key) -> int | None:
+    slots = tensor_input_slots(args, kwargs, names)
+    position, axis = key
+    if position < len(slots) and axis < slots[position].tensor.dim():
+        return slots[position].tensor.shape[axis]
+    return None
+
+
+def _with_size_two(args, kwargs, names, dims):
+    """The example inputs with each of ``dims`` (of size 0 or 1) repeated to size 2."""
+    slots = tensor_input_slots(args, kwargs, names)
+    larger: dict[int, torch.Tensor] = {}
+    for position, slot in enumerate(slots):
+        tensor = slot.tensor
+        for p, axis in sorted(dims):
+            if p == position:
+                if tensor.shape[axis] == 0:
+                    shape = list(tensor.shape)
+                    shape[axis] = 2
+                    tensor = tensor.new_zeros(shape)
+                else:
+                    tensor = torch.cat([tensor, tensor], dim=axis)
+        larger[id(slot.tensor)] = tensor
+
+    def replace(leaf):
+        return larger.get(id(leaf), leaf) if isinstance(leaf, torch.Tensor) else leaf
+
+    return pytree.tree_map(replace, args), pytree.tree_map(replace, kwargs)
+
+
+def _computes_eager_results(program: ExportedProgram, module, args, kwargs) -> bool:
+    """True when the captured graph, run in PyTorch at the example's own sizes, gives the
+    model's results there: a graph traced at size 2 may have taken another branch than size 1."""
+    graph_module = program.module(check_guards=False)
+    graph_module._forward_pre_hooks.clear()  # the range checks of the size-2 capture
+    try:
+        with torch.no_grad():
+            expected = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+            actual = graph_module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except Exception:
+        return False
+    expected = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    actual = [t for t in pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
+    if len(expected) != len(actual):
+        return False
+    for e, a in zip(expected, actual):
+        if e.shape != a.shape or e.dtype != a.dtype:
+            return False
+        if e.is_floating_point() or e.is_complex():
+            if not torch.allclose(a, e, rtol=1e-3, atol=1e-4, equal_nan=True):
+                return False
+        elif not torch.equal(a, e):
+            return False
+    return True
+
+
+def _reason(error: BaseException) -> str:
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    reason = f"{type(error).__name__}: {lines[0] if lines else ''}".strip()
+    location = failure_location(error)
+    return reason + (f" (at {location})" if location else "")
+
+
+def _capture_error(attempts: list[tuple[str, str]]) -> CaptureError:
+    """The error when every strategy failed; it carries them, for fallback=True to list."""
+    error = CaptureError(_capture_failure(attempts))
+    error.attempts = list(attempts)
+    return error
+
+
+def _capture_failure(attempts: list[tuple[str, str]]) -> str:
+    tried = "\n".join(f"  {strategy}: {reason}" for strategy, reason in attempts)
+    return (
+        "torch.export could not capture the model (the stage that failed is capture). "
+        f"Strategies tried:\n{tried}\n"
+        "Change the model at the line named above, or export with fallback=True (falls back to "
+        "the TorchScript path when torch.export fails) or dynamo=False (the TorchScript path)."
+    )
+
+
+def _input_display_names(args, kwargs, names, input_names):
+    slots = tensor_input_slots(args, kwargs, names)
+    given = list(input_names or [])
+
+    def display(position: int) -> str:
+        if position < len(given):
+            return given[position]
+        return slots[position].name if position < len(slots) else f"input {position}"
+
+    return display
 
 
 def needs_functionalization(program: ExportedProgram) -> bool:
@@ -184,6 +474,10 @@ def functionalize(program: ExportedProgram, keep_op: Callable[[Any], bool]) -> E
             f"{type(error).__name__}: {_first_lines(str(error))}") from error
 
 
+def _none_note(count: int) -> str:
+    return f" (and returns None {count} time(s), which has no ONNX output)" if count else ""
+
+
 def _first_lines(text: str, count: int = 12) -> str:
     lines = text.strip().splitlines()
     return "\n".join(lines[:count]) + ("\n..." if len(lines) > count else "")
@@ -235,20 +529,27 @@ def _describe(program, dim_names, input_names, output_names, output_dim_names,
 
     output_node = next(n for n in program.graph.nodes if n.op == "output")
     results = output_node.args[0]
-    user_outputs = [i for i, spec in enumerate(signature.output_specs)
+    every_output = [i for i, spec in enumerate(signature.output_specs)
                     if spec.kind == OutputKind.USER_OUTPUT]
+    readable = output_names_of(program.call_spec.out_spec) if program.call_spec.out_spec else []
+    if len(readable) != len(every_output):
+        readable = [None] * len(every_output)
+    # A None the model returns is no value at all: it has no ONNX output, and the outputs after
+    # it keep their own names (ONNX Runtime's list is eager's tensors in order, Nones skipped).
+    kept = [k for k, i in enumerate(every_output) if results[i] is not None]
+    user_outputs = [every_output[k] for k in kept]
     given = list(output_names or [])
+    if len(kept) < len(every_output) and len(given) == len(every_output):
+        given = [given[k] for k in kept]  # names given for every returned item, Nones included
     if len(given) > len(user_outputs):
         raise InvalidExportOptionsError(
             f"output_names has {len(given)} names but the model has {len(user_outputs)} "
-            f"outputs; give at most {len(user_outputs)} names"
+            f"outputs{_none_note(len(every_output) - len(kept))}; give at most "
+            f"{len(user_outputs)} names"
         )
-    readable = output_names_of(program.call_spec.out_spec) if program.call_spec.out_spec else []
-    if len(readable) != len(user_outputs):
-        readable = [None] * len(user_outputs)
     defaults = []
-    for k, i in enumerate(user_outputs):
-        item = results[i]
+    for k in kept:
+        item = results[every_output[k]]
         default = item.name if isinstance(item, torch.fx.Node) else f"output_{k}"
         defaults.append(readable[k] or default)
     onnx_outputs = given + defaults[len(given):]

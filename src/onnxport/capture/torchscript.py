@@ -512,11 +512,14 @@ def capture_with_fallback(
         return capture_trace(), trace_name, []
     try:
         captured = capture_export()
-        return captured, getattr(captured, "strategy", "torch.export"), []
+        return captured, _export_strategy(captured.strategy), [
+            (_export_strategy(name), reason) for name, reason in captured.failed_strategies]
     except CaptureError as error:
         if not fallback:
             raise
-        attempts = list(getattr(error, "attempts", None) or [("torch.export", str(error))])
+        attempts = [(_export_strategy(name), reason)
+                    for name, reason in getattr(error, "attempts", None) or []]
+        attempts = attempts or [("torch.export", str(error))]
     try:
         return capture_trace(), "tracing", attempts
     except CaptureError as error:
@@ -525,6 +528,11 @@ def capture_with_fallback(
         for name, reason in attempts:
             lines.append(f"- {name}: " + reason.replace("\n", "\n    "))
         raise CaptureError("\n".join(lines)) from error
+
+
+def _export_strategy(name: str) -> str:
+    """A strategy of the torch.export chain as the program records it: "torch.export (strict)"."""
+    return name if name.startswith("torch.export") else f"torch.export ({name})"
 
 
 def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallback: bool,

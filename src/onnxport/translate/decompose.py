@@ -70,7 +70,14 @@ def decomposition(node: torch.fx.Node) -> Decomposition:
     fake_mode = detect_fake_mode(fake_inputs)
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    with fake_mode if fake_mode is not None else _null():
+    # Sizes the capture kept symbolic at 0 or 1 must stay so here too, or a decomposition
+    # (einsum's) bakes the example's size into its reshapes.
+    owner = node.graph.owning_module
+    oblivious = bool(owner is not None and owner.meta.get("backed_size_oblivious"))
+    from torch.fx.experimental import _config as shapes_config
+
+    with fake_mode if fake_mode is not None else _null(), \
+            shapes_config.patch(backed_size_oblivious=oblivious):
         module = make_fx(call, tracing_mode="real", pre_dispatch=False)(*fake_inputs)
     return Decomposition(module, tensor_positions)
 

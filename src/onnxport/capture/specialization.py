@@ -1,0 +1,215 @@
+"""Which dimensions asked to be dynamic the model fixes to one size, and the line of model code
+that fixes each: read from the guards torch's ShapeEnv records while torch.export traces."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sysconfig
+import traceback
+from typing import Any, Iterator, Mapping
+
+import sympy
+import torch
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+_TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
+_ONNXPORT_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB_FOLDER = sysconfig.get_paths()["stdlib"] + os.sep
+
+
+@dataclasses.dataclass
+class Guard:
+    """A condition torch assumed about one size symbol, and where in model code."""
+
+    expr: Any  # a sympy relation, or Eq(symbol, value) for a replacement
+    symbol: Any
+    location: str | None
+    sources: list[str]
+
+
+@dataclasses.dataclass
+class FixedDim:
+    """A dimension asked to be dynamic that the capture did not keep dynamic."""
+
+    position: int  # index of the tensor input
+    axis: int
+    size: int  # the example's size, which the graph is valid for
+    location: str | None  # the model code that fixed it, when torch tells
+    upper: int | None = None  # set when the graph is valid up to this size only
+    reason: str | None = None  # why it is static when no guard says (a shape eager disagrees on)
+
+
+def is_model_frame(filename: str) -> bool:
+    """Model code is any Python file outside torch, onnxport and the standard library
+    (torchvision, timm or transformers code counts: it is where the model is written)."""
+    if filename.startswith("<") or filename.startswith(_TORCH_FOLDER):
+        return False
+    if filename.startswith(_ONNXPORT_FOLDER):
+        return False
+    if filename.startswith(_STDLIB_FOLDER) and "-packages" + os.sep not in filename:
+        return False
+    return True
+
+
+def _format(frame: traceback.FrameSummary) -> str:
+    code = (frame.line or "").strip()
+    return f"{frame.filename}:{frame.lineno} in {frame.name}" + (f": {code}" if code else "")
+
+
+def model_location(frames: list[traceback.FrameSummary]) -> str | None:
+    """The innermost frame of model code, formatted ``file:line in function: code``."""
+    for frame in reversed(frames):
+        if is_model_frame(frame.filename):
+            return _format(frame)
+    return None
+
+
+def failure_location(error: BaseException) -> str | None:
+    """The line of model code where ``error`` was raised (the innermost, across chained errors)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        location = model_location(traceback.extract_tb(error.__traceback__))
+        if location is not None:
+            return location
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _current_location() -> str | None:
+    from torch._guards import TracingContext
+
+    user_stack = TracingContext.extract_stack()  # strict mode: the stack dynamo traced
+    if user_stack:
+        return model_location(list(user_stack))
+    # The Python stack is not enough: a guard raised from an ATen kernel (a contiguity check in
+    # linear) reaches Python through C++; torch's own traceback walks across it.
+    from torch.utils._traceback import CapturedTraceback
+
+    return model_location(list(CapturedTraceback.extract().summary()))
+
+
+def _single_symbol(expr: Any) -> Any:
+    free = getattr(expr, "free_symbols", ())
+    return next(iter(free)) if len(free) == 1 else None
+
+
+@contextlib.contextmanager
+def recording_guards() -> Iterator[list[Guard]]:
+    """Record every guard on a single size symbol (``s0 == 1``, ``s0 <= 4``) and every
+    replacement of a symbol by a number, with the model line that caused it."""
+    guards: list[Guard] = []
+    log_guard = ShapeEnv._log_guard
+    set_replacement = ShapeEnv._set_replacement
+
+    def sources(shape_env, symbol) -> list[str]:
+        return [source.name for source in shape_env.var_to_sources.get(symbol, [])]
+
+    def recording_log_guard(self, prefix, g, forcing_spec):
+        symbol = _single_symbol(g)
+        if symbol is not None:
+            guards.append(Guard(g, symbol, _current_location(), sources(self, symbol)))
+        return log_guard(self, prefix, g, forcing_spec)
+
+    def recording_set_replacement(self, a, tgt, msg):
+        if isinstance(tgt, (int, sympy.Integer)):
+            guards.append(Guard(sympy.Eq(a, tgt), a, _current_location(), sources(self, a)))
+        return set_replacement(self, a, tgt, msg)
+
+    ShapeEnv._log_guard = recording_log_guard
+    ShapeEnv._set_replacement = recording_set_replacement
+    try:
+        yield guards
+    finally:
+        ShapeEnv._log_guard = log_guard
+        ShapeEnv._set_replacement = set_replacement
+
+
+def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
+               requested: Mapping[tuple[int, int], Any], guards: list[Guard]) -> list[FixedDim]:
+    """The requested dynamic dims (tensor input position, axis) -> requested max) that the
+    program does not keep dynamic over the requested range: a number in the placeholder's shape,
+    a symbol torch found equal to a number, or one whose range torch bounded."""
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+    found = []
+    for (position, axis), wanted_max in requested.items():
+        if position >= len(user_inputs):
+            continue
+        value = placeholders[user_inputs[position]].meta.get("val")
+        if not isinstance(value, torch.Tensor) or axis >= value.dim():
+            continue
+        size = static_size(value.shape[axis])
+        if isinstance(size, int):
+            found.append(FixedDim(position, axis, size, _replacement_location(guards, size, axis)))
+            continue
+        expr = size.node.expr
+        if not isinstance(expr, sympy.Symbol):
+            continue  # a derived dim (2 * batch): torch checked it against the given one
+        example = size.node.hint
+        # The program's ranges are what torch kept of its guards (some it records and drops,
+        # such as checks of its own caches); a guard tells only where.
+        bounds = ranges.get(str(expr))
+        upper = _as_int(bounds.upper) if bounds is not None else None
+        lower = _as_int(bounds.lower) if bounds is not None else None
+        if upper is not None and (upper == lower or upper <= 2) and (
+                wanted_max is None or wanted_max > upper):
+            equal = [g for g in guards if g.symbol == expr and isinstance(g.expr, sympy.Eq)
+                     and any(isinstance(side, sympy.Integer) for side in g.expr.args)]
+            where = equal[0].location if equal else _bound_location(guards, expr)
+            found.append(FixedDim(position, axis, int(example), where))
+        elif upper is not None and (wanted_max is None or upper < wanted_max):
+            found.append(FixedDim(position, axis, int(example), _bound_location(guards, expr),
+                                  upper=upper))
+    return found
+
+
+def static_size(size: Any) -> Any:
+    """``size`` as an int when torch knows its value (a SymInt may hold a number)."""
+    if isinstance(size, torch.SymInt) and size.node.expr.is_number:
+        return int(size.node.expr)
+    return size
+
+
+def _as_int(value: Any) -> int | None:
+    """A finite bound as an int; None for torch's int_oo."""
+    if isinstance(value, (int, sympy.Integer)) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
+def _replacement_location(guards: list[Guard], size: int, axis: int) -> str | None:
+    """The model line behind a symbol torch replaced by ``size`` (its placeholder shows the
+    number only, so the guard is found by value and axis)."""
+    suffix = f".size()[{axis}]"
+    for guard in guards:
+        if isinstance(guard.expr, sympy.Eq) and sympy.Integer(size) in guard.expr.args and any(
+                source.endswith(suffix) for source in guard.sources):
+            if guard.location is not None:
+                return guard.location
+    return None
+
+
+def _bound_location(guards: list[Guard], symbol: Any) -> str | None:
+    for guard in guards:
+        if guard.symbol == symbol and guard.location is not None:
+            return guard.location
+    return None
+
+
+def describe(fixed: FixedDim, input_name: str, dim_name: str | None) -> str:
+    named = f" ({dim_name!r})" if dim_name else ""
+    if fixed.reason is not None:
+        return f"axis {fixed.axis}{named} of input {input_name!r} is kept at {fixed.size}: {fixed.reason}"
+    where = f"at {fixed.location}" if fixed.location else "(torch did not say where)"
+    if fixed.upper is not None:
+        return (f"axis {fixed.axis}{named} of input {input_name!r} is bounded to at most "
+                f"{fixed.upper} by the model {where}")
+    return (f"axis {fixed.axis}{named} of input {input_name!r} is fixed to {fixed.size} by the "
+            f"model {where}")
+
+
+__all__ = ["FixedDim", "Guard", "describe", "failure_location", "fixed_dims", "recording_guards"]
+
