@@ -117,8 +117,6 @@ def test_model_writing_into_its_input_is_verified_on_the_given_input():
     torch.testing.assert_close(program(before)[0], (before + 1) * 2, rtol=1e-3, atol=1e-4)
 
 
-@pytest.mark.xfail(reason="capture makes the None an ONNX output; fixed in capture by another "
-                          "change, verification already skips None", strict=False)
 def test_none_output_is_skipped():
     x = torch.randn(2, 3)
     program = onnxport.export(lambda z: (z + 1, None, z * 2), (x,), verify=True)
