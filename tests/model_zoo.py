@@ -192,9 +192,9 @@ def _text_inputs(names, vocab=100, decoder=False):
         kwargs = {"input_ids": torch.randint(0, vocab, (batch, sequence), generator=generator)}
         if "attention_mask" in names:
             mask = torch.ones(batch, sequence, dtype=torch.long)
-            # Padding at the end, so that the mask matters. (Left padding leaves a causal LM's
-            # first rows with nothing to attend to: ONNX Runtime gives NaN there, eager not.)
-            mask[0, sequence - sequence // 4:] = 0
+            # The first row left-padded, as batched generation pads: a causal LM's first rows
+            # then attend to nothing, which torch's attention gives zeros (and Softmax nan).
+            mask[0, :sequence // 4] = 0
             kwargs["attention_mask"] = mask
         if decoder:
             kwargs["decoder_input_ids"] = torch.randint(

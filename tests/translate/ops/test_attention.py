@@ -31,8 +31,19 @@ def _bool_mask(length, source):
     return mask
 
 
+def _fully_masked_rows(length, source):
+    mask = _bool_mask(length, source)
+    mask[1] = False  # a row that sees no key: torch gives it zeros (a left-padded batch)
+    return mask
+
+
 sdpa = F.scaled_dot_product_attention
 HAND = {
+    "bool mask, a fully masked row": (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), *_qkv(),
+                                      _fully_masked_rows(5, 5)),
+    "float mask, a fully masked row": (
+        lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), *_qkv(),
+        torch.zeros(5, 5).masked_fill(~_fully_masked_rows(5, 5), float("-inf"))),
     "plain": (sdpa, *_qkv()),
     "3-d": (sdpa, *[t[0] for t in _qkv()]),
     "causal": (lambda q, k, v: sdpa(q, k, v, is_causal=True), *_qkv()),

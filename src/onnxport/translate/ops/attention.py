@@ -52,6 +52,7 @@ def _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
         if not isinstance(head_size, int):
             raise NotImplementedError("attention with a symbolic head size needs an explicit scale")
         scale = 1.0 / math.sqrt(head_size)
+    given_mask = attn_mask
     if is_causal:
         # From the key as given: its repeated-heads form below has no recorded shape.
         attn_mask = _causal_mask(g, query, key)
@@ -71,7 +72,31 @@ def _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
         else:
             scores = g.op("Add", scores, attn_mask)
     weights = g.op("Softmax", scores, axis_i=-1 if g.opset >= 13 else r - 1)
+    if given_mask is not None and not _constant_without_masked_rows(given_mask):
+        # torch's softmax for attention gives a row the mask hides entirely zeros (a left-padded
+        # batch's first rows), where Softmax of -inf alone is nan. (A causal mask hides no row.)
+        weights = g.op("Where", _rows_fully_masked(g, attn_mask), g.const(0.0, query.dtype),
+                       weights)
     return g.op("MatMul", weights, value), scores
+
+
+def _constant_without_masked_rows(attn_mask) -> bool:
+    if attn_mask.const_value is None:
+        return False
+    mask = attn_mask.const_value.numpy()
+    allowed = mask if mask.dtype == bool else mask != float("-inf")
+    return bool(allowed.any(axis=-1).all()) if allowed.ndim else bool(allowed)
+
+
+def _rows_fully_masked(g, attn_mask):
+    """[..., L, 1]: True where the mask lets no key through. Computed from the mask alone, so
+    layers sharing one mask share this too (CSE)."""
+    last = rank(attn_mask) - 1
+    if attn_mask.dtype == ir.DataType.BOOL:
+        allowed = reduce(g, "ReduceMax", cast(g, attn_mask, ir.DataType.FLOAT), [last], True)
+        return g.op("Equal", allowed, g.const(0.0, ir.DataType.FLOAT))
+    largest = reduce(g, "ReduceMax", attn_mask, [last], True)
+    return g.op("Equal", largest, g.const(float("-inf"), attn_mask.dtype))
 
 
 def _causal_mask(g, query, key):
