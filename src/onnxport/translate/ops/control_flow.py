@@ -1,0 +1,72 @@
+"""Control flow: torch.export's higher-order ops become ONNX If and Loop, whose branches and
+bodies are subgraphs translated with the same registry and builder as the main graph.
+
+Branches and bodies read the values of the enclosing graph (operands, weights) by name, as
+ONNX subgraphs may; only a loop's carried values are inputs of its body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from onnxport.errors import TranslationError
+from onnxport.translate.ops._helpers import cast
+from onnxport.translate.registry import translates
+
+
+def _condition(g, pred: Any) -> ir.Value:
+    """ONNX If and Loop take a bool tensor of one element; torch gives a 0-d bool tensor, a
+    SymBool (a 1-element value here) or a Python bool."""
+    if isinstance(pred, (bool, int)):
+        return g.const(bool(pred))
+    if not isinstance(pred, ir.Value):
+        raise TranslationError(f"a condition must be a tensor or a bool, not {type(pred).__name__}")
+    return cast(g, pred, ir.DataType.BOOL)
+
+
+def _branch(g, subgraph, operands: list, name: str) -> ir.Graph:
+    branch = g.subgraph(name)
+    for output in subgraph.translate(branch, operands):
+        branch.add_output(output)
+    return branch.graph
+
+
+@translates("higher_order::cond")
+def cond(g, pred, true_graph, false_graph, operands=()):
+    """cond(Tensor pred, GraphModule true_fn, GraphModule false_fn, Tensor[] operands) -> Tensor[]"""
+    operands = list(operands)
+    then_branch = _branch(g, true_graph, operands, f"{true_graph.name}")
+    else_branch = _branch(g, false_graph, operands, f"{false_graph.name}")
+    count = len(then_branch.outputs)
+    outputs = g.op("If", _condition(g, pred), then_branch_g=then_branch,
+                   else_branch_g=else_branch, outputs=count)
+    return (outputs,) if count == 1 else outputs
+
+
+@translates("higher_order::while_loop")
+def while_loop(g, cond_graph, body_graph, carried_inputs, additional_inputs=()):
+    """while_loop(GraphModule cond_fn, GraphModule body_fn, Tensor[] carried_inputs,
+    Tensor[] additional_inputs) -> Tensor[]"""
+    carried = list(carried_inputs)
+    additional = list(additional_inputs)
+    # ONNX Loop tests its condition before the first iteration too, given as an input.
+    (first,) = cond_graph.translate(g, carried + additional)
+    body = g.subgraph(body_graph.name)
+    body.add_input(f"{body_graph.name}_iteration", ir.DataType.INT64, [])
+    body.add_input(f"{body_graph.name}_condition", ir.DataType.BOOL, [])
+    inputs = []
+    for i, meta in enumerate(body_graph.input_metas[:len(carried)]):
+        value = body.add_input(f"{body_graph.name}_carried_{i}", None, None)
+        body_graph.set_meta(value, meta)
+        inputs.append(value)
+    updated = body_graph.translate(body, inputs + additional)
+    (next_condition,) = cond_graph.translate(body, updated + additional)
+    body.add_output(_condition(body, next_condition))
+    for value in updated:
+        body.add_output(value)
+    results = g.op("Loop", None, _condition(g, first), *carried, body_g=body.graph,
+                   outputs=len(carried))
+    return (results,) if len(carried) == 1 else results
