@@ -1,11 +1,13 @@
-"""Control flow (ops/control_flow.py): torch.cond becomes ONNX If and while_loop becomes Loop,
-their branches and bodies translated as subgraphs that read the outer graph's values."""
+"""Control flow (ops/control_flow.py): torch.cond becomes ONNX If, while_loop Loop, scan and
+map Scan, their branches and bodies translated as subgraphs that read the outer graph's values."""
 
 from __future__ import annotations
 
 import onnx_ir as ir
 import pytest
 import torch
+from torch._higher_order_ops.map import map as torch_map
+from torch._higher_order_ops.scan import scan
 from torch._higher_order_ops.while_loop import while_loop
 from torch.export import Dim
 
@@ -152,3 +154,32 @@ def test_scripted_data_dependent_if_on_the_torchscript_path(opset):
     for sample in (x, -x):
         torch.testing.assert_close(program(sample)[0], ScriptedBranch()(sample),
                                    rtol=1e-3, atol=1e-4)
+
+
+class ReverseScan(torch.nn.Module):
+    """A running sum along dim 1, backwards, with a weight read from the outer graph."""
+
+    def forward(self, init, xs, w):
+        def combine(carry, x):
+            total = carry + x * w
+            return total, total.sin()
+
+        return scan(combine, init, xs, dim=1, reverse=True)
+
+
+@pytest.mark.parametrize("opset", [13, 23])
+def test_scan_carries_a_state_and_stacks_outputs_over_a_dynamic_length(opset):
+    program = check(ReverseScan(), torch.zeros(4), torch.randn(4, 5), torch.randn(4),
+                    opset=opset, dynamic_shapes=(None, {1: Dim("steps")}, None),
+                    run_with=[(torch.randn(4), torch.randn(4, 9), torch.randn(4))])
+    assert "Scan" in op_types(program)
+
+
+def test_map_applies_its_function_to_each_slice():
+    def mapped(xs, y):
+        return torch_map(lambda x, y: x.cos() + y, xs, y)
+
+    program = check(mapped, torch.randn(5, 4), torch.randn(4), opset=18,
+                    dynamic_shapes={"xs": {0: Dim("steps")}, "y": None},
+                    run_with=[(torch.randn(2, 4), torch.randn(4))])
+    assert "Scan" in op_types(program)

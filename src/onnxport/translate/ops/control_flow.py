@@ -1,8 +1,10 @@
-"""Control flow: torch.export's higher-order ops become ONNX If and Loop, whose branches and
-bodies are subgraphs translated with the same registry and builder as the main graph.
+"""Control flow: torch.export's higher-order ops (cond, while_loop, scan, map) become ONNX If,
+Loop and Scan, whose branches and bodies are subgraphs translated with the same registry and
+builder as the main graph.
 
 Branches and bodies read the values of the enclosing graph (operands, weights) by name, as
-ONNX subgraphs may; only a loop's carried values are inputs of its body.
+ONNX subgraphs may; only a loop's carried values and a scan's states and slices are inputs
+of its body.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def _branch(g, subgraph, operands: list, name: str) -> ir.Graph:
 
 @translates("higher_order::cond")
 def cond(g, pred, true_graph, false_graph, operands=()):
-    """cond(Tensor pred, GraphModule true_fn, GraphModule false_fn, Tensor[] operands) -> Tensor[]"""
+    """cond(Tensor pred, GraphModule true_fn, GraphModule false_fn, Tensor[] operands)
+    -> Tensor[]"""
     operands = list(operands)
     then_branch = _branch(g, true_graph, operands, f"{true_graph.name}")
     else_branch = _branch(g, false_graph, operands, f"{false_graph.name}")
@@ -70,3 +73,39 @@ def while_loop(g, cond_graph, body_graph, carried_inputs, additional_inputs=()):
     results = g.op("Loop", None, _condition(g, first), *carried, body_g=body.graph,
                    outputs=len(carried))
     return (results,) if len(carried) == 1 else results
+
+
+def _scan(g, combine_graph, states: list, xs: list, additional: list) -> tuple:
+    """An ONNX Scan over the first dimension of ``xs``: the combine graph's inputs are the
+    states, one slice of each of ``xs`` and the additional inputs (read from the outer
+    graph); its outputs are the next states and the slices of the stacked outputs."""
+    if not xs:
+        raise TranslationError(
+            "a scan with no tensor to scan over (only `length`) has no ONNX Scan form; "
+            "pass the sequence as xs, or use while_loop")
+    body = g.subgraph(combine_graph.name)
+    inputs = []
+    for i, meta in enumerate(combine_graph.input_metas[:len(states) + len(xs)]):
+        kind = "state" if i < len(states) else "slice"
+        value = body.add_input(f"{combine_graph.name}_{kind}_{i}", None, None)
+        combine_graph.set_meta(value, meta)
+        inputs.append(value)
+    outputs = combine_graph.translate(body, inputs + additional)
+    for value in outputs:
+        body.add_output(value)
+    results = g.op("Scan", *states, *xs, body_g=body.graph, num_scan_inputs_i=len(xs),
+                   outputs=len(outputs))
+    return (results,) if len(outputs) == 1 else results
+
+
+@translates("higher_order::scan", since_opset=9)
+def scan(g, combine_graph, init, xs, additional_inputs=()):
+    """scan(GraphModule combine_fn, Tensor[] init, Tensor[] xs, Tensor[] additional_inputs)
+    -> Tensor[]  (the final carries, then the stacked outputs)"""
+    return _scan(g, combine_graph, list(init), list(xs), list(additional_inputs))
+
+
+@translates("higher_order::map_impl", since_opset=9)
+def map_impl(g, body_graph, xs, additional_inputs=()):
+    """map_impl(GraphModule f, Tensor[] xs, Tensor[] additional_inputs) -> Tensor[]"""
+    return _scan(g, body_graph, [], list(xs), list(additional_inputs))
