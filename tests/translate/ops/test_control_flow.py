@@ -52,6 +52,18 @@ def test_cond_with_two_operands_and_two_outputs(opset):
     assert op_types(program).count("If") == 1
 
 
+class OnTheSize(torch.nn.Module):
+    def forward(self, x):
+        # With a dynamic batch, the condition is a SymBool computed from x's shape.
+        return torch.cond(x.shape[0] > 4, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+
+def test_cond_on_a_symbolic_size():
+    program = check(OnTheSize(), torch.randn(3, 2), dynamic_shapes=({0: Dim("batch")},),
+                    run_with=[(torch.randn(6, 2),)])
+    assert "If" in op_types(program)
+
+
 class Nested(torch.nn.Module):
     def forward(self, x):
         def positive(x):
@@ -111,6 +123,20 @@ def test_while_loop_with_a_data_dependent_trip_count(opset):
                     dynamic_shapes=(None, {0: Dim("batch")}),
                     run_with=[(torch.tensor(7), torch.randn(5, 4)), (torch.tensor(0), x)])
     assert "Loop" in op_types(program)
+
+
+class CountWithAnInt(torch.nn.Module):
+    """A Python int counter is a SymInt inside the loop (a 1-element tensor in ONNX), and the
+    condition a SymBool."""
+
+    def forward(self, n, x):
+        return while_loop(lambda i, y: i < n.item(), lambda i, y: (i + 1, y * 3 - 1), (0, x))[1]
+
+
+def test_while_loop_with_an_int_counter_and_a_symbolic_condition():
+    x = torch.randn(3)
+    check(CountWithAnInt(), torch.tensor(2), x, opset=18,
+          run_with=[(torch.tensor(5), x), (torch.tensor(0), x)])
 
 
 class CountByCondition(torch.nn.Module):

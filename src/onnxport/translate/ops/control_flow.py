@@ -15,7 +15,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import cast
+from onnxport.translate.ops._helpers import as_1d, cast
 from onnxport.translate.registry import translates
 
 
@@ -26,7 +26,14 @@ def _condition(g, pred: Any) -> ir.Value:
         return g.const(bool(pred))
     if not isinstance(pred, ir.Value):
         raise TranslationError(f"a condition must be a tensor or a bool, not {type(pred).__name__}")
-    return cast(g, pred, ir.DataType.BOOL)
+    pred = cast(g, pred, ir.DataType.BOOL)
+    if pred.shape is not None and len(pred.shape) == 0:
+        return pred
+    # A SymBool is a 1-D [1] value; a Loop body's condition input is declared 0-d, and ONNX
+    # shape inference rejects a condition of another rank flowing into it.
+    scalar = g.op("Reshape", pred, g.const([], ir.DataType.INT64))
+    scalar.shape = ir.Shape([])
+    return scalar
 
 
 def _branch(g, subgraph, operands: list, name: str) -> ir.Graph:
@@ -53,7 +60,10 @@ def cond(g, pred, true_graph, false_graph, operands=()):
 def while_loop(g, cond_graph, body_graph, carried_inputs, additional_inputs=()):
     """while_loop(GraphModule cond_fn, GraphModule body_fn, Tensor[] carried_inputs,
     Tensor[] additional_inputs) -> Tensor[]"""
-    carried = list(carried_inputs)
+    metas = body_graph.input_metas
+    # A carried Python int is a SymInt in the body, which lives as a 1-D [1] int64 tensor.
+    carried = [as_1d(g, g.const(v)) if isinstance(meta, torch.SymInt) and not isinstance(v, ir.Value)
+               else v for v, meta in zip(carried_inputs, metas)]
     additional = list(additional_inputs)
     # ONNX Loop tests its condition before the first iteration too, given as an input.
     (first,) = cond_graph.translate(g, carried + additional)
@@ -61,7 +71,7 @@ def while_loop(g, cond_graph, body_graph, carried_inputs, additional_inputs=()):
     body.add_input(f"{body_graph.name}_iteration", ir.DataType.INT64, [])
     body.add_input(f"{body_graph.name}_condition", ir.DataType.BOOL, [])
     inputs = []
-    for i, meta in enumerate(body_graph.input_metas[:len(carried)]):
+    for i, meta in enumerate(metas[:len(carried)]):
         value = body.add_input(f"{body_graph.name}_carried_{i}", None, None)
         body_graph.set_meta(value, meta)
         inputs.append(value)
