@@ -543,7 +543,10 @@ def _source_of(node: torch.fx.Node) -> str:
     if not matches:
         return ""
     # The innermost frame outside torch itself: the user's (or the model library's) line.
-    outside_torch = [m for m in matches if not m[0].startswith(_TORCH_FOLDER)]
+    # torch.cond's and while_loop's subgraphs add frames of code dynamo generated
+    # ("<eval_with_key>.12", numbered per process): never the user's line, never deterministic.
+    outside_torch = [m for m in matches if not m[0].startswith(_TORCH_FOLDER)
+                     and not m[0].startswith("<eval_with_key>")]
     file, line, function = (outside_torch or matches)[-1]
     # Never an absolute path: it would tell where the user's files live and make two exports
     # of the same model from two folders differ. Relative to the deepest import root

@@ -81,6 +81,28 @@ def test_nested_cond(opset):
     assert len(ifs) == 2
 
 
+def test_two_exports_of_a_cond_are_identical_and_name_the_users_line():
+    """Dynamo numbers the code it generates for branches per process ("<eval_with_key>.12"):
+    that is no source line to show, and would make two exports differ."""
+    first = onnxport.export(Nested(), (torch.rand(2, 3),))
+    second = onnxport.export(Nested(), (torch.rand(2, 3),))
+    assert (ir.serde.serialize_model(first.model).SerializeToString()
+            == ir.serde.serialize_model(second.model).SerializeToString())
+    line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1)
+                if "return torch.cond(x.sum() > 0, positive" in text)
+    for node in ir.traversal.RecursiveGraphIterator(first.model.graph):
+        assert node.metadata_props["onnxport.source"] == f"test_control_flow.py:{line} in forward"
+
+
+def test_an_op_without_translation_is_decomposed_inside_a_branch():
+    def branches(x, y):
+        return torch.cond(x.sum() > 0, lambda x, y: torch.addcmul(x, x, y, value=0.5),
+                          lambda x, y: torch.lerp(x, y, 0.3), (x, y))
+
+    x, y = torch.rand(2, 3), torch.randn(2, 3)
+    check(branches, x, y, run_with=[(-x, y)])
+
+
 class Weighted(torch.nn.Module):
     """Each branch uses its own layer: the weights stay initializers of the main graph, which
     the branches read by name."""
