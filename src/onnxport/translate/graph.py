@@ -416,11 +416,14 @@ class Subgraph:
         scopes); return its outputs as a list."""
         translator = self._translator
         outer = translator.g
+        # Translating sets what ``g`` knows of the call at hand: the caller's call resumes after.
+        saved = (g.provenance, g.expected, g.arguments)
         translator.g = g
         try:
             result = translate_subgraph(translator, self._node, self.module, inputs)
         finally:
             translator.g = outer
+            g.provenance, g.expected, g.arguments = saved
         return list(result) if isinstance(result, (tuple, list)) else [result]
 
     def set_meta(self, value: ir.Value, meta: Any) -> None:
