@@ -447,7 +447,7 @@ def unique_value_names(graph: ir.Graph) -> None:
             if value.name is not None:
                 seen.add(value.name)
             continue
-        if value.name in graph.initializers or value.is_graph_input() and value.graph is graph:
+        if value.name in graph.initializers or (value.is_graph_input() and value.graph is graph):
             continue
         number = 1
         while f"{value.name}_{number}" in seen:

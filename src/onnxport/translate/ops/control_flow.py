@@ -25,7 +25,8 @@ def _condition(g, pred: Any) -> ir.Value:
     if isinstance(pred, (bool, int)):
         return g.const(bool(pred))
     if not isinstance(pred, ir.Value):
-        raise TranslationError(f"a condition must be a tensor or a bool, not {type(pred).__name__}")
+        raise TranslationError(
+            f"a condition must be a tensor or a bool, not {type(pred).__name__}")
     pred = cast(g, pred, ir.DataType.BOOL)
     if pred.shape is not None and len(pred.shape) == 0:
         return pred
@@ -48,8 +49,8 @@ def cond(g, pred, true_graph, false_graph, operands=()):
     """cond(Tensor pred, GraphModule true_fn, GraphModule false_fn, Tensor[] operands)
     -> Tensor[]"""
     operands = list(operands)
-    then_branch = _branch(g, true_graph, operands, f"{true_graph.name}")
-    else_branch = _branch(g, false_graph, operands, f"{false_graph.name}")
+    then_branch = _branch(g, true_graph, operands, true_graph.name)
+    else_branch = _branch(g, false_graph, operands, false_graph.name)
     count = len(then_branch.outputs)
     outputs = g.op("If", _condition(g, pred), then_branch_g=then_branch,
                    else_branch_g=else_branch, outputs=count)
@@ -62,8 +63,9 @@ def while_loop(g, cond_graph, body_graph, carried_inputs, additional_inputs=()):
     Tensor[] additional_inputs) -> Tensor[]"""
     metas = body_graph.input_metas
     # A carried Python int is a SymInt in the body, which lives as a 1-D [1] int64 tensor.
-    carried = [as_1d(g, g.const(v)) if isinstance(meta, torch.SymInt) and not isinstance(v, ir.Value)
-               else v for v, meta in zip(carried_inputs, metas)]
+    carried = [as_1d(g, g.const(value))
+               if isinstance(meta, torch.SymInt) and not isinstance(value, ir.Value) else value
+               for value, meta in zip(carried_inputs, metas)]
     additional = list(additional_inputs)
     # ONNX Loop tests its condition before the first iteration too, given as an input.
     (first,) = cond_graph.translate(g, carried + additional)
