@@ -188,8 +188,6 @@ def test_script_module_with_a_number_input_is_refused_clearly():
         onnxport.export(torch.jit.script(Repeat()), (torch.randn(2), 3))
 
 
-@pytest.mark.xfail(strict=True, reason="a scripted data-dependent if becomes torch.cond; "
-                   "translate/ has no translation of torch.cond to ONNX If yet")
 def test_scripted_data_dependent_branch_keeps_both_branches():
     model = torch.jit.script(DataDependentBranch())
     x = torch.ones(2, 3)

@@ -7,6 +7,8 @@ lists of them); ``"domain::Op"`` names a custom domain.
 
 from __future__ import annotations
 
+import copy
+import itertools
 from typing import Any, Sequence
 
 import numpy as np
@@ -54,6 +56,9 @@ class GraphBuilder:
 
     def __init__(self, graph: ir.Graph, opset: int, custom_opsets: dict[str, int] | None = None):
         self.graph = graph
+        # The outermost graph: constants and weights live there, and subgraphs (If branches,
+        # Loop bodies) read them by name from the enclosing scope.
+        self.root_graph = graph
         self.opset = opset
         self.custom_opsets = dict(custom_opsets or {})
         # ONNX functions the graph calls (from symbolic functions' g.onnxscript_op).
@@ -71,7 +76,7 @@ class GraphBuilder:
         self._node_names: dict[str, int] = {}
         self._value_counts: dict[str, int] = {}
         self._constants: dict[tuple, ir.Value] = {}
-        self._constant_count = 0
+        self._constant_numbers = itertools.count()  # shared with subgraph builders
 
     # -- nodes ---------------------------------------------------------------------------
     def op(self, op_type: str, *inputs: Any, outputs: int = 1, **attributes: Any):
@@ -186,12 +191,11 @@ class GraphBuilder:
         return value
 
     def _add_initializer(self, tensor: ir.TensorProtocol) -> ir.Value:
-        name = f"const_{self._constant_count}"
-        self._constant_count += 1
+        name = f"const_{next(self._constant_numbers)}"
         tensor.name = name
         value = ir.Value(name=name, shape=ir.Shape(tensor.shape), type=ir.TensorType(tensor.dtype),
                          const_value=tensor)
-        self.graph.register_initializer(value)
+        self.root_graph.register_initializer(value)
         return value
 
     def initializer(self, name: str, tensor: torch.Tensor) -> ir.Value:
@@ -199,7 +203,34 @@ class GraphBuilder:
         onnx_tensor = TorchTensor(tensor.detach(), name=name)
         value = ir.Value(name=name, shape=ir.Shape(onnx_tensor.shape),
                          type=ir.TensorType(onnx_tensor.dtype), const_value=onnx_tensor)
-        self.graph.register_initializer(value)
+        self.root_graph.register_initializer(value)
+        return value
+
+    # -- subgraphs -----------------------------------------------------------------------
+    def subgraph(self, name: str) -> "GraphBuilder":
+        """A builder of a new graph (an If branch, a Loop body) that shares this one's node
+        and value names, constants and functions, so that names stay unique in the model."""
+        child = copy.copy(self)
+        child.graph = ir.Graph([], [], nodes=[], name=name)
+        return child
+
+    def add_input(self, name: str, dtype: ir.DataType | None, shape: Sequence[Any] | None
+                  ) -> ir.Value:
+        """A new input of this builder's graph."""
+        value = ir.Value(name=name, type=ir.TensorType(dtype) if dtype is not None else None,
+                         shape=ir.Shape(shape) if shape is not None else None)
+        self.graph.inputs.append(value)
+        return value
+
+    def add_output(self, value: Any) -> ir.Value:
+        """Make ``value`` the next output of this builder's graph. A value this graph does not
+        compute (an input, a constant, a value of the enclosing scope) or already returns
+        goes through an Identity: a graph output must be produced by one of its nodes."""
+        value = self._as_value(value)
+        producer = value.producer()
+        if producer is None or producer.graph is not self.graph or value.is_graph_output():
+            value = self.op("Identity", value)
+        self.graph.outputs.append(value)
         return value
 
     def _as_value(self, value: Any) -> ir.Value | None:

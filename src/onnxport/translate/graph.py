@@ -72,6 +72,7 @@ def translate_graph(
     translator = _Translator(context, registry, g)
     translator.check_supported()
     translator.run(export_params, keep_initializers_as_inputs)
+    unique_value_names(graph)
     for domain, version in g.custom_opsets.items():
         graph.opset_imports.setdefault(domain, version)
     model = ir.Model(graph, ir_version=_ir_version(opset), producer_name="onnxport",
@@ -193,6 +194,8 @@ class _Translator:
                 attribute = getattr(context.graph_module, node.target)
                 if isinstance(attribute, torch.Tensor):
                     self.env[node] = g.initializer(node.target, attribute)
+                elif isinstance(attribute, torch.fx.GraphModule):
+                    self.env[node] = Subgraph(self, node, attribute)
         assert output_node is not None
         self._add_outputs(output_node)
 
@@ -385,9 +388,73 @@ def translate_subgraph(translator: "_Translator", parent: torch.fx.Node,
             attribute = getattr(module, sub.target)
             if isinstance(attribute, torch.Tensor):
                 translator.env[sub] = translator.g.const(attribute)
+            elif isinstance(attribute, torch.fx.GraphModule):
+                translator.env[sub] = Subgraph(translator, sub, attribute)
         elif sub.op == "output":
             result = torch.fx.node.map_arg(sub.args[0], lambda n: translator.env[n])
     return result
+
+
+class Subgraph:
+    """A graph module argument of a higher-order op (a branch of ``torch.cond``, the body of a
+    ``while_loop``), which control-flow translations translate into subgraphs they build."""
+
+    def __init__(self, translator: "_Translator", node: torch.fx.Node,
+                 module: torch.fx.GraphModule):
+        self._translator = translator
+        self._node = node  # its get_attr node
+        self.module = module
+        self.name = node.name
+
+    @property
+    def input_metas(self) -> list:
+        """What torch computed for each input (FakeTensors, SymInts)."""
+        return [n.meta.get("val") for n in self.module.graph.nodes if n.op == "placeholder"]
+
+    def translate(self, g: GraphBuilder, inputs: list) -> list:
+        """Translate the module's calls with the builder ``g`` (usually ``outer.subgraph(...)``),
+        ``inputs`` standing for its placeholders (values of ``g``'s graph or of the enclosing
+        scopes); return its outputs as a list."""
+        translator = self._translator
+        outer = translator.g
+        # Translating sets what ``g`` knows of the call at hand: the caller's call resumes after.
+        saved = (g.provenance, g.expected, g.arguments)
+        translator.g = g
+        try:
+            result = translate_subgraph(translator, self._node, self.module, inputs)
+        finally:
+            translator.g = outer
+            g.provenance, g.expected, g.arguments = saved
+        return list(result) if isinstance(result, (tuple, list)) else [result]
+
+    def set_meta(self, value: ir.Value, meta: Any) -> None:
+        """Give ``value`` the dtype and shape of ``meta`` (a FakeTensor or SymInt)."""
+        self._translator._set_meta(value, meta)
+
+
+def unique_value_names(graph: ir.Graph) -> None:
+    """Rename values so that each name is used once in ``graph`` and all its subgraphs:
+    a subgraph translated twice (a loop condition) or two branches repeat names."""
+    seen: set[str] = set()
+    graphs = [graph] + [
+        attribute.value for node in ir.traversal.RecursiveGraphIterator(graph)
+        for attribute in node.attributes.values() if attribute.type == ir.AttributeType.GRAPH]
+    if len(graphs) == 1:
+        return
+    values = [v for sub in graphs for v in (*sub.initializers.values(), *sub.inputs)]
+    values += [v for sub in graphs for node in sub for v in node.outputs]
+    for value in values:
+        if value.name is None or value.name not in seen:
+            if value.name is not None:
+                seen.add(value.name)
+            continue
+        if value.name in graph.initializers or (value.is_graph_input() and value.graph is graph):
+            continue
+        number = 1
+        while f"{value.name}_{number}" in seen:
+            number += 1
+        value.name = f"{value.name}_{number}"
+        seen.add(value.name)
 
 
 def _adopt(parent: torch.fx.Node, module: torch.fx.GraphModule, decomposition: bool) -> None:
@@ -513,7 +580,10 @@ def _source_of(node: torch.fx.Node) -> str:
     if not matches:
         return ""
     # The innermost frame outside torch itself: the user's (or the model library's) line.
-    outside_torch = [m for m in matches if not m[0].startswith(_TORCH_FOLDER)]
+    # torch.cond's and while_loop's subgraphs add frames of code dynamo generated
+    # ("<eval_with_key>.12", numbered per process): never the user's line, never deterministic.
+    outside_torch = [m for m in matches if not m[0].startswith(_TORCH_FOLDER)
+                     and not m[0].startswith("<eval_with_key>")]
     file, line, function = (outside_torch or matches)[-1]
     # Never an absolute path: it would tell where the user's files live and make two exports
     # of the same model from two folders differ. Relative to the deepest import root

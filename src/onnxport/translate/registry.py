@@ -92,6 +92,10 @@ def aten_name(target) -> str:
         overload = target._overloadname
         base = target._schema.name
         return normalize_name(f"{base}.{overload}" if overload else base)
+    import torch
+
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order::{target.name()}"  # torch.cond, while_loop, scan, map...
     if hasattr(target, "__module__") and hasattr(target, "__name__"):
         return f"{target.__module__}.{target.__name__}"
     return str(target)

@@ -2,6 +2,7 @@
 
 from onnxport.translate.ops import (  # noqa: F401
     attention,
+    control_flow,
     conv_pool,
     creation,
     elementwise,

@@ -1,0 +1,123 @@
+"""Control flow: torch.export's higher-order ops (cond, while_loop, scan, map) become ONNX If,
+Loop and Scan, whose branches and bodies are subgraphs translated with the same registry and
+builder as the main graph.
+
+Branches and bodies read the values of the enclosing graph (operands, weights) by name, as
+ONNX subgraphs may; only a loop's carried values and a scan's states and slices are inputs
+of its body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from onnxport.errors import TranslationError
+from onnxport.translate.ops._helpers import as_1d, cast
+from onnxport.translate.registry import translates
+
+
+def _condition(g, pred: Any) -> ir.Value:
+    """ONNX If and Loop take a bool tensor of one element; torch gives a 0-d bool tensor, a
+    SymBool (a 1-element value here) or a Python bool."""
+    if isinstance(pred, (bool, int)):
+        return g.const(bool(pred))
+    if not isinstance(pred, ir.Value):
+        raise TranslationError(
+            f"a condition must be a tensor or a bool, not {type(pred).__name__}")
+    pred = cast(g, pred, ir.DataType.BOOL)
+    if pred.shape is not None and len(pred.shape) == 0:
+        return pred
+    # A SymBool is a 1-D [1] value; a Loop body's condition input is declared 0-d, and ONNX
+    # shape inference rejects a condition of another rank flowing into it.
+    scalar = g.op("Reshape", pred, g.const([], ir.DataType.INT64))
+    scalar.shape = ir.Shape([])
+    return scalar
+
+
+def _branch(g, subgraph, operands: list, name: str) -> ir.Graph:
+    branch = g.subgraph(name)
+    for output in subgraph.translate(branch, operands):
+        branch.add_output(output)
+    return branch.graph
+
+
+@translates("higher_order::cond")
+def cond(g, pred, true_graph, false_graph, operands=()):
+    """cond(Tensor pred, GraphModule true_fn, GraphModule false_fn, Tensor[] operands)
+    -> Tensor[]"""
+    operands = list(operands)
+    then_branch = _branch(g, true_graph, operands, true_graph.name)
+    else_branch = _branch(g, false_graph, operands, false_graph.name)
+    count = len(then_branch.outputs)
+    outputs = g.op("If", _condition(g, pred), then_branch_g=then_branch,
+                   else_branch_g=else_branch, outputs=count)
+    return (outputs,) if count == 1 else outputs
+
+
+@translates("higher_order::while_loop")
+def while_loop(g, cond_graph, body_graph, carried_inputs, additional_inputs=()):
+    """while_loop(GraphModule cond_fn, GraphModule body_fn, Tensor[] carried_inputs,
+    Tensor[] additional_inputs) -> Tensor[]"""
+    metas = body_graph.input_metas
+    # A carried Python int is a SymInt in the body, which lives as a 1-D [1] int64 tensor.
+    carried = [as_1d(g, g.const(value))
+               if isinstance(meta, torch.SymInt) and not isinstance(value, ir.Value) else value
+               for value, meta in zip(carried_inputs, metas)]
+    additional = list(additional_inputs)
+    # ONNX Loop tests its condition before the first iteration too, given as an input.
+    (first,) = cond_graph.translate(g, carried + additional)
+    body = g.subgraph(body_graph.name)
+    body.add_input(f"{body_graph.name}_iteration", ir.DataType.INT64, [])
+    body.add_input(f"{body_graph.name}_condition", ir.DataType.BOOL, [])
+    inputs = []
+    for i, meta in enumerate(metas[:len(carried)]):
+        value = body.add_input(f"{body_graph.name}_carried_{i}", None, None)
+        body_graph.set_meta(value, meta)
+        inputs.append(value)
+    updated = body_graph.translate(body, inputs + additional)
+    (next_condition,) = cond_graph.translate(body, updated + additional)
+    body.add_output(_condition(body, next_condition))
+    for value in updated:
+        body.add_output(value)
+    results = g.op("Loop", None, _condition(g, first), *carried, body_g=body.graph,
+                   outputs=len(carried))
+    return (results,) if len(carried) == 1 else results
+
+
+def _scan(g, combine_graph, states: list, xs: list, additional: list) -> tuple:
+    """An ONNX Scan over the first dimension of ``xs``: the combine graph's inputs are the
+    states, one slice of each of ``xs`` and the additional inputs (read from the outer
+    graph); its outputs are the next states and the slices of the stacked outputs."""
+    if not xs:
+        raise TranslationError(
+            "a scan with no tensor to scan over (only `length`) has no ONNX Scan form; "
+            "pass the sequence as xs, or use while_loop")
+    body = g.subgraph(combine_graph.name)
+    inputs = []
+    for i, meta in enumerate(combine_graph.input_metas[:len(states) + len(xs)]):
+        kind = "state" if i < len(states) else "slice"
+        value = body.add_input(f"{combine_graph.name}_{kind}_{i}", None, None)
+        combine_graph.set_meta(value, meta)
+        inputs.append(value)
+    outputs = combine_graph.translate(body, inputs + additional)
+    for value in outputs:
+        body.add_output(value)
+    results = g.op("Scan", *states, *xs, body_g=body.graph, num_scan_inputs_i=len(xs),
+                   outputs=len(outputs))
+    return (results,) if len(outputs) == 1 else results
+
+
+@translates("higher_order::scan", since_opset=9)
+def scan(g, combine_graph, init, xs, additional_inputs=()):
+    """scan(GraphModule combine_fn, Tensor[] init, Tensor[] xs, Tensor[] additional_inputs)
+    -> Tensor[]  (the final carries, then the stacked outputs)"""
+    return _scan(g, combine_graph, list(init), list(xs), list(additional_inputs))
+
+
+@translates("higher_order::map_impl", since_opset=9)
+def map_impl(g, body_graph, xs, additional_inputs=()):
+    """map_impl(GraphModule f, Tensor[] xs, Tensor[] additional_inputs) -> Tensor[]"""
+    return _scan(g, body_graph, [], list(xs), list(additional_inputs))
