@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sys
 import time
+import warnings
 from typing import Any, Sequence
 
 PROG = "onnxport"
@@ -27,8 +28,6 @@ STAGE_TEXT = {
     "verify": "comparing ONNX Runtime's outputs with PyTorch's",
     "save": "writing {output}",
 }
-# torch.export specializes size-1 dimensions, so a dynamic batch needs an example batch of 2.
-DYNAMIC_EXAMPLE_BATCH = 2
 
 
 class UsageError(Exception):
@@ -64,7 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the ONNX opset to target (default: onnxport's default)")
     export.add_argument("--dynamic-batch", action="store_true",
                         help="make axis 0 of every tensor input dynamic, named 'batch' (the "
-                             "example batch is 2; a factory's batch-1 inputs are repeated to 2)")
+                             "example batch stays 1)")
+    export.add_argument("--no-fallback", action="store_true",
+                        help="fail when torch.export cannot capture the model, instead of "
+                             "falling back to tracing it (the TorchScript tracer's semantics)")
     export.add_argument("--verify", action="store_true",
                         help="run the exported model in ONNX Runtime and compare with PyTorch")
     export.add_argument("--no-external-data", action="store_true",
@@ -100,17 +102,20 @@ def run_export(options: argparse.Namespace, errors) -> int:
     output = options.output
     try:
         with errors.status(f"building {options.spec}") as status:
-            model, args, kwargs = load_spec(options.spec, dynamic_batch=options.dynamic_batch)
+            model, args, kwargs = load_spec(options.spec)
             dynamic_axes = batch_axes(model, args, kwargs) if options.dynamic_batch else None
 
             def on_stage(name: str) -> None:
                 text = STAGE_TEXT.get(name, name).format(output=output)
                 status.update(f"[bold]{name}[/bold]: {text}")
 
-            program = onnxport.export(
-                model, args, output, kwargs=kwargs, dynamic_axes=dynamic_axes,
-                opset_version=options.opset, verify=options.verify,
-                external_data=False if options.no_external_data else None, on_stage=on_stage)
+            with warnings.catch_warnings(record=True) as caught, _quiet_torch_logs():
+                warnings.simplefilter("always")
+                program = onnxport.export(
+                    model, args, output, kwargs=kwargs, dynamic_axes=dynamic_axes,
+                    opset_version=options.opset, verify=options.verify,
+                    external_data=False if options.no_external_data else None,
+                    fallback=not options.no_fallback, on_stage=on_stage)
     except UsageError as error:
         return _fail(errors, str(error), code=2)
     except onnxport.InvalidExportOptionsError as error:
@@ -122,9 +127,44 @@ def run_export(options: argparse.Namespace, errors) -> int:
     except Exception as error:  # a bug or an error torch raised outside the stages
         return _fail(errors, f"{type(error).__name__}: {error}", code=1)
     seconds = time.perf_counter() - start
+    _print_warnings(errors, caught)
     size = sum(os.path.getsize(path) for path in [output, *side_files(output)])
     print_summary(program, output, size, seconds, verified=options.verify)
     return 0
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs():
+    """torch logs each failed capture strategy's graph at WARNING; the summary says what failed."""
+    import logging
+
+    # torch sets levels on its modules' own loggers, so the parent's level is not enough.
+    names = ["torch", *(name for name in logging.root.manager.loggerDict
+                        if name.startswith("torch."))]
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def _print_warnings(errors, caught) -> None:
+    """The export's own warnings (values fixed by tracing, dims left static): the user acts on
+    them. torch's deprecation chatter is left out."""
+    from onnxport.capture.torchscript import TracingWarning
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    ours = (DynamicDimensionFixedWarning, TracingWarning)
+    for warning in caught:
+        if issubclass(warning.category, ours):
+            place = f" ({os.path.basename(warning.filename)}:{warning.lineno})"
+            place = "" if "(at " in str(warning.message) else place
+            errors.print(f"{PROG}: warning: {warning.message}{place}", markup=False,
+                         soft_wrap=True)
 
 
 def _fail(errors, message: str, *, code: int) -> int:
@@ -138,9 +178,9 @@ def _fail(errors, message: str, *, code: int) -> int:
 
 
 # -- SPEC -> (model, args, kwargs) ---------------------------------------------------------
-def load_spec(spec: str, *, dynamic_batch: bool = False) -> tuple[Any, tuple, dict]:
+def load_spec(spec: str) -> tuple[Any, tuple, dict]:
     """The model in eval mode with example inputs, for ``torchvision:``, ``timm:`` or a file."""
-    batch = DYNAMIC_EXAMPLE_BATCH if dynamic_batch else 1
+    batch = 1  # a dim asked to be dynamic stays dynamic from a batch of 1
     source, separator, name = spec.partition(":")
     if separator and source == "torchvision":
         return torchvision_model(name, batch)
@@ -151,10 +191,7 @@ def load_spec(spec: str, *, dynamic_batch: bool = False) -> tuple[Any, tuple, di
         raise UsageError(
             f"cannot read SPEC {spec!r}: expected torchvision:NAME, timm:NAME or "
             "path/to/file.py:factory")
-    model, args, kwargs = factory_model(path, factory)
-    if dynamic_batch:
-        args, kwargs = _batch_of_two(args, kwargs)
-    return model, args, kwargs
+    return factory_model(path, factory)
 
 
 def torchvision_model(name: str, batch: int):
@@ -279,18 +316,6 @@ def _did_you_mean(name: str, known: Sequence[str]) -> str:
 
 
 # -- dynamic batch -------------------------------------------------------------------------
-def _batch_of_two(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """Repeat batch-1 tensor inputs to batch 2, so torch.export keeps axis 0 symbolic."""
-    import torch
-
-    def widen(value):
-        if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == 1:
-            return value.repeat(DYNAMIC_EXAMPLE_BATCH, *([1] * (value.dim() - 1)))
-        return value
-
-    return tuple(widen(a) for a in args), {k: widen(v) for k, v in kwargs.items()}
-
-
 def batch_axes(model: Any, args: tuple, kwargs: dict) -> dict[str, dict[int, str]]:
     """``dynamic_axes`` naming axis 0 of every tensor input "batch"."""
     import torch
@@ -316,6 +341,11 @@ def print_summary(program, output: str, size: int, seconds: float, *, verified: 
     table.add_row("nodes", str(len(program.model.graph)))
     table.add_row("file size", _human_size(size))
     table.add_row("seconds", f"{seconds:.2f}")
+    strategy = getattr(program, "capture_strategy", None)
+    if strategy:
+        table.add_row("captured by", strategy)
+    for failed, reason in getattr(program, "capture_attempts", None) or []:
+        table.add_row(f"  {failed} failed", reason.splitlines()[0][:120], style="dim")
     for stage, stage_seconds in (getattr(program, "stage_seconds", None) or {}).items():
         table.add_row(f"  {stage}", f"{stage_seconds:.2f}", style="dim")
     if verified:

@@ -10,6 +10,7 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import io
 import operator
 import os
 import sys
@@ -234,8 +235,11 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
     0 and 1 stay symbolic (torch otherwise makes them constants), the way torch.onnx does."""
     from torch.fx.experimental import _config as shapes_config
 
+    # A failing torch.export prints its partial graph to stderr; the chain tries several
+    # strategies, and its error says what failed in each.
     with _patched_for_export(), recording_guards() as guards, \
-            shapes_config.patch(backed_size_oblivious=oblivious):
+            shapes_config.patch(backed_size_oblivious=oblivious), \
+            contextlib.redirect_stderr(io.StringIO()):
         program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes,
                                       strict=strict)
     # Translation re-traces decompositions on these shapes: it must treat 0 and 1 alike.
