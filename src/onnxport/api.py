@@ -198,7 +198,22 @@ def _verify(program: ONNXProgram, model: Any, args: tuple, kwargs: dict) -> None
     report = format_report(results)
     if not all(r.passed for r in results):
         raise VerificationError(
-            "ONNX Runtime's outputs differ from PyTorch's (rtol 1e-3, atol 1e-4):\n" + report)
+            "ONNX Runtime's outputs differ from PyTorch's (rtol 1e-3, atol 1e-4):\n" + report
+            + _first_divergence_note(program, args, kwargs))
+
+
+def _first_divergence_note(program: ONNXProgram, args: tuple, kwargs: dict) -> str:
+    """Where the values first part ways, call by call; said when it can be found."""
+    from onnxport.verification.find_mismatch import first_divergence
+
+    try:
+        divergence = first_divergence(program, args, kwargs)
+    except Exception:  # the search is a help: its own failure must not hide the mismatch
+        return ""
+    if divergence is None:
+        return ""
+    return (f"\nThe values first differ at {divergence.describe()}\n(onnxport.verification."
+            "find_mismatch(model, args) lists every part that differs)")
 
 
 def _rename_output_dims(model: ir.Model, output_dim_names: Mapping[str, Mapping[int, str]]) -> None:

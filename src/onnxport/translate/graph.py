@@ -18,6 +18,7 @@ import torch
 import torch.fx
 from onnx_ir.tensor_adapters import from_torch_dtype
 
+from onnxport import diagnostics
 from onnxport.errors import TranslationError, UnsupportedOpsError
 from onnxport.translate import decompose
 from onnxport.translate.builder import GraphBuilder, Provenance
@@ -194,6 +195,9 @@ class _Translator:
                     self.env[node] = g.initializer(node.target, attribute)
         assert output_node is not None
         self._add_outputs(output_node)
+        # Which ONNX value holds each FX node's result: verification compares them one by one.
+        graph.meta["onnxport.fx_values"] = {
+            n.name: v for n, v in self.env.items() if isinstance(v, ir.Value)}
 
     def _add_outputs(self, output_node: torch.fx.Node) -> None:
         g = self.g
@@ -299,6 +303,9 @@ class _Translator:
             raise TranslationError(f"decomposing {name} (node {node.name!r}, at {place}) failed: "
                                    f"{type(error).__name__}: {error}") from error
         inputs = [self.env[n] for n in decompose.decomposition_inputs(node, traced)]
+        diagnostics.record("OPX0001", f"{name} (node {node.name!r}) has no translation at opset "
+                           f"{self.g.opset}; it was decomposed", source=_source_of(node),
+                           op=name, node=node.name)
         self._decomposing.append(name)
         try:
             return translate_subgraph(self, node, traced.module, inputs, decomposition=True)
