@@ -2,8 +2,8 @@
 SARIF log and markdown report. Depends on no stage."""
 
 from onnxport.diagnostics.recorder import (RULES, Recorder, Result, Rule, current, record,
-                                           recording)
+                                           recording, relative_path)
 from onnxport.diagnostics.sarif import sarif_log, write_sarif
 
-__all__ = ["RULES", "Recorder", "Result", "Rule", "current", "record", "recording", "sarif_log",
+__all__ = ["RULES", "Recorder", "Result", "Rule", "current", "record", "recording", "relative_path", "sarif_log",
            "write_sarif"]

@@ -7,7 +7,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import logging
+import os
 import re
+import sys
 from typing import Any, Iterator
 
 
@@ -37,6 +40,8 @@ RULES = {rule.id: rule for rule in (
          "The export failed at a stage.", "error"),
 )}
 
+_LOGGING_LEVELS = {"note": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
 _LOCATION = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?: in (?P<function>.+))?$")
 
 
@@ -60,7 +65,8 @@ class Result:
 class Recorder:
     """What one export reported, in order, plus its stage timings."""
 
-    def __init__(self) -> None:
+    def __init__(self, verbosity_level: int = logging.INFO) -> None:
+        self.verbosity_level = verbosity_level  # results of a lower level are not kept
         self.results: list[Result] = []
         self.stage_seconds: dict[str, float] = {}
 
@@ -69,6 +75,7 @@ class Recorder:
                **properties: Any) -> Result:
         """``source`` is a "file:line in function" as stamped on nodes (``onnxport.source``)."""
         rule = RULES[rule_id]
+        level = level or rule.level
         function = None
         if source:
             match = _LOCATION.match(source)
@@ -76,9 +83,9 @@ class Recorder:
                 file, line, function = (match["file"], int(match["line"]), match["function"])
             else:
                 file = source
-        result = Result(rule_id, level or rule.level, message, file, line, function,
-                        dict(properties))
-        self.results.append(result)
+        result = Result(rule_id, level, message, file, line, function, dict(properties))
+        if _LOGGING_LEVELS[level] >= self.verbosity_level:
+            self.results.append(result)
         return result
 
     def of_rule(self, rule_id: str) -> list[Result]:
@@ -115,3 +122,19 @@ def recording(recorder: Recorder) -> Iterator[Recorder]:
         yield recorder
     finally:
         _current.reset(token)
+
+
+def relative_path(file: str) -> str:
+    """``file`` relative to the deepest import root or working directory holding it, else its
+    name alone: never an absolute path (it would tell where the user's files live and make two
+    exports from two folders differ)."""
+    if not os.path.isabs(file):
+        return file.replace(os.sep, "/")
+    try:
+        roots = [os.path.abspath(p or os.curdir) for p in sys.path if isinstance(p, str)]
+        roots.append(os.getcwd())
+    except OSError:  # the working directory was deleted
+        roots = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p)]
+    inside = [r for r in roots if file.startswith(r.rstrip(os.sep) + os.sep)]
+    file = os.path.relpath(file, max(inside, key=len)) if inside else os.path.basename(file)
+    return file.replace(os.sep, "/")

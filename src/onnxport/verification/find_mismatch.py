@@ -413,7 +413,7 @@ class Divergence:
 
     def describe(self) -> str:
         where = f" at {self.source}" if self.source else ""
-        first = self.error.strip().splitlines()
+        first = [line for line in self.error.strip().splitlines() if line.strip()]
         detail = "; ".join(line.strip() for line in first[1:4]) if len(first) > 1 else self.error
         return f"{self.kind} (node {self.node!r}{where}): {detail}"
 
