@@ -251,7 +251,8 @@ def _start_profiler():
 
 def _record_warning(recorder, caught) -> None:
     category = caught.category.__name__
-    rule = "OPX0005" if category == "TracerWarning" else "OPX0004"
+    # torch's TracerWarning and the capture's TracingWarning: a value fixed at its traced one.
+    rule = "OPX0005" if category in ("TracerWarning", "TracingWarning") else "OPX0004"
     recorder.record(rule, f"{category}: {caught.message}",
                     file=diagnostics.relative_path(caught.filename), line=caught.lineno,
                     category=category)

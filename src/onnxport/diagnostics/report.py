@@ -99,6 +99,11 @@ def profile_text(profiler, stage_seconds: dict[str, float], limit: int = 40) -> 
         stats = pstats.Stats(profiler, stream=stream)
         stats.sort_stats("cumulative").print_stats(limit)
         lines += [f"Functions by cumulative time (top {limit}):", stream.getvalue()]
+        # The exporter's own functions, which the capture's (torch's) crowd out above.
+        stream = io.StringIO()
+        stats.stream = stream
+        stats.print_stats(r"onnxport[\\/]", limit)
+        lines += [f"onnxport's functions by cumulative time (top {limit}):", stream.getvalue()]
     else:
         lines.append("(another profiler was active: function timings not collected)")
     return "\n".join(lines)
