@@ -191,8 +191,6 @@ def eager_node_values(exported_program, args: tuple, kwargs: dict) -> dict[str, 
 def compared_nodes(program, eager: dict[str, Any]) -> list[NodeInfo]:
     """The calls whose result is a tensor that PyTorch computed and an ONNX value of the
     final graph holds, in graph order."""
-    from onnxport.translate.registry import aten_name
-
     graph = program.model.graph
     fx_values = graph.meta.get("onnxport.fx_values") or {}
     present = {v.name for node in graph for v in node.outputs}
@@ -208,9 +206,18 @@ def compared_nodes(program, eager: dict[str, Any]) -> list[NodeInfo]:
         source = producer.metadata_props.get("onnxport.source", "") if producer else ""
         inputs = tuple(n.name for n in node.all_input_nodes)
         target = node.target
-        kind = "prim::getitem" if target.__name__ == "getitem" else aten_name(target)
+        kind = "prim::getitem" if getattr(target, "__name__", "") == "getitem" else _kind(target)
         result.append(NodeInfo(node.name, kind, value.name, source, inputs))
     return result
+
+
+def _kind(target) -> str:
+    """``aten::relu``, ``aten::add.Tensor``: the op's name as registrations spell it."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:  # a Python function or higher-order op: its own name says enough
+        return getattr(target, "__name__", str(target))
+    overload = getattr(target, "_overloadname", "")
+    return f"{schema.name}.{overload}" if overload and overload != "default" else schema.name
 
 
 def user_feeds(program, args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
