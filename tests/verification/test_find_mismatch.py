@@ -184,3 +184,39 @@ def test_enable_and_disable_log(caplog, capsys):
         onnxport.disable_log()
         logging.getLogger("onnxport").disabled = False
     capsys.readouterr()
+
+
+class _InPlace(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = torch.sigmoid(self.linear(x))
+        y.add_(1.0)  # writes into sigmoid's result: its value before must still be compared
+        return torch.relu_(y * 3.0 - 4.0)
+
+
+def test_in_place_ops_are_compared_with_the_value_before_the_write(registrations, capsys):
+    torch.manual_seed(0)
+    args = (torch.randn(3, 4),)
+    assert not onnxport.verification.find_mismatch(_InPlace(), args).has_mismatch()
+
+    def wrong_sigmoid(g, self):
+        return g.op("HardSigmoid", self)
+
+    registrations("aten::sigmoid", wrong_sigmoid, 13)
+    info = onnxport.verification.find_mismatch(_InPlace(), args)
+    assert info.mismatch_node_kinds() == {"aten::sigmoid": 1}
+    capsys.readouterr()
+
+
+def test_a_wrong_in_place_op_is_blamed_not_the_op_it_writes_into(registrations, capsys):
+    def wrong_add_(g, self, other, alpha=None):
+        return g.op("Sub", self, other)
+
+    registrations("aten::add_", wrong_add_, 13)
+    torch.manual_seed(0)
+    info = onnxport.verification.find_mismatch(_InPlace(), (torch.randn(3, 4),))
+    assert info.mismatch_node_kinds() == {"aten::add_.Tensor": 1}
+    capsys.readouterr()

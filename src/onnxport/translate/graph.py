@@ -184,9 +184,14 @@ class _Translator:
                 graph.inputs.append(value)
             self.env[node] = value
         output_node = None
+        # Which ONNX value holds each FX node's result, taken when it is made (an in-place op
+        # later rebinds the node to its own result): verification compares them one by one.
+        fx_values = graph.meta["onnxport.fx_values"] = {}
         for node in context.graph_module.graph.nodes:
             if node.op == "call_function":
                 self._translate_node(node)
+                if isinstance(self.env.get(node), ir.Value):
+                    fx_values[node.name] = self.env[node]
             elif node.op == "output":
                 output_node = node
             elif node.op == "get_attr":
@@ -195,9 +200,6 @@ class _Translator:
                     self.env[node] = g.initializer(node.target, attribute)
         assert output_node is not None
         self._add_outputs(output_node)
-        # Which ONNX value holds each FX node's result: verification compares them one by one.
-        graph.meta["onnxport.fx_values"] = {
-            n.name: v for n, v in self.env.items() if isinstance(v, ir.Value)}
 
     def _add_outputs(self, output_node: torch.fx.Node) -> None:
         g = self.g
