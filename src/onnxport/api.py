@@ -213,6 +213,8 @@ def _diagnosing(recorder, timings: dict[str, float], settings, *, report: bool, 
             except BaseException as error:
                 failure = error
                 _record_failure(recorder, error, timings)
+                if isinstance(error, Exception) and not hasattr(error, "recorder"):
+                    error.recorder = recorder  # what the export recorded until it failed
                 raise
             finally:
                 if profiler is not None:

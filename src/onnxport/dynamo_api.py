@@ -124,6 +124,13 @@ class ExportDiagnostics:
     stage: str | None
     stage_seconds: dict[str, float]
     options: ExportOptions
+    recorder: Any = None  # what the export recorded until it failed (onnxport.diagnostics)
+
+    def save_diagnostics(self, destination) -> None:
+        """Write what the failed export recorded as a SARIF 2.1.0 log."""
+        from onnxport.diagnostics import Recorder, write_sarif
+
+        write_sarif(self.recorder or Recorder(), destination)
 
 
 def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions | None = None,
@@ -155,7 +162,8 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
         raise
     except Exception as error:
         diagnostics = ExportDiagnostics(stages[-1] if stages else None,
-                                        {"total": time.perf_counter() - start}, export_options)
+                                        {"total": time.perf_counter() - start}, export_options,
+                                        getattr(error, "recorder", None))
         if isinstance(error, OnnxExporterError):
             error.diagnostics, error.onnx_program = diagnostics, None
             raise
