@@ -32,6 +32,7 @@ from onnxport.translate.registry import aten_name
 # corrupt, and the failure then reads as the model's fault. One export runs at a time; an
 # RLock so that a model whose forward exports (or a callback that does) does not deadlock.
 _EXPORT_LOCK = threading.RLock()
+_logger = logging.getLogger("onnxport")  # stage timings; shown by enable_log()
 _state = threading.local()
 
 
@@ -298,6 +299,7 @@ def _timed(timings: dict[str, float], name: str):
         yield
     finally:
         timings[name] = time.perf_counter() - start
+        _logger.info("%s took %.3f s", name, timings[name])
 
 
 def export_to_pretty_string_from(program: ONNXProgram) -> str:

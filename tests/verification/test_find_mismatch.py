@@ -175,6 +175,7 @@ def test_enable_and_disable_log(caplog, capsys):
         with caplog.at_level(logging.DEBUG, logger="onnxport"):
             onnxport.verification.find_mismatch(torch.nn.Linear(3, 2), (torch.randn(2, 3),))
         assert any("part ''" in r.getMessage() for r in caplog.records)
+        assert any(r.getMessage().startswith("capture took") for r in caplog.records)
         caplog.clear()
         onnxport.disable_log()
         with caplog.at_level(logging.DEBUG, logger="onnxport"):
