@@ -83,8 +83,12 @@ def test_capture_fallback_and_traced_values_are_recorded(tmp_path):
     _close(program(x)[0], Branch()(x))
     rules = [r.rule_id for r in program.diagnostics.results]
     assert "OPX0002" in rules and "OPX0005" in rules, rules
-    [fallback] = program.diagnostics.of_rule("OPX0002")
-    assert fallback.properties["strategy"] == "torch.export" and "tracing" in fallback.message
+    fallbacks = program.diagnostics.of_rule("OPX0002")
+    # One per strategy of the chain that failed, in order, each naming the one used.
+    assert [f.properties["strategy"] for f in fallbacks] == [
+        name for name, _ in program.capture_attempts]
+    assert fallbacks[0].properties["strategy"].startswith("torch.export")
+    assert all(f"{program.capture_strategy} was used" in f.message for f in fallbacks)
     program.save_diagnostics(tmp_path / "fallback.sarif")
     _validate(json.loads((tmp_path / "fallback.sarif").read_text()))
 
