@@ -18,7 +18,8 @@ from onnxport.translate.custom import (  # noqa: E402
     register_custom_op_symbolic,
     unregister_custom_op_symbolic,
 )
-from onnxport import symbolic_helper, utils  # noqa: E402
+from onnxport import symbolic_helper, utils, verification  # noqa: E402
+from onnxport.verification import disable_log, enable_log  # noqa: E402
 from onnxport.registry_api import OnnxRegistry  # noqa: E402
 from onnxport.dynamo_api import (  # noqa: E402
     DiagnosticOptions,
@@ -44,8 +45,10 @@ __all__ = [
     "TranslationError",
     "UnsupportedOpsError",
     "VerificationError",
+    "disable_log",
     "dynamo_export",
     "enable_fake_mode",
+    "enable_log",
     "export",
     "export_to_pretty_string",
     "is_in_onnx_export",
@@ -53,4 +56,5 @@ __all__ = [
     "symbolic_helper",
     "unregister_custom_op_symbolic",
     "utils",
+    "verification",
 ]

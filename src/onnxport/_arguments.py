@@ -268,7 +268,6 @@ def check_not_yet(**options: Any) -> None:
     """Options of torch.onnx.export that this version accepts only at their default."""
     defaults = {"training": (None,), "operator_export_type": (None,),
                 "export_modules_as_functions": (False,),
-                "report": (False,), "profile": (False,), "dump_exported_program": (False,),
                 "custom_opsets": (None,)}
     for name, value in options.items():
         if value is not None and not any(value is d or value == d for d in defaults[name]):

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import threading
 import time
+import types
+import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import onnx_ir as ir
 import torch
 
-from onnxport import _arguments, passes
+from onnxport import _arguments, diagnostics, passes
 from onnxport._arguments import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F401 (kept public)
 from onnxport.capture import parameter_names
 from onnxport.capture.dynamic import resolve_dynamic
 from onnxport.capture.torchscript import capture_model
-from onnxport.errors import OnnxExporterError, VerificationError
+from onnxport.diagnostics import report as reports
+from onnxport.errors import OnnxExporterError, UnsupportedOpsError, VerificationError
 from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, default_registry, translate_graph
 from onnxport.translate.custom import check_custom_opsets
@@ -28,6 +32,7 @@ from onnxport.translate.registry import aten_name
 # corrupt, and the failure then reads as the model's fault. One export runs at a time; an
 # RLock so that a model whose forward exports (or a callback that does) does not deadlock.
 _EXPORT_LOCK = threading.RLock()
+_logger = logging.getLogger("onnxport")  # stage timings; shown by enable_log()
 _state = threading.local()
 
 
@@ -86,8 +91,7 @@ def export(
     _arguments.check_dynamic_axes_type(dynamic_axes, dynamic_shapes)
     _arguments.check_not_yet(
         training=training, operator_export_type=operator_export_type,
-        export_modules_as_functions=export_modules_as_functions,
-        report=report, profile=profile, dump_exported_program=dump_exported_program)
+        export_modules_as_functions=export_modules_as_functions)
     custom_opsets = check_custom_opsets(custom_opsets)
     _arguments.check_forward_arguments(model, args, kwargs)
 
@@ -103,7 +107,12 @@ def export(
                               dynamic_shapes)
     registry = getattr(_state, "registry", None) or default_registry()
     was_training = isinstance(model, torch.nn.Module) and model.training
-    with _EXPORT_LOCK:
+    settings = getattr(_state, "diagnostic_options", None)
+    recorder = diagnostics.Recorder(
+        verbosity_level=getattr(settings, "verbosity_level", logging.INFO))
+    artifacts = dict(report=report, profile=profile, dump_exported_program=dump_exported_program,
+                     artifacts_dir=artifacts_dir, name=reports.artifact_name(model))
+    with _EXPORT_LOCK, _diagnosing(recorder, timings, settings, **artifacts) as session:
         outer = is_in_onnx_export()
         _state.in_export = True
         try:
@@ -117,6 +126,10 @@ def export(
                     output_dim_names=dynamic.output_dim_names,
                     keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None,
                 )
+            session.exported_program = captured.exported_program
+            for failed, reason in attempts:
+                diagnostics.record("OPX0002", f"capture with {failed} failed, {strategy} was "
+                                   f"used instead: {reason}", strategy=failed)
             with stage("translate"):
                 context = TranslationContext(
                     graph_module=captured.exported_program.graph_module,
@@ -142,6 +155,8 @@ def export(
                                   input_names=captured.input_names,
                                   output_names=captured.output_names)
             program.stage_seconds = timings
+            program.diagnostics = recorder
+            session.program = program
             program.capture_strategy, program.capture_attempts = strategy, attempts
             if verbose:
                 print(export_to_pretty_string_from(program))
@@ -171,12 +186,120 @@ def translations_from(registry):
 
 
 @contextlib.contextmanager
+def diagnostic_settings(options):
+    """Exports in this thread inside the block report with ``options`` (a
+    ``DiagnosticOptions``: which levels are kept, whether warnings fail the export)."""
+    outer = getattr(_state, "diagnostic_options", None)
+    _state.diagnostic_options = options
+    try:
+        yield
+    finally:
+        _state.diagnostic_options = outer
+
+
+@contextlib.contextmanager
+def _diagnosing(recorder, timings: dict[str, float], settings, *, report: bool, profile: bool,
+                dump_exported_program: bool, artifacts_dir, name: str):
+    """Around one export: makes ``recorder`` the one the stages report to, records the Python
+    warnings raised (and raises them again after), the failure if any, and writes the
+    artifacts asked for, also when the export failed (that is when they help most)."""
+    session = types.SimpleNamespace(program=None, exported_program=None)
+    profiler = _start_profiler() if profile else None
+    failure = None
+    caught: list = []
+    try:
+        with diagnostics.recording(recorder), warnings.catch_warnings(record=True) as caught:
+            try:
+                yield session
+            except BaseException as error:
+                failure = error
+                _record_failure(recorder, error, timings)
+                if isinstance(error, Exception) and not hasattr(error, "recorder"):
+                    error.recorder = recorder  # what the export recorded until it failed
+                raise
+            finally:
+                if profiler is not None:
+                    profiler.disable()
+                for caught_warning in caught:
+                    _record_warning(recorder, caught_warning)
+    finally:
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        recorder.stage_seconds = dict(timings)
+        try:
+            _write_artifacts(session, recorder, failure, report=report, profiler=profiler,
+                             profile=profile, dump_exported_program=dump_exported_program,
+                             folder=artifacts_dir, name=name)
+        except OSError:
+            if failure is None:
+                raise
+    if settings is not None and settings.warnings_as_errors and recorder.warnings:
+        listed = "\n".join(f"  - {r.location + ': ' if r.location else ''}{r.message}"
+                           for r in recorder.warnings)
+        raise OnnxExporterError(
+            f"{len(recorder.warnings)} warning(s) during the export, and "
+            f"DiagnosticOptions(warnings_as_errors=True) makes them errors:\n{listed}")
+
+
+def _start_profiler():
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        profiler.enable()
+    except ValueError:  # another profiler is active (a debugger, an outer cProfile)
+        return None
+    return profiler
+
+
+def _record_warning(recorder, caught) -> None:
+    category = caught.category.__name__
+    # torch's TracerWarning and the capture's TracingWarning: a value fixed at its traced one.
+    rule = "OPX0005" if category in ("TracerWarning", "TracingWarning") else "OPX0004"
+    recorder.record(rule, f"{category}: {caught.message}",
+                    file=diagnostics.relative_path(caught.filename), line=caught.lineno,
+                    category=category)
+
+
+def _record_failure(recorder, error: BaseException, timings: dict[str, float]) -> None:
+    if isinstance(error, UnsupportedOpsError):
+        for op, places in sorted(error.missing.items()):
+            recorder.record("OPX0003", f"{op} has no translation at opset {error.opset} and no "
+                            "decomposition into ops that have one",
+                            source=places[0] if places else None, op=op, places=places)
+    stage = list(timings)[-1] if timings else "argument checks"
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    recorder.record("OPX0007", f"the export failed during {stage}: {type(error).__name__}: "
+                    f"{first_line}", stage=stage)
+
+
+def _write_artifacts(session, recorder, failure, *, report: bool, profiler, profile: bool,
+                     dump_exported_program: bool, folder, name: str) -> None:
+    if not (report or profile or dump_exported_program):
+        return
+    program = session.program
+    if report:
+        text = reports.report_markdown(
+            recorder, title=name.removeprefix("onnx_export_"),
+            model=program.model if program is not None else None,
+            status="success" if failure is None else "failed", error=failure,
+            verification=getattr(program, "verification", None))
+        reports.write_text(folder, name + ".md", text)
+    if profile:
+        reports.write_text(folder, name + "_profile.txt",
+                           reports.profile_text(profiler, recorder.stage_seconds))
+    if dump_exported_program and session.exported_program is not None:
+        reports.write_text(folder, name + "_exported_program.txt", str(session.exported_program))
+
+
+@contextlib.contextmanager
 def _timed(timings: dict[str, float], name: str):
     start = time.perf_counter()
     try:
         yield
     finally:
         timings[name] = time.perf_counter() - start
+        _logger.info("%s took %.3f s", name, timings[name])
 
 
 def export_to_pretty_string_from(program: ONNXProgram) -> str:
@@ -195,10 +318,30 @@ def _verify(program: ONNXProgram, model: Any, args: tuple, kwargs: dict) -> None
 
     results = verify_program(program, model, args, kwargs)
     program.verification = results
+    for result in results:
+        if not result.passed:
+            diagnostics.record("OPX0006", f"output {result.name} differs from PyTorch's: max abs "
+                               f"diff {result.max_abs_diff:.3g}, max rel diff "
+                               f"{result.max_rel_diff:.3g}", output=result.name)
     report = format_report(results)
     if not all(r.passed for r in results):
         raise VerificationError(
-            "ONNX Runtime's outputs differ from PyTorch's (rtol 1e-3, atol 1e-4):\n" + report)
+            "ONNX Runtime's outputs differ from PyTorch's (rtol 1e-3, atol 1e-4):\n" + report
+            + _first_divergence_note(program, args, kwargs))
+
+
+def _first_divergence_note(program: ONNXProgram, args: tuple, kwargs: dict) -> str:
+    """Where the values first part ways, call by call; said when it can be found."""
+    from onnxport.verification.find_mismatch import first_divergence
+
+    try:
+        divergence = first_divergence(program, args, kwargs)
+    except Exception:  # the search is a help: its own failure must not hide the mismatch
+        return ""
+    if divergence is None:
+        return ""
+    return (f"\nThe values first differ at {divergence.describe()}\n(onnxport.verification."
+            "find_mismatch(model, args) lists every part that differs)")
 
 
 def _rename_output_dims(model: ir.Model, output_dim_names: Mapping[str, Mapping[int, str]]) -> None:

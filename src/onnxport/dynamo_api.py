@@ -25,8 +25,9 @@ from onnxport.registry_api import OnnxRegistry
 
 
 class DiagnosticOptions:
-    """How much the exporter reports. Accepted and kept for now: the SARIF report that
-    ``torch.onnx`` wrote from these is not written yet."""
+    """How much the exporter reports: results below ``verbosity_level`` (notes are INFO,
+    warnings WARNING) are left out of ``program.diagnostics`` and its SARIF log
+    (``program.save_diagnostics(path)``); ``warnings_as_errors`` fails the export on a warning."""
 
     def __init__(self, verbosity_level: int = logging.INFO, warnings_as_errors: bool = False):
         if isinstance(verbosity_level, bool) or not isinstance(verbosity_level, int):
@@ -123,6 +124,13 @@ class ExportDiagnostics:
     stage: str | None
     stage_seconds: dict[str, float]
     options: ExportOptions
+    recorder: Any = None  # what the export recorded until it failed (onnxport.diagnostics)
+
+    def save_diagnostics(self, destination) -> None:
+        """Write what the failed export recorded as a SARIF 2.1.0 log."""
+        from onnxport.diagnostics import Recorder, write_sarif
+
+        write_sarif(self.recorder or Recorder(), destination)
 
 
 def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions | None = None,
@@ -143,7 +151,8 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
     stages: list[str] = []
     start = time.perf_counter()
     try:
-        with api.translations_from(registry):
+        with api.translations_from(registry), \
+                api.diagnostic_settings(export_options.diagnostic_options):
             program = api.export(
                 model, model_args, kwargs=model_kwargs, opset_version=registry.opset_version,
                 dynamic_shapes=dynamic_shapes, on_stage=stages.append,
@@ -153,7 +162,8 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
         raise
     except Exception as error:
         diagnostics = ExportDiagnostics(stages[-1] if stages else None,
-                                        {"total": time.perf_counter() - start}, export_options)
+                                        {"total": time.perf_counter() - start}, export_options,
+                                        getattr(error, "recorder", None))
         if isinstance(error, OnnxExporterError):
             error.diagnostics, error.onnx_program = diagnostics, None
             raise

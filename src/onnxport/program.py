@@ -14,6 +14,7 @@ import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
+from onnxport.diagnostics import Recorder, write_sarif
 from onnxport.errors import InvalidExportOptionsError
 from onnxport.serialize import (ExternalSlice, check_external_location, external_tensors,
                                 write_external_data, write_model)
@@ -42,6 +43,8 @@ class ONNXProgram:
         self.input_names = list(input_names)
         self.output_names = list(output_names)
         self._session = None
+        # What the export reported (decompositions, fallbacks, warnings, stage timings).
+        self.diagnostics = Recorder()
 
     # -- the model -----------------------------------------------------------------------
     @property
@@ -73,6 +76,12 @@ class ONNXProgram:
         _read_nested_external_tensors(model)
         return cls(model, None, input_names=[v.name for v in model.graph.inputs],
                    output_names=[v.name for v in model.graph.outputs])
+
+    def save_diagnostics(self, destination: str | os.PathLike) -> None:
+        """Write what the export reported as a SARIF 2.1.0 log (JSON)."""
+        from onnxport import __version__
+
+        write_sarif(self.diagnostics, destination, tool_version=__version__)
 
     # -- saving ----------------------------------------------------------------------------
     def save(self, destination: str | os.PathLike | io.IOBase, *, include_initializers: bool = True,

@@ -18,6 +18,7 @@ import torch
 import torch.fx
 from onnx_ir.tensor_adapters import from_torch_dtype
 
+from onnxport import diagnostics
 from onnxport.errors import TranslationError, UnsupportedOpsError
 from onnxport.translate import decompose
 from onnxport.translate.builder import GraphBuilder, Provenance
@@ -185,9 +186,14 @@ class _Translator:
                 graph.inputs.append(value)
             self.env[node] = value
         output_node = None
+        # Which ONNX value holds each FX node's result, taken when it is made (an in-place op
+        # later rebinds the node to its own result): verification compares them one by one.
+        fx_values = graph.meta["onnxport.fx_values"] = {}
         for node in context.graph_module.graph.nodes:
             if node.op == "call_function":
                 self._translate_node(node)
+                if isinstance(self.env.get(node), ir.Value):
+                    fx_values[node.name] = self.env[node]
             elif node.op == "output":
                 output_node = node
             elif node.op == "get_attr":
@@ -303,6 +309,9 @@ class _Translator:
             raise TranslationError(f"decomposing {name} (node {node.name!r}, at {place}) failed: "
                                    f"{type(error).__name__}: {error}") from error
         inputs = [self.env[n] for n in decompose.decomposition_inputs(node, traced)]
+        diagnostics.record("OPX0001", f"{name} (node {node.name!r}) has no translation at opset "
+                           f"{self.g.opset}; it was decomposed", source=_source_of(node),
+                           op=name, node=node.name)
         self._decomposing.append(name)
         try:
             return translate_subgraph(self, node, traced.module, inputs, decomposition=True)
