@@ -275,3 +275,21 @@ def test_celu_is_one_celu():
 
 def test_logsigmoid_is_a_negated_softplus():
     assert op_types(check(F.logsigmoid, X)) == ["Neg", "Softplus", "Neg"]
+
+
+SPECIAL = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, -2.5, 2.5, -0.3, 7.9])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_sign_of_nan_is_zero_as_in_torch(dtype):
+    # Found by the fuzzer: ONNX Runtime's Sign(NaN) is NaN.
+    check(torch.sign, SPECIAL.to(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_trunc_of_specials(dtype):
+    # Found by the fuzzer: aten::trunc fell to prims::trunc, which has no translation.
+    x = SPECIAL.to(dtype) if dtype.is_floating_point else torch.tensor([-3, 0, 4])
+    program = check(lambda x: (torch.trunc(x), torch.fix(x)), x)
+    if dtype.is_floating_point:  # -0.0 stays -0.0
+        assert torch.signbit(program(x)[0][4])

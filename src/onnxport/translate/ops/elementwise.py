@@ -57,7 +57,6 @@ for _op, _names in [
     ("Erf", ("aten::erf",)),
     ("Floor", ("aten::floor",)),
     ("Ceil", ("aten::ceil",)),
-    ("Sign", ("aten::sign",)),
     ("IsNaN", ("aten::isnan",)),
     ("Identity", ("aten::positive",)),
 ]:
@@ -91,6 +90,27 @@ def bitwise_not(g, self):
     # Before BitwiseNot: ~x == -1 - x in two's complement, and 255 - x for uint8.
     all_ones = 255 if self.dtype == ir.DataType.UINT8 else -1
     return g.op("Sub", g.const(all_ones, self.dtype), self)
+
+
+@translates("aten::sign")
+def sign(g, self):
+    """sign(Tensor self) -> Tensor"""
+    result = g.op("Sign", self)
+    if self.dtype in FLOAT_TYPES:
+        # torch's sign of NaN is 0 ((0 < x) - (x < 0)); ONNX Runtime's Sign keeps the NaN.
+        result = g.op("Where", g.op("IsNaN", self), g.const(0.0, self.dtype), result)
+    return result
+
+
+@translates("aten::trunc", "aten::fix")
+def trunc(g, self):
+    """trunc(Tensor self) -> Tensor"""
+    # Without it torch decomposes to prims::trunc, which has no translation.
+    if self.dtype not in FLOAT_TYPES:
+        return g.op("Identity", self)
+    # Ceil below zero, Floor above: keeps -0.0, NaN and the infinities as they are.
+    return g.op("Where", g.op("Less", self, g.const(0.0, self.dtype)),
+                g.op("Ceil", self), g.op("Floor", self))
 
 
 @translates("aten::round")
