@@ -72,9 +72,30 @@ TABLE: list[ExpectedFailure] = [
                  [((4, 6), "float32", "normal")])),
     ExpectedFailure(
         "max-min-with-nan", BEING_FIXED,
-        _uses(r"torch\.(amax|amin|max|min)\("),
+        _uses(r"torch\.(amax|amin|max|min|argmax|argmin)\("),
         _witness(["torch.amax(x0.masked_fill(x0 > 0.5, float('nan')), 0)"],
                  [((3, 5), "float32", "normal")])),
+    ExpectedFailure(
+        # torch floors as Python does: inf // x is NaN and 3 // -inf is -1; Floor(a / b) gives
+        # inf and -0.
+        "floor-division-with-infinities", "found by the fuzzer (issue 6 item 2), not fixed yet",
+        _uses(r"rounding_mode='floor'"),
+        _witness(["torch.div(x0.masked_fill(x0 > 0.5, float('inf')), 2.0, rounding_mode='floor')"],
+                 [((3, 4), "float32", "normal")])),
+    ExpectedFailure(
+        # torch's integer pow of a negative exponent is 0 (1 and -1 aside); ONNX Runtime goes
+        # through double and casts inf to int64's minimum at 0 ** -n.
+        "integer-pow-negative-exponent", "found by the fuzzer (issue 6 item 2), not fixed yet",
+        lambda p: _uses(r"torch\.pow\(")(p) and any(i.dtype in ("int64", "bool") for i in p.inputs),
+        _witness(["torch.pow(torch.gt(x0, x0), x0)"], [((3, 4), "int64", "int")])),
+    ExpectedFailure(
+        # Not onnxport's: torch's fused CPU attention kernel returns numbers where a NaN in the
+        # query or key makes the math NaN (ONNX Runtime's Softmax propagates it).
+        "sdpa-with-nan-inputs", "torch's fused attention kernel on NaN (eager is the odd one)",
+        lambda p: (_uses(r"scaled_dot_product_attention")(p)
+                   and any(i.fill == "special" for i in p.inputs)),
+        _witness(["F.scaled_dot_product_attention(x0.unsqueeze(0), x0.unsqueeze(0), "
+                  "x0.unsqueeze(0))"], [((4, 3), "float32", "special")])),
     ExpectedFailure(
         "atan2-on-bools", BEING_FIXED,
         lambda p: _has_bool(p) and _uses(r"torch\.atan2\(")(p),

@@ -720,7 +720,11 @@ def topk(ctx):
     v = ctx.pick(lambda v: is_float(v) and v.rank >= 1 and v.size(-1) >= 2)
     if v is None:
         return None
-    return f"torch.topk({v.name}, 2, dim=-1)[{ctx.rng.choice([0, 1])}]"
+    # Indices only where they are unique: torch and ONNX Runtime order ties (and NaNs)
+    # differently, and neither promises an order.
+    distinct = all(not t.isnan().any() and bool((t.sort(-1)[0].diff(dim=-1) != 0).all())
+                   for t in (v.ex.float(), v.sec.float()))
+    return f"torch.topk({v.name}, 2, dim=-1)[{ctx.rng.choice([0, 1]) if distinct else 0}]"
 
 
 @op("sort", 0.3)

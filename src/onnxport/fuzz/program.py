@@ -8,6 +8,7 @@ import dataclasses
 import math
 import re
 import types
+import warnings
 from typing import Any
 
 import torch
@@ -156,7 +157,8 @@ def evaluate(program: Program, second: bool = False, float64: bool = False) -> l
     inputs = program.make_inputs(second)
     if float64:
         inputs = tuple(t.double() if t.is_floating_point() else t for t in inputs)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. var() with no degrees of freedom: NaN is fine
         return list(program.module(float64)(*inputs))
 
 

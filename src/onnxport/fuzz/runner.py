@@ -68,7 +68,7 @@ def run(program: Program, opset: int = 18) -> Outcome:
     except Exception as error:
         return Outcome(INVALID, f"ONNX Runtime refused the model: {_short(str(error))}")
     runs = [(False, expected)]
-    if expected_second is not None:
+    if expected_second is not None and _within_guards(exported, program):
         runs.append((True, expected_second))
     for second, eager in runs:
         where = "second sizes" if second else "example sizes"
@@ -90,6 +90,19 @@ def run(program: Program, opset: int = 18) -> Outcome:
             return Outcome(ILL_CONDITIONED, f"at the {where}: {problem}; float64 eager: {off}")
         return Outcome(MISMATCH, f"at the {where}: {problem}")
     return Outcome(PASS)
+
+
+def _within_guards(exported, program: Program) -> bool:
+    """Whether the second sizes satisfy the ranges torch.export settled on: a Dim.DYNAMIC axis
+    may come back valid for 2..3 only (torch.chunk's count of pieces depends on the size),
+    and the exported graph is then only claimed for those sizes."""
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exported.exported_program.module()(*program.make_inputs(True))
+        return True
+    except Exception:
+        return False
 
 
 def compare(actual, expected, check_dtype: bool = True) -> str | None:
