@@ -4,12 +4,15 @@ campaign with a summary; exits 1 when a failure is not in the expected-failures 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import re
 import sys
 import time
 
 from onnxport.fuzz.campaign import reduce_and_write, run_cases, summarize
 from onnxport.fuzz.expected import expected_for
+from onnxport.fuzz.runner import CLEAR_ERROR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.progress import Progress
     from rich.table import Table
 
-    console = Console(stderr=False)
+    console = Console(width=None if sys.stdout.isatty() else 150)
     started = time.perf_counter()
     indices = range(options.start, options.start + options.cases)
     with Progress(console=console, transient=True) as progress:
@@ -66,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         written.append((r, path, reduced, outcome))
 
     kinds, per_op = summarize(results)
-    table = Table(title=f"onnxport fuzz: {options.cases} cases, seed {options.seed}, "
-                        f"opset {options.opset}, {elapsed:.0f} s")
+    console.print(f"onnxport fuzz: {options.cases} cases, seed {options.seed}, "
+                  f"opset {options.opset}, {elapsed:.0f} s", highlight=False)
+    table = Table()
     table.add_column("outcome")
     table.add_column("cases", justify="right")
     for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
@@ -84,6 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         ops.add_row(name, str(counts["cases"]), *[str(counts.get(c, "")) for c in columns])
     console.print(ops)
 
+    errors = collections.Counter(_first_line(r.detail) for r in results if r.kind == CLEAR_ERROR)
+    if errors:
+        table = Table(title="clear errors (onnxport's own), by message")
+        table.add_column("cases", justify="right")
+        table.add_column("message")
+        for message, count in errors.most_common(15):
+            table.add_row(str(count), message)
+        console.print(table)
+
     unexpected = [r for r in results if r.unexpected]
     for r in unexpected:
         console.print(f"[red]{r.kind}[/red] case {r.index}: {' '.join(r.ops)}: "
@@ -93,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
                       highlight=False)
     console.print(f"{len(unexpected)} unexpected failure(s) in {options.cases} cases")
     return 1 if unexpected else 0
+
+
+def _first_line(detail: str) -> str:
+    # The op's name and the error, without the node's place (which differs per case).
+    line = detail.splitlines()[0] if detail else ""
+    return re.sub(r" \(node .*?\)", "", re.sub(r"<fuzz program>:\d+", "", line))[:140]
 
 
 if __name__ == "__main__":
