@@ -109,3 +109,19 @@ def test_reducer_shrinks_a_failure_and_writes_a_runnable_reproducer(tmp_path, ca
     path.write_text(reproducer_source(_program("torch.neg(x0)"), 18, Outcome(PASS)))
     runpy.run_path(str(path))
     assert "matches eager" in capsys.readouterr().out
+
+
+def test_cli_summary_and_exit_code(tmp_path, capsys, monkeypatch):
+    from onnxport.fuzz import __main__ as cli
+    from onnxport.fuzz import campaign
+
+    assert cli.main(["--cases", "3", "--seed", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "3 cases, seed 1, opset 18" in out and "0 unexpected failure(s)" in out
+    # An unexpected failure makes the run fail and leaves a reproducer behind.
+    entry = next(e for e in TABLE if e.name == "roll-shift-beyond-dynamic-size")
+    monkeypatch.setattr(campaign, "generate", lambda seed, index: entry.witness.copy())
+    monkeypatch.setattr(campaign, "expected_for", lambda program: None)
+    monkeypatch.setattr(cli, "expected_for", lambda program: None)
+    assert cli.main(["--cases", "1", "--out", str(tmp_path)]) == 1
+    assert list(tmp_path.glob("mismatch-witness-opset18-seed0-case0.py"))
