@@ -293,3 +293,17 @@ def test_trunc_of_specials(dtype):
     program = check(lambda x: (torch.trunc(x), torch.fix(x)), x)
     if dtype.is_floating_point:  # -0.0 stays -0.0
         assert torch.signbit(program(x)[0][4])
+
+
+@pytest.mark.parametrize("function", [torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor],
+                         ids=["and", "or", "xor"])
+def test_bitwise_ops_of_integers_before_opset_18_are_a_clear_error(function):
+    # Found by the fuzzer: BitwiseXor at opset 17 made a model ONNX Runtime refused.
+    import onnxport
+    from op_check import as_module
+
+    x = torch.tensor([[3, -4], [5, 0]])
+    with pytest.raises(onnxport.TranslationError, match="needs opset 18"):
+        onnxport.export(as_module(lambda x: function(x, x + 1)), (x,), opset_version=17)
+    check(lambda x: function(x, x + 1), x, opset=18)
+    check(lambda x: function(x > 0, x < 2), x, opset=17)  # bools: And/Or/Xor at any opset

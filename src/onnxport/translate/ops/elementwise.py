@@ -409,6 +409,9 @@ def _logical(onnx_op: str, bitwise_op: str, *names: str):
         if dtype == ir.DataType.BOOL:
             a, b = _operands(g, self, other, ir.DataType.BOOL)
             return g.op(onnx_op, a, b)
+        if g.opset < 18:  # ONNX has no bitwise op on integers before 18 (the model was refused)
+            raise NotImplementedError(
+                f"{bitwise_op} of integers needs opset 18 or later; export with opset_version=18")
         a, b = _operands(g, self, other, dtype)
         return g.op(bitwise_op, a, b)
 
