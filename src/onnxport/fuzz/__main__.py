@@ -88,6 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         ops.add_row(name, str(counts["cases"]), *[str(counts.get(c, "")) for c in columns])
     console.print(ops)
 
+    known = collections.Counter(r.expected for r in results if r.expected)
+    if known:
+        table = Table(title="expected failures (onnxport/fuzz/expected.py), by entry")
+        table.add_column("cases", justify="right")
+        table.add_column("entry")
+        for name, count in known.most_common():
+            table.add_row(str(count), name)
+        console.print(table)
+
     errors = collections.Counter(_first_line(r.detail) for r in results if r.kind == CLEAR_ERROR)
     if errors:
         table = Table(title="clear errors (onnxport's own), by message")
