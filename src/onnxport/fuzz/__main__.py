@@ -12,7 +12,7 @@ import time
 
 from onnxport.fuzz.campaign import reduce_and_write, run_cases, summarize
 from onnxport.fuzz.expected import expected_for
-from onnxport.fuzz.runner import CLEAR_ERROR
+from onnxport.fuzz.runner import CLEAR_ERROR, ILL_CONDITIONED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         for message, count in errors.most_common(15):
             table.add_row(str(count), message)
         console.print(table)
+
+    for kind in (CLEAR_ERROR, ILL_CONDITIONED):  # a few, to look at by hand
+        cases = [r for r in results if r.kind == kind]
+        for r in cases[:10]:
+            console.print(f"{kind} case {r.index}: {' '.join(r.ops)}: {_first_line(r.detail)}",
+                          highlight=False)
 
     unexpected = [r for r in results if r.unexpected]
     for r in unexpected:
