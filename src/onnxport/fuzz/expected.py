@@ -97,6 +97,13 @@ TABLE: list[ExpectedFailure] = [
         _witness(["F.scaled_dot_product_attention(x0, x0, x0)"],
                  [((2, 3, 4), "float32", "special")])),
     ExpectedFailure(
+        # torch's max pools propagate NaN; ONNX Runtime's MaxPool skips it (as its ReduceMax).
+        "max-pool-with-nan", "found by the fuzzer (issue 6 item 2), not fixed yet: "
+        "ops/conv_pool.py is being edited for ceil_mode (issue 6)",
+        lambda p: (_uses(r"max_pool[12]d\(")(p)
+                   and any(i.fill == "special" for i in p.inputs)),
+        _witness(["F.max_pool2d(x0, 2, stride=1)"], [((1, 2, 4, 5), "float32", "special")])),
+    ExpectedFailure(
         "atan2-on-bools", BEING_FIXED,
         lambda p: _has_bool(p) and _uses(r"torch\.atan2\(")(p),
         _witness(["torch.atan2(x0, x1)"], [((3, 4), "bool", "bool"), ((3, 4), "bool", "bool")])),
