@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 import random
+import types
 import warnings
 
 import torch
 
 from onnxport.fuzz.ops import OPS, Context, Value
-from onnxport.fuzz.program import DTYPE_NAMES, InputSpec, Line, Param, Program, make_tensor
+from onnxport.fuzz.program import (DTYPE_NAMES, InputSpec, Line, Param, Program, make_tensor,
+                                   referenced)
 
 ALLOWED_DTYPES = (torch.float32, torch.float16, torch.int64, torch.bool)
 MAX_ELEMENTS = 4096
@@ -70,7 +72,7 @@ def generate(seed: int, index: int, *, max_ops: int = 6) -> Program:
         program.params.extend(pending)
         program.lines.append(Line(var, name, expr))
         values.append(Value(var, result[0], result[1]))
-    used = {ref for line in program.lines for ref in _refs(line.expr)}
+    used = {ref for line in program.lines for ref in referenced(line.expr)}
     program.outputs = [line.var for line in program.lines if line.var not in used]
     if not program.outputs:
         program.outputs = [program.inputs[0].name]
@@ -109,14 +111,7 @@ def _add_inputs(rng: random.Random, program: Program, vision: bool = False) -> N
         program.inputs.append(InputSpec(f"x{k}", tuple(dims), dtype, fill, rng.randrange(2**31)))
 
 
-def _refs(expr: str) -> list[str]:
-    from onnxport.fuzz.program import referenced
-    return referenced(expr)
-
-
 def _try(expr: str, values: list[Value], params: dict, second: bool):
-    import types
-
     env = {v.name: (v.sec if second else v.ex) for v in values}
     scope = {"torch": torch, "F": torch.nn.functional, "math": math,
              "self": types.SimpleNamespace(**params)}

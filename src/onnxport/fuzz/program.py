@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import types
 import warnings
 from typing import Any
 
@@ -161,6 +160,3 @@ def evaluate(program: Program, second: bool = False, float64: bool = False) -> l
         warnings.simplefilter("ignore")  # e.g. var() with no degrees of freedom: NaN is fine
         return list(program.module(float64)(*inputs))
 
-
-def params_namespace(params: dict[str, torch.Tensor]) -> types.SimpleNamespace:
-    return types.SimpleNamespace(**params)
