@@ -291,8 +291,8 @@ def test_trunc_of_specials(dtype):
     # Found by the fuzzer: aten::trunc fell to prims::trunc, which has no translation.
     x = SPECIAL.to(dtype) if dtype.is_floating_point else torch.tensor([-3, 0, 4])
     program = check(lambda x: (torch.trunc(x), torch.fix(x)), x)
-    if dtype.is_floating_point:  # -0.0 stays -0.0
-        assert torch.signbit(program(x)[0][4])
+    if dtype.is_floating_point:  # -0.0 and -0.3 give -0.0 (1 / trunc(x) is -inf)
+        assert torch.signbit(program(x)[0][[4, 7]]).all()
 
 
 @pytest.mark.parametrize("function", [torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor],

@@ -108,9 +108,11 @@ def trunc(g, self):
     # Without it torch decomposes to prims::trunc, which has no translation.
     if self.dtype not in FLOAT_TYPES:
         return g.op("Identity", self)
-    # Ceil below zero, Floor above: keeps -0.0, NaN and the infinities as they are.
-    return g.op("Where", g.op("Less", self, g.const(0.0, self.dtype)),
-                g.op("Ceil", self), g.op("Floor", self))
+    # Floor above zero, Ceil elsewhere (NaN, +-0 and the negatives: -0.3 gives -0.0). The
+    # negatives are Where's second branch: ONNX Runtime's Where turns a -0.0 taken from its
+    # first branch into +0.0.
+    return g.op("Where", g.op("Greater", self, g.const(0.0, self.dtype)),
+                g.op("Floor", self), g.op("Ceil", self))
 
 
 @translates("aten::round")
