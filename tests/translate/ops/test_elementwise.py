@@ -307,3 +307,11 @@ def test_bitwise_ops_of_integers_before_opset_18_are_a_clear_error(function):
         onnxport.export(as_module(lambda x: function(x, x + 1)), (x,), opset_version=17)
     check(lambda x: function(x, x + 1), x, opset=18)
     check(lambda x: function(x > 0, x < 2), x, opset=17)  # bools: And/Or/Xor at any opset
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_trunc_division_keeps_the_sign_of_zero(dtype):
+    # Found by the fuzzer: 1 / (0 // -2 truncated) was +inf, torch's -inf.
+    x = torch.tensor([0.0, -0.0, 1.0, -3.0, 5.0], dtype=dtype)
+    y = torch.tensor([-2.0, 2.0, -4.0, 2.0, 0.0], dtype=dtype)
+    check(lambda x, y: torch.reciprocal(torch.div(x, y, rounding_mode="trunc")), x, y)

@@ -552,8 +552,8 @@ def div(g, self, other, rounding_mode=None):
 
 
 def _trunc(g, x):
-    # Trunc(x) = sign(x) * floor(|x|)
-    return g.op("Mul", g.op("Sign", x), g.op("Floor", g.op("Abs", x)))
+    # Floor above zero, Ceil elsewhere: sign(x) * floor(|x|) made +0.0 of -0.0 (0 / -2).
+    return trunc(g, x)
 
 
 def _floor_divide_int(g, a, b):
