@@ -300,3 +300,52 @@ def test_remainder_and_fmod_in_other_dtypes(dtype):
     if not dtype.is_floating_point:
         y = torch.tensor([3, 3, -3, 3, -2, 2], dtype=dtype)
     check(lambda x, y: (torch.remainder(x, y), torch.fmod(x, y)), x, y)
+
+
+SPECIAL = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, -2.5, 2.5, -0.3, 7.9])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_sign_of_nan_is_zero_as_in_torch(dtype):
+    # Found by the fuzzer: ONNX Runtime's Sign(NaN) is NaN.
+    check(torch.sign, SPECIAL.to(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_trunc_of_specials(dtype):
+    # Found by the fuzzer: aten::trunc fell to prims::trunc, which has no translation.
+    x = SPECIAL.to(dtype) if dtype.is_floating_point else torch.tensor([-3, 0, 4])
+    program = check(lambda x: (torch.trunc(x), torch.fix(x)), x)
+    if dtype.is_floating_point:  # -0.0 and -0.3 give -0.0 (1 / trunc(x) is -inf)
+        assert torch.signbit(program(x)[0][[4, 7]]).all()
+
+
+@pytest.mark.parametrize("function", [torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor],
+                         ids=["and", "or", "xor"])
+def test_bitwise_ops_of_integers_before_opset_18_are_a_clear_error(function):
+    # Found by the fuzzer: BitwiseXor at opset 17 made a model ONNX Runtime refused.
+    import onnxport
+    from op_check import as_module
+
+    x = torch.tensor([[3, -4], [5, 0]])
+    with pytest.raises(onnxport.TranslationError, match="needs opset 18"):
+        onnxport.export(as_module(lambda x: function(x, x + 1)), (x,), opset_version=17)
+    check(lambda x: function(x, x + 1), x, opset=18)
+    check(lambda x: function(x > 0, x < 2), x, opset=17)  # bools: And/Or/Xor at any opset
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_trunc_division_keeps_the_sign_of_zero(dtype):
+    # Found by the fuzzer: 1 / (0 // -2 truncated) was +inf, torch's -inf.
+    x = torch.tensor([0.0, -0.0, 1.0, -3.0, 5.0], dtype=dtype)
+    y = torch.tensor([-2.0, 2.0, -4.0, 2.0, 0.0], dtype=dtype)
+    check(lambda x, y: torch.reciprocal(torch.div(x, y, rounding_mode="trunc")), x, y)
+
+
+@pytest.mark.parametrize("opset", [17, 18, 23])
+def test_atan2_of_float16_at_every_opset(opset):
+    # Found by the fuzzer: IsInf of float16 made a model ONNX Runtime refused below opset 20.
+    y = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), 1.5, -2.0], dtype=torch.float16)
+    x = torch.tensor([-0.0, 0.0, float("inf"), -float("inf"), -3.0, 0.5], dtype=torch.float16)
+    check(torch.atan2, y, x, opset=opset)
+    check(lambda y: torch.atan2(y, torch.tensor(True)), y, opset=opset)

@@ -57,7 +57,6 @@ for _op, _names in [
     ("Erf", ("aten::erf",)),
     ("Floor", ("aten::floor",)),
     ("Ceil", ("aten::ceil",)),
-    ("Sign", ("aten::sign",)),
     ("IsNaN", ("aten::isnan",)),
     ("Identity", ("aten::positive",)),
 ]:
@@ -91,6 +90,29 @@ def bitwise_not(g, self):
     # Before BitwiseNot: ~x == -1 - x in two's complement, and 255 - x for uint8.
     all_ones = 255 if self.dtype == ir.DataType.UINT8 else -1
     return g.op("Sub", g.const(all_ones, self.dtype), self)
+
+
+@translates("aten::sign")
+def sign(g, self):
+    """sign(Tensor self) -> Tensor"""
+    result = g.op("Sign", self)
+    if self.dtype in FLOAT_TYPES:
+        # torch's sign of NaN is 0 ((0 < x) - (x < 0)); ONNX Runtime's Sign keeps the NaN.
+        result = g.op("Where", g.op("IsNaN", self), g.const(0.0, self.dtype), result)
+    return result
+
+
+@translates("aten::trunc", "aten::fix")
+def trunc(g, self):
+    """trunc(Tensor self) -> Tensor"""
+    # Without it torch decomposes to prims::trunc, which has no translation.
+    if self.dtype not in FLOAT_TYPES:
+        return g.op("Identity", self)
+    # Floor above zero, Ceil elsewhere (NaN, +-0 and the negatives: -0.3 gives -0.0). The
+    # negatives are Where's second branch: ONNX Runtime's Where turns a -0.0 taken from its
+    # first branch into +0.0.
+    return g.op("Where", g.op("Greater", self, g.const(0.0, self.dtype)),
+                g.op("Floor", self), g.op("Ceil", self))
 
 
 @translates("aten::round")
@@ -389,6 +411,9 @@ def _logical(onnx_op: str, bitwise_op: str, *names: str):
         if dtype == ir.DataType.BOOL:
             a, b = _operands(g, self, other, ir.DataType.BOOL)
             return g.op(onnx_op, a, b)
+        if g.opset < 18:  # ONNX has no bitwise op on integers before 18 (the model was refused)
+            raise NotImplementedError(
+                f"{bitwise_op} of integers needs opset 18 or later; export with opset_version=18")
         a, b = _operands(g, self, other, dtype)
         return g.op(bitwise_op, a, b)
 
@@ -527,8 +552,8 @@ def div(g, self, other, rounding_mode=None):
 
 
 def _trunc(g, x):
-    # Trunc(x) = sign(x) * floor(|x|)
-    return g.op("Mul", g.op("Sign", x), g.op("Floor", g.op("Abs", x)))
+    # Floor above zero, Ceil elsewhere: sign(x) * floor(|x|) made +0.0 of -0.0 (0 / -2).
+    return trunc(g, x)
 
 
 def _floor_divide_int(g, a, b):
@@ -602,7 +627,9 @@ def atan2(g, self, other):
     small, large = g.op("Min", abs_y, abs_x), g.op("Max", abs_y, abs_x)
     ratio = g.op("Div", small, large)
     ratio = g.op("Where", g.op("Equal", large, zero), zero, ratio)  # 0 / 0
-    both_infinite = g.op("And", g.op("IsInf", abs_y), g.op("IsInf", abs_x))
+    # Equal to inf rather than IsInf: ONNX Runtime has no float16 IsInf below opset 20.
+    infinity = g.const(float("inf"), dtype)
+    both_infinite = g.op("And", g.op("Equal", abs_y, infinity), g.op("Equal", abs_x, infinity))
     ratio = g.op("Where", both_infinite, g.const(1.0, dtype), ratio)
     angle = g.op("Atan", ratio)  # in [0, pi/4]
     angle = g.op("Where", g.op("Greater", abs_y, abs_x),

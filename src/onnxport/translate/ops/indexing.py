@@ -244,6 +244,8 @@ def scatter(g, self, dim, index, src, *, reduce=None):
     """scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
     if not isinstance(src, ir.Value):
         src = g.op("Expand", as_tensor(g, src, self), g.op("Shape", index))
+    if reduce and g.opset < 16:  # no reduction attribute yet: scatter_reduce's fallback
+        return scatter_reduce(g, self, dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
     kwargs = {"reduction_s": {"add": "add", "multiply": "mul"}[reduce]} if reduce else {}
     return _scatter_elements(g, self, dim, index, cast(g, src, self.dtype), **kwargs)
 
@@ -251,11 +253,15 @@ def scatter(g, self, dim, index, src, *, reduce=None):
 @translates("aten::scatter_add", "aten::scatter_add_")
 def scatter_add(g, self, dim, index, src):
     """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    if g.opset < 16:  # no reduction attribute yet: scatter_reduce's fallback
+        return scatter_reduce(g, self, dim, index, src, "sum")
     return _scatter_elements(g, self, dim, index, cast(g, src, self.dtype), reduction_s="add")
 
 
 def _scatter_elements(g, self, dim, index, src, **attrs):
     index = cast(g, index, ir.DataType.INT64)
+    if attrs.get("reduction_s") and self.dtype in _NO_REDUCING_SCATTER:
+        return _in_float(g, _scatter_elements, self, dim, index, src, **attrs)
     if rank(self) == 0:
         # ONNX needs an axis: scatter into the 0-d tensor as a 1-element 1-d one.
         zero = g.const([0])
@@ -365,6 +371,24 @@ def masked_select(g, self, mask):
                 g.op("Reshape", condition, g.const([-1])), axis_i=0)
 
 
+# ONNX Runtime's CPU ScatterElements has no kernel for these with a reduction (add, mul, max,
+# min): they go through float32 and back.
+_NO_REDUCING_SCATTER = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+
+
+def _in_float(g, scatter, self, *args, **kwargs):
+    """``scatter(g, self, *args)`` with self and the tensors of args in float32, cast back."""
+    def in_float(value):
+        if not isinstance(value, ir.Value) or value.dtype != self.dtype:
+            return value
+        floated = cast(g, value, ir.DataType.FLOAT)
+        floated.shape = value.shape  # the translations below read the rank
+        return floated
+
+    out = scatter(g, in_float(self), *map(in_float, args), **kwargs)
+    return cast(g, out, self.dtype)
+
+
 # -- scatter_reduce -----------------------------------------------------------------------------
 # ScatterElements' reduction attribute: add/mul since opset 16, max/min since 18.
 _SCATTER_REDUCTIONS = {"sum": ("add", 16), "mean": ("add", 16), "prod": ("mul", 16),
@@ -404,7 +428,11 @@ def scatter_reduce(g, self, dim, index, src, reduce, *, include_self=True):
                       g.op("Shape", index)), axis_i=axis)
     if x.dtype == ir.DataType.BOOL:
         raise NotImplementedError("scatter_reduce of bools")
-    out = g.op("ScatterElements", x, index, src, axis_i=axis, reduction_s=attribute)
+    if x.dtype in _NO_REDUCING_SCATTER:
+        out = _in_float(g, lambda g, x, src: g.op("ScatterElements", x, index, src, axis_i=axis,
+                                                  reduction_s=attribute), x, src)
+    else:
+        out = g.op("ScatterElements", x, index, src, axis_i=axis, reduction_s=attribute)
     if reduce != "mean":
         return out
     # The mean: the sum divided by how many values each target received (self counting as

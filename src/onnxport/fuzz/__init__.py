@@ -1,0 +1,1 @@
+"""Differential fuzzer: random small programs exported with onnxport and compared with eager."""

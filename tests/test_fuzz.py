@@ -1,0 +1,129 @@
+"""The differential fuzzer in CI: a fixed set of random programs must match eager (or fail in a
+way the expected-failures table names), and every entry of that table must still fail."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from onnxport.fuzz.campaign import run_case
+from onnxport.fuzz.expected import TABLE
+from onnxport.fuzz.generator import generate
+from onnxport.fuzz.program import InputSpec, Line, Program
+from onnxport.fuzz.reducer import reduce, reproducer_source
+from onnxport.fuzz.runner import FAILURES, MISMATCH, PASS, Outcome, run
+
+SEED = 0
+# Cases per opset, in chunks so that a failure names a small range; the three opsets of the
+# issue each get their own slice of the seed's cases.
+CHUNK = 50
+CHUNKS = {17: [0, 1], 18: [2, 3], 23: [4, 5]}
+
+
+@pytest.mark.parametrize("opset,chunk", [(o, c) for o, cs in CHUNKS.items() for c in cs])
+def test_fuzz_cases_match_eager_or_are_expected(opset, chunk):
+    unexpected = []
+    for index in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        result = run_case(SEED, index, opset)
+        if result.unexpected:
+            unexpected.append(f"case {index} ({result.kind}): {result.ops}\n{result.detail}\n"
+                              f"{result.program.forward_source()}")
+    assert not unexpected, (
+        f"{len(unexpected)} unexpected failure(s); reproduce and reduce with `python -m "
+        f"onnxport.fuzz --seed {SEED} --start <case> --cases 1 --opset {opset}`:\n"
+        + "\n".join(unexpected))
+
+
+@pytest.mark.parametrize("entry", [e for e in TABLE if e.witness is not None],
+                         ids=lambda e: e.name)
+def test_expected_failures_still_fail(entry):
+    """Strict xfail: a witness that passes means the bug is fixed and its entry must go."""
+    for opset in entry.witness_opsets:
+        outcome = run(entry.witness, opset)
+        assert outcome.kind != PASS, (
+            f"{entry.name} now passes at opset {opset}: remove it from "
+            "onnxport/fuzz/expected.py (the table only shrinks)")
+        assert entry.matches(entry.witness), f"{entry.name}'s pattern does not match its witness"
+
+
+def test_generation_is_deterministic_per_seed_and_index():
+    a, b = generate(7, 11), generate(7, 11)
+    assert a.forward_source() == b.forward_source() and a.inputs == b.inputs
+    assert all(torch.equal(x, y) for x, y in zip(a.make_inputs(), b.make_inputs()))
+    assert generate(7, 12).forward_source() != a.forward_source() or generate(8, 11).inputs != a.inputs
+
+
+def test_the_pool_has_the_ops_of_the_issue():
+    from onnxport.fuzz.ops import OPS
+
+    assert len(OPS) >= 60
+    sources = "\n".join(generate(0, i).forward_source() for i in range(300))
+    for name in ("torch.roll", "F.interpolate", "scaled_dot_product_attention", "torch.cumsum",
+                 "torch.gather", "torch.scatter", "torch.index_select", "F.rms_norm",
+                 "F.group_norm", "F.instance_norm", "F.batch_norm", "F.layer_norm",
+                 "ceil_mode=True", "torch.where", "torch.split", "torch.chunk", "torch.stack",
+                 "F.log_softmax", "torch.var", "torch.std", "torch.argmax", "torch.prod"):
+        assert name in sources, f"{name} never generated in 300 cases"
+
+
+def _program(expr: str, dims=(3, 4), dtype="float32", mode="static", symbols=None) -> Program:
+    return Program([InputSpec("x0", dims, dtype, "normal", 5)], [],
+                   [Line("v0", "test", expr)], ["v0"], symbols or {}, mode)
+
+
+def test_a_wrong_translation_is_a_mismatch(monkeypatch):
+    """The runner really compares: a translation made wrong on purpose is caught."""
+    from onnxport.translate import default_registry
+    from onnxport.translate.registry import Translation
+
+    assert run(_program("torch.neg(x0)"), 18).kind == PASS
+    registry = default_registry()
+    wrong = Translation("aten::neg", lambda g, self: g.op("Identity", self), 1)
+    monkeypatch.setitem(registry._translations, "aten::neg", [wrong])
+    assert run(_program("torch.neg(x0)"), 18).kind == MISMATCH
+
+
+def test_reducer_shrinks_a_failure_and_writes_a_runnable_reproducer(tmp_path, capsys):
+    # A known failure that is not fixed (the table's entries leave it once fixed).
+    entry = next(e for e in TABLE if e.name == "max-pool-with-nan")
+    witness = entry.witness.copy()
+    # Noise around the failing op, which the reducer must drop.
+    witness.lines = [Line("v0", "relu", "F.relu(x0)"),
+                     Line("v1", "max_pool", "F.max_pool2d(v0, 2, stride=1)"),
+                     Line("v2", "neg", "torch.neg(x0)"), Line("v3", "add", "torch.add(v1, 1.0)")]
+    witness.outputs = ["v2", "v3"]
+    kind = run(witness, 18).kind
+    assert kind in FAILURES
+    reduced = reduce(witness, 18, kind)
+    assert [line.op for line in reduced.lines] == ["max_pool"] and len(reduced.outputs) == 1
+    path = tmp_path / "repro.py"
+    path.write_text(reproducer_source(reduced, 18, Outcome(kind, "max_pool")))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert done.returncode != 0 and "AssertionError" in done.stderr, done.stderr[-2000:]
+    # The same reproducer on a program that works says so (in this process: a second
+    # interpreter costs seconds).
+    path.write_text(reproducer_source(_program("torch.neg(x0)"), 18, Outcome(PASS)))
+    runpy.run_path(str(path))
+    assert "matches eager" in capsys.readouterr().out
+
+
+def test_cli_summary_and_exit_code(tmp_path, capsys, monkeypatch):
+    from onnxport.fuzz import __main__ as cli
+    from onnxport.fuzz import campaign
+
+    assert cli.main(["--cases", "3", "--seed", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "3 cases, seed 1, opset 18" in out and "0 unexpected failure(s)" in out
+    # An unexpected failure makes the run fail and leaves a reproducer behind.
+    entry = next(e for e in TABLE if e.name == "max-pool-with-nan")
+    monkeypatch.setattr(campaign, "generate", lambda seed, index: entry.witness.copy())
+    monkeypatch.setattr(campaign, "expected_for", lambda program: None)
+    monkeypatch.setattr(cli, "expected_for", lambda program: None)
+    assert cli.main(["--cases", "1", "--out", str(tmp_path)]) == 1
+    assert list(tmp_path.glob("mismatch-witness-opset18-seed0-case0.py"))
