@@ -9,6 +9,7 @@ from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
+from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 
 
 def optimize(model: ir.Model) -> ir.Model:
@@ -19,6 +20,7 @@ def optimize(model: ir.Model) -> ir.Model:
             FuseConvBatchNorm(),
             FoldConstants(),
             FuseConsecutiveUnsqueeze(),
+            ReciprocalToDiv(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
             common.RemoveUnusedNodesPass(),
@@ -29,4 +31,5 @@ def optimize(model: ir.Model) -> ir.Model:
     return manager(model).model
 
 
-__all__ = ["FoldConstants", "FoldWeightTranspose", "FuseConvBatchNorm", "FuseConsecutiveUnsqueeze", "optimize"]
+__all__ = ["FoldConstants", "FoldWeightTranspose", "FuseConvBatchNorm", "FuseConsecutiveUnsqueeze", "ReciprocalToDiv",
+           "optimize"]
