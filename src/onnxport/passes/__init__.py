@@ -5,9 +5,11 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
+from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
+from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 
@@ -21,6 +23,8 @@ def optimize(model: ir.Model) -> ir.Model:
             FoldConstants(),
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
+            FuseRMSNormalization(),
+            AttentionGroupedHeads(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
             common.RemoveUnusedNodesPass(),
@@ -31,5 +35,7 @@ def optimize(model: ir.Model) -> ir.Model:
     return manager(model).model
 
 
-__all__ = ["FoldConstants", "FoldWeightTranspose", "FuseConvBatchNorm", "FuseConsecutiveUnsqueeze", "ReciprocalToDiv",
-           "optimize"]
+__all__ = [
+    "AttentionGroupedHeads", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
+    "FuseConvBatchNorm", "FuseRMSNormalization", "ReciprocalToDiv", "optimize",
+]

@@ -70,3 +70,16 @@ def test_static_causal_mask_is_a_constant():
     program = check(lambda q, k, v: sdpa(q, k, v, is_causal=True), *_qkv())
     ops = op_types(program)
     assert "Range" not in ops and "Trilu" not in ops and count(program, "Where") == 1
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+def test_sdpa_is_one_attention_node_from_opset_23(case):
+    function, *args = case
+    program = check(function, *args, opset=23)
+    # 4-D inputs become ONNX Attention; the 3-D case stays decomposed (Attention's own 3-D
+    # form packs the heads into the last axis), and nn.MultiheadAttention, which returns its
+    # weights, does not call scaled_dot_product_attention.
+    expected = args[0].dim() == 4 and not isinstance(function, torch.nn.Module)
+    assert (count(program, "Attention") == 1) == expected
+    if count(program, "Attention"):
+        assert "Softmax" not in op_types(program) and "Expand" not in op_types(program)

@@ -1,4 +1,5 @@
-"""Attention: scaled_dot_product_attention as MatMul/Softmax/MatMul."""
+"""Attention: scaled_dot_product_attention as ONNX Attention (opset 23), else as
+MatMul/Softmax/MatMul."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p
         if not isinstance(head_size, int):
             raise NotImplementedError("attention with a symbolic head size needs an explicit scale")
         scale = 1.0 / math.sqrt(head_size)
+    if g.opset >= 23 and r == 4:
+        # One fused op that ONNX Runtime runs as such; it takes fewer key/value heads than
+        # query heads itself, so grouped-query attention needs no Expand.
+        mask = [attn_mask] if attn_mask is not None else []
+        return g.op("Attention", query, key, value, *mask, scale_f=float(scale),
+                    is_causal_i=int(bool(is_causal)))
     if is_causal:
         # From the key as given: its repeated-heads form below has no recorded shape.
         attn_mask = _causal_mask(g, query, key)
