@@ -10,6 +10,7 @@ from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
+from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 
@@ -24,6 +25,7 @@ def optimize(model: ir.Model) -> ir.Model:
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
             FuseRMSNormalization(),
+            FuseRotaryEmbedding(),
             AttentionGroupedHeads(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
@@ -37,5 +39,6 @@ def optimize(model: ir.Model) -> ir.Model:
 
 __all__ = [
     "AttentionGroupedHeads", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
-    "FuseConvBatchNorm", "FuseRMSNormalization", "ReciprocalToDiv", "optimize",
+    "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding",
+    "ReciprocalToDiv", "optimize",
 ]
