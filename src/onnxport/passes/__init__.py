@@ -13,6 +13,7 @@ from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
+from onnxport.passes.shared_mask_bias import SharedMaskBias
 
 
 def optimize(model: ir.Model) -> ir.Model:
@@ -27,6 +28,7 @@ def optimize(model: ir.Model) -> ir.Model:
             FuseRMSNormalization(),
             FuseRotaryEmbedding(),
             AttentionGroupedHeads(),
+            SharedMaskBias(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
             common.RemoveUnusedNodesPass(),
@@ -40,5 +42,5 @@ def optimize(model: ir.Model) -> ir.Model:
 __all__ = [
     "AttentionGroupedHeads", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
     "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding",
-    "ReciprocalToDiv", "optimize",
+    "ReciprocalToDiv", "SharedMaskBias", "optimize",
 ]

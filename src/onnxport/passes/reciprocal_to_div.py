@@ -35,8 +35,6 @@ class ReciprocalToDiv(ir.passes.InPlacePass):
             node.op_type = "Div"
             node.replace_input_with(0, numerator)
             node.replace_input_with(1, denominator)
-            if node.name and node.name.endswith("Mul"):
-                node.name = node.name[: -len("Mul")] + "Div"
             if not reciprocal.outputs[0].uses() and not reciprocal.outputs[0].is_graph_output():
                 reciprocal.graph.remove(reciprocal, safe=True)
             modified = True

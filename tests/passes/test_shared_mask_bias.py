@@ -1,0 +1,33 @@
+import torch
+import torch.nn.functional as F
+
+import model_zoo
+import onnxport
+from test_models import assert_matches_eager
+
+
+def _op_types(program):
+    return [n.op_type for n in program.model.graph]
+
+
+def test_two_attentions_share_one_mask_bias():
+    def f(q, k, v, mask):
+        first = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return F.scaled_dot_product_attention(first, k, v, attn_mask=mask)
+
+    q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    mask = torch.rand(5, 5) > 0.4
+    mask[:, 0] = True  # no fully masked row
+    program = onnxport.export(f, (q, k, v, mask), opset_version=18)
+    # One Where makes the additive bias; each attention adds it to its scores.
+    assert _op_types(program).count("Where") == 1
+    wheres = [n for n in program.model.graph if n.op_type == "Where"]
+    assert len(wheres[0].outputs[0].uses()) == 2
+    torch.testing.assert_close(program(q, k, v, mask)[0], f(q, k, v, mask), rtol=1e-3, atol=1e-4)
+
+
+def test_llama_layers_add_one_bias():
+    model, args, kwargs = model_zoo.build("llama")
+    program = onnxport.export(model, args, kwargs=kwargs, opset_version=18)
+    assert _op_types(program).count("Where") == 1
+    assert_matches_eager(program, model, args, kwargs)
