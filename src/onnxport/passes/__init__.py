@@ -5,10 +5,15 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
+from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
+from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
+from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
+from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
+from onnxport.passes.shared_mask_bias import SharedMaskBias
 
 
 def optimize(model: ir.Model) -> ir.Model:
@@ -19,6 +24,11 @@ def optimize(model: ir.Model) -> ir.Model:
             FuseConvBatchNorm(),
             FoldConstants(),
             FuseConsecutiveUnsqueeze(),
+            ReciprocalToDiv(),
+            FuseRMSNormalization(),
+            FuseRotaryEmbedding(),
+            AttentionGroupedHeads(),
+            SharedMaskBias(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
             common.RemoveUnusedNodesPass(),
@@ -29,4 +39,8 @@ def optimize(model: ir.Model) -> ir.Model:
     return manager(model).model
 
 
-__all__ = ["FoldConstants", "FoldWeightTranspose", "FuseConvBatchNorm", "FuseConsecutiveUnsqueeze", "optimize"]
+__all__ = [
+    "AttentionGroupedHeads", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
+    "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding",
+    "ReciprocalToDiv", "SharedMaskBias", "optimize",
+]

@@ -104,3 +104,16 @@ def test_flash_attention_for_cpu_returns_its_logsumexp(case):
 def test_flash_attention_for_cpu_of_float16_has_a_float32_logsumexp():
     q, k, v = (t.half() for t in _qkv())
     check(flash, q, k, v, rtol=1e-2, atol=1e-2)  # half floats
+
+
+@pytest.mark.parametrize("case", cases(HAND))
+def test_sdpa_is_one_attention_node_from_opset_23(case):
+    function, *args = case
+    program = check(function, *args, opset=23)
+    # 4-D inputs become ONNX Attention; the 3-D case stays decomposed (Attention's own 3-D
+    # form packs the heads into the last axis), and nn.MultiheadAttention, which returns its
+    # weights, does not call scaled_dot_product_attention.
+    expected = args[0].dim() == 4 and not isinstance(function, torch.nn.Module)
+    assert (count(program, "Attention") == 1) == expected
+    if count(program, "Attention"):
+        assert "Softmax" not in op_types(program) and "Expand" not in op_types(program)

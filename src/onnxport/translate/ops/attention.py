@@ -1,4 +1,5 @@
-"""Attention: scaled_dot_product_attention as MatMul/Softmax/MatMul."""
+"""Attention: scaled_dot_product_attention as ONNX Attention (opset 23), else as
+MatMul/Softmax/MatMul."""
 
 from __future__ import annotations
 
@@ -29,7 +30,27 @@ def _heads_shape(g, x, repeats):
 def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
+    if g.opset >= 23 and rank(query) == 4:
+        return _fused_attention(g, query, key, value, attn_mask, is_causal, scale)
     return _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)[0]
+
+
+def _fused_attention(g, query, key, value, attn_mask, is_causal, scale):
+    """One ONNX Attention (opset 23), which ONNX Runtime runs as one kernel; it takes fewer
+    key/value heads than query heads itself, so grouped-query attention needs no Expand."""
+    if scale is None:
+        head_size = query.shape[3]
+        if not isinstance(head_size, int):
+            raise NotImplementedError("attention with a symbolic head size needs an explicit scale")
+        scale = 1.0 / math.sqrt(head_size)
+    mask = [attn_mask] if attn_mask is not None else []
+    output = g.op("Attention", query, key, value, *mask, scale_f=float(scale),
+                  is_causal_i=int(bool(is_causal)))
+    if attn_mask is not None and not _constant_without_masked_rows(attn_mask):
+        # A row the mask hides entirely is zeros in torch (see _attention).
+        output = g.op("Where", _rows_fully_masked(g, attn_mask), g.const(0.0, query.dtype),
+                      output)
+    return output
 
 
 @translates("aten::_scaled_dot_product_flash_attention_for_cpu")

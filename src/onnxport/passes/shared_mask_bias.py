@@ -1,0 +1,53 @@
+"""SharedMaskBias: Where(m, s, -inf) becomes Add(s, bias), bias = Where(m, 0, -inf) made once
+per mask m and dtype. Precondition: the third input is the constant -inf; s is finite (attention
+scores), so s + 0 and s + -inf are exactly what Where picked.
+
+A boolean attention mask is applied this way in every layer; one shared bias turns each
+layer's Where into an Add, which ONNX Runtime fuses into its attention kernels."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx_ir as ir
+
+
+def _is_minus_infinity(value: ir.Value | None) -> bool:
+    tensor = value.const_value if value is not None else None
+    if tensor is None or tensor.size != 1:
+        return False
+    number = float(tensor.numpy().reshape(-1)[0])
+    return math.isinf(number) and number < 0
+
+
+class SharedMaskBias(ir.passes.InPlacePass):
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        biases: dict[tuple[int, ir.DataType], ir.Value] = {}
+        modified = False
+        for node in list(graph):
+            if node.op_type != "Where" or node.domain != "" or len(node.inputs) != 3:
+                continue
+            mask, scores, fill = node.inputs
+            if mask is None or scores is None or not _is_minus_infinity(fill):
+                continue
+            if mask.dtype != ir.DataType.BOOL or scores.dtype != fill.dtype:
+                continue
+            key = (id(mask), scores.dtype)
+            if key not in biases:
+                zero = ir.tensor(np.zeros((), scores.dtype.numpy()))
+                zero_node = ir.node("Constant", [], {"value": zero},
+                                    name=f"{node.name}/MaskBias_Constant")
+                bias_node = ir.node("Where", [mask, zero_node.outputs[0], fill],
+                                    name=f"{node.name}/MaskBias")
+                bias_node.outputs[0].name = f"{mask.name}_bias"
+                bias_node.outputs[0].shape, bias_node.outputs[0].dtype = mask.shape, scores.dtype
+                graph.insert_before(node, [zero_node, bias_node])
+                biases[key] = bias_node.outputs[0]
+            node.op_type = "Add"
+            node.resize_inputs(2)
+            node.replace_input_with(0, scores)
+            node.replace_input_with(1, biases[key])
+            modified = True
+        return ir.passes.PassResult(model, modified)
