@@ -12,4 +12,5 @@ from onnxport.translate.ops import (  # noqa: F401
     reductions,
     shape,
     symbolic,
+    torchvision_ops,
 )
