@@ -1,0 +1,78 @@
+"""torchvision's detection ops (ops/torchvision_ops.py): nms, roi_align and roi_pool exported
+with a dynamic number of boxes, compared with eager at two numbers of boxes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from op_check import check, op_types
+
+torchvision = pytest.importorskip("torchvision")
+from torchvision.ops import nms, roi_align, roi_pool  # noqa: E402
+
+
+def _boxes(n, seed):
+    """Valid (x1, y1, x2, y2) boxes, overlapping enough for NMS to drop some."""
+    generator = torch.Generator().manual_seed(seed)
+    corner = torch.rand(n, 2, generator=generator) * 20
+    size = torch.rand(n, 2, generator=generator) * 10 + 1
+    return torch.cat([corner, corner + size], 1)
+
+
+def _scores(n, seed):
+    # A permutation: no two scores tie, so the order of the kept boxes is unique.
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed)).float() / n
+
+
+def _rois(k, seed, batch=2):
+    generator = torch.Generator().manual_seed(seed)
+    index = torch.randint(0, batch, (k, 1), generator=generator).float()
+    return torch.cat([index, _boxes(k, seed) * 2], 1)
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.7])
+def test_nms(threshold):
+    n = torch.export.Dim("n", min=2, max=1000)
+    program = check(lambda boxes, scores: nms(boxes, scores, threshold), _boxes(30, 0),
+                    _scores(30, 0), dynamic_shapes=({0: n}, {0: n}),
+                    run_with=[(_boxes(50, 1), _scores(50, 1))])
+    assert "NonMaxSuppression" in op_types(program)
+
+
+def test_nms_keeps_a_box_at_exactly_the_threshold():
+    # Two 2x1 boxes sharing half their area: IoU 1/3. torch drops a box only above the
+    # threshold, so at a threshold of exactly 1/3 both stay.
+    boxes = torch.tensor([[0.0, 0.0, 2.0, 1.0], [1.0, 0.0, 3.0, 1.0], [10.0, 10.0, 11.0, 11.0]])
+    scores = torch.tensor([0.9, 0.8, 0.7])
+    iou = torchvision.ops.box_iou(boxes[:1], boxes[1:2]).item()
+    check(lambda b, s: nms(b, s, iou), boxes, scores)
+    check(lambda b, s: nms(b, s, iou - 1e-3), boxes, scores)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("sampling_ratio", [-1, 2])
+def test_roi_align(opset, aligned, sampling_ratio):
+    """Before opset 16, aligned=True is RoiAlign on boxes shifted by half a pixel."""
+    x = torch.randn(2, 3, 24, 24)
+    k = torch.export.Dim("k", min=2, max=100)
+    program = check(
+        lambda x, rois: roi_align(x, rois, (3, 4), 0.5, sampling_ratio, aligned),
+        x, _rois(5, 0), dynamic_shapes=(None, {0: k}), opset=opset,
+        run_with=[(x, _rois(9, 3))])
+    assert "RoiAlign" in op_types(program)
+
+
+def test_roi_align_rois_outside_the_image():
+    x = torch.randn(1, 2, 8, 8)
+    rois = torch.tensor([[0.0, -6.0, -4.0, 3.0, 2.0], [0.0, 5.0, 6.0, 14.0, 12.0]])
+    check(lambda x, rois: roi_align(x, rois, (2, 2), 1.0, -1, False), x, rois)
+
+
+def test_roi_pool():
+    x = torch.randn(2, 3, 24, 24)
+    k = torch.export.Dim("k", min=2, max=100)
+    program = check(lambda x, rois: roi_pool(x, rois, (2, 3), 0.5), x, _rois(5, 0),
+                    dynamic_shapes=(None, {0: k}), run_with=[(x, _rois(9, 3))])
+    assert "MaxRoiPool" in op_types(program)
