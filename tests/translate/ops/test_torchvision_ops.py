@@ -76,3 +76,12 @@ def test_roi_pool():
     program = check(lambda x, rois: roi_pool(x, rois, (2, 3), 0.5), x, _rois(5, 0),
                     dynamic_shapes=(None, {0: k}), run_with=[(x, _rois(9, 3))])
     assert "MaxRoiPool" in op_types(program)
+
+
+def test_log2_of_box_areas():
+    # MultiScaleRoIAlign's level mapping: floor(4 + log2(sqrt(area) / 224) + eps), which an
+    # off-by-an-ulp log2 would move to the wrong level at exact powers of two.
+    areas = torch.tensor([224.0 ** 2, 112.0 ** 2, 448.0 ** 2, 1000.0, 5.0e5])
+    check(lambda a: torch.floor(4 + torch.log2(torch.sqrt(a) / 224) + 1e-6), areas)
+    check(torch.log2, torch.rand(3, 4) + 0.1)
+    check(torch.log2, torch.arange(1, 9))

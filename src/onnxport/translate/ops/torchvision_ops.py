@@ -3,10 +3,12 @@ RoiAlign and MaxRoiPool. Registered by name: torchvision itself is never importe
 
 from __future__ import annotations
 
+import math
+
 import onnx_ir as ir
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import cast, split, squeeze, unsqueeze
+from onnxport.translate.ops._helpers import cast, expected_dtype, split, squeeze, unsqueeze
 from onnxport.translate.registry import translates
 
 
@@ -80,3 +82,14 @@ class _NoArgmax:
         raise TranslationError(
             "torchvision::roi_pool's second output (argmax, used by its backward) has no ONNX "
             "form; use only the pooled output in the exported model")
+
+
+@translates("aten::log2")
+def log2(g, self):
+    """log2(Tensor self) -> Tensor
+
+    Here because torchvision's MultiScaleRoIAlign picks each box's pyramid level with it (ONNX
+    has no Log2: log(x) / log(2); the level's floor has an epsilon for the rounding)."""
+    out = expected_dtype(g) or ir.DataType.FLOAT
+    x = cast(g, self, out)
+    return g.op("Div", g.op("Log", x), g.const(math.log(2.0), out))
