@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import onnxport.errors
 from op_check import check, op_types
 
 torchvision = pytest.importorskip("torchvision")
@@ -50,11 +51,9 @@ def test_nms_keeps_a_box_at_exactly_the_threshold():
     check(lambda b, s: nms(b, s, iou - 1e-3), boxes, scores)
 
 
-@pytest.mark.parametrize("opset", [13, 18])
-@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("opset, aligned", [(13, False), (16, True), (18, False), (18, True)])
 @pytest.mark.parametrize("sampling_ratio", [-1, 2])
 def test_roi_align(opset, aligned, sampling_ratio):
-    """Before opset 16, aligned=True is RoiAlign on boxes shifted by half a pixel."""
     x = torch.randn(2, 3, 24, 24)
     k = torch.export.Dim("k", min=2, max=100)
     program = check(
@@ -64,10 +63,30 @@ def test_roi_align(opset, aligned, sampling_ratio):
     assert "RoiAlign" in op_types(program)
 
 
-def test_roi_align_rois_outside_the_image():
-    x = torch.randn(1, 2, 8, 8)
-    rois = torch.tensor([[0.0, -6.0, -4.0, 3.0, 2.0], [0.0, 5.0, 6.0, 14.0, 12.0]])
-    check(lambda x, rois: roi_align(x, rois, (2, 2), 1.0, -1, False), x, rois)
+# Out of the image, empty, and smaller than a pixel: torch grows the last two to one pixel only
+# when aligned=False.
+ODD_ROIS = torch.tensor([[0.0, -6.0, -4.0, 3.0, 2.0], [0.0, 5.0, 6.0, 14.0, 12.0],
+                         [0.0, 3.0, 3.0, 3.0, 3.0], [0.0, 1.0, 1.0, 1.5, 1.25]])
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_roi_align_odd_rois(aligned):
+    check(lambda x, rois: roi_align(x, rois, (2, 2), 1.0, -1, aligned), torch.randn(1, 2, 8, 8),
+          ODD_ROIS)
+
+
+def test_roi_align_aligned_before_opset_16_is_an_error():
+    # Shifted boxes would match except for ROIs under a pixel: an error, not a silent mismatch.
+    with pytest.raises(onnxport.errors.TranslationError, match="opset_version >= 16"):
+        check(lambda x, rois: roi_align(x, rois, (2, 2), 1.0, -1, True),
+              torch.randn(1, 2, 8, 8), ODD_ROIS, opset=15)
+
+
+def test_roi_pool_rounds_corners_like_torch():
+    # With spatial_scale 0.5, odd coordinates land on .5, where rounding modes differ.
+    check(lambda x, rois: roi_pool(x, rois, (3, 2), 0.5)[0], torch.randn(1, 2, 10, 10),
+          torch.tensor([[0, 1.0, 3.0, 5.0, 7.0], [0, -5.0, -3.0, 9.0, 11.0],
+                        [0, 3.0, 3.0, 3.0, 3.0], [0, 15.0, 15.0, 25.0, 25.0]]))
 
 
 def test_roi_pool():

@@ -56,10 +56,13 @@ def roi_align(g, input, rois, spatial_scale, pooled_height, pooled_width, sampli
         attributes["coordinate_transformation_mode_s"] = (
             "half_pixel" if aligned else "output_half_pixel")
     elif aligned:
-        # Before opset 16 RoiAlign only has torch's aligned=False. aligned=True is the same
-        # sampling shifted by half a pixel, except that aligned=False grows ROIs smaller than
-        # one pixel to one pixel: exact for every ROI at least one feature pixel wide.
-        boxes = g.op("Sub", boxes, g.const(0.5 / float(spatial_scale), boxes.dtype))
+        # Shifting the boxes by half a pixel is not enough: output_half_pixel, the only mode
+        # before opset 16, also grows ROIs smaller than one pixel to one pixel (torch's
+        # aligned=True does not), so small boxes would silently differ.
+        raise TranslationError(
+            "torchvision::roi_align with aligned=True needs opset_version >= 16 (RoiAlign's "
+            "coordinate_transformation_mode='half_pixel'); export with opset_version=16 or "
+            "later, or use aligned=False")
     return g.op("RoiAlign", input, boxes, index, **attributes)
 
 
