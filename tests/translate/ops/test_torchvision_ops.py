@@ -104,3 +104,8 @@ def test_log2_of_box_areas():
     check(lambda a: torch.floor(4 + torch.log2(torch.sqrt(a) / 224) + 1e-6), areas)
     check(torch.log2, torch.rand(3, 4) + 0.1)
     check(torch.log2, torch.arange(1, 9))
+
+
+def test_nms_of_double_boxes():
+    check(lambda boxes, scores: nms(boxes, scores, 0.5), _boxes(20, 2).double(),
+          _scores(20, 2).double())

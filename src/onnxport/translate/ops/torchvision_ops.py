@@ -18,8 +18,9 @@ def nms(g, dets, scores, iou_threshold):
 
     Both drop a box whose IoU with a kept box is strictly greater than the threshold, and both
     return the kept indices by descending score (ties: torch's sort order is not specified)."""
-    boxes = unsqueeze(g, dets, [0])  # [1, N, 4]: one batch
-    per_class = unsqueeze(g, scores, [0, 1])  # [1, 1, N]: one class
+    # NonMaxSuppression is defined for float32 only (half and double models cast).
+    boxes = unsqueeze(g, cast(g, dets, ir.DataType.FLOAT), [0])  # [1, N, 4]: one batch
+    per_class = unsqueeze(g, cast(g, scores, ir.DataType.FLOAT), [0, 1])  # [1, 1, N]: one class
     # At most every box is kept: the number of boxes bounds the output without an INT64_MAX
     # constant that some runtimes overflow on.
     count = g.op("Shape", dets, start_i=0, end_i=1) if g.opset >= 15 else \
