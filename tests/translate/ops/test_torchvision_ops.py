@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import onnxport
 import onnxport.errors
-from op_check import check, op_types
+from op_check import as_module, assert_matches_eager, check, op_types
 
 torchvision = pytest.importorskip("torchvision")
 from torchvision.ops import nms, roi_align, roi_pool  # noqa: E402
@@ -109,3 +110,13 @@ def test_log2_of_box_areas():
 def test_nms_of_double_boxes():
     check(lambda boxes, scores: nms(boxes, scores, 0.5), _boxes(20, 2).double(),
           _scores(20, 2).double())
+
+
+def test_remove_small_boxes_traced():
+    # Traced, torch.where(keep) is the one-argument aten::where: nonzero as a tuple.
+    model = as_module(lambda boxes: torchvision.ops.remove_small_boxes(boxes, 5.0))
+    program = onnxport.export(model, (_boxes(30, 4),), dynamo=False, input_names=["boxes"],
+                              dynamic_axes={"boxes": {0: "n"}})
+    for boxes in (_boxes(30, 4), _boxes(45, 5)):
+        assert_matches_eager(program, model, (boxes,))
+    assert "NonZero" in op_types(program)
