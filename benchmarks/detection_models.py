@@ -1,7 +1,7 @@
 """Export torchvision's detection models (random weights) with onnxport, run them in ONNX Runtime
 and compare with eager on the example image and on an image of another size; prints a table.
 
-    PYTHONPATH=src python benchmarks/detection_models.py [--models ssdlite,retinanet] [--paths tracing,fallback]
+    PYTHONPATH=src python benchmarks/detection_models.py [--models ssdlite,retinanet] [--paths tracing-static,tracing,dynamo+fallback]
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ MODELS = {
 # The image's height and width are dynamic, so that the second image size can run.
 _HEIGHT_WIDTH = {1: "height", 2: "width"}
 PATHS = {
-    "tracing, static": dict(dynamo=False),
+    "tracing-static": dict(dynamo=False),
     "tracing": dict(dynamo=False, input_names=["image"], dynamic_axes={"image": _HEIGHT_WIDTH}),
     "dynamo+fallback": dict(fallback=True, dynamic_shapes=([{1: "height", 2: "width"}],)),
 }
 
 
 VERBOSE = False
+HEAD_STD = 0.05
 
 
 def build(name: str) -> torch.nn.Module:
@@ -49,7 +50,7 @@ def build(name: str) -> torch.nn.Module:
         # Spread the heads' weights so that scores differ (no ties for NMS to break).
         for module_name, parameter in model.named_parameters():
             if "head" in module_name or "predictor" in module_name:
-                parameter.normal_(0, 0.05)
+                parameter.normal_(0, HEAD_STD)
     return model
 
 
@@ -94,7 +95,10 @@ def compare(program, model, img) -> str:
         return f"{n_a} detections, eager {n_e}"
     missing = _unmatched(expected, actual)
     if missing:
-        return f"{missing} of {n_e} detections unmatched"
+        # Exactly tied scores (random heads on near-constant features) make the choice among
+        # boxes arbitrary in both runtimes: say how many distinct scores there were.
+        distinct = torch.unique(expected["scores"]).numel()
+        return f"{missing} of {n_e} detections unmatched ({distinct} distinct scores)"
     return f"ok ({n_e} det)"
 
 
