@@ -26,7 +26,9 @@ _HEIGHT_WIDTH = {1: "height", 2: "width"}
 PATHS = {
     "tracing-static": dict(dynamo=False),
     "tracing": dict(dynamo=False, input_names=["image"], dynamic_axes={"image": _HEIGHT_WIDTH}),
-    "dynamo+fallback": dict(fallback=True, dynamic_shapes=([{1: "height", 2: "width"}],)),
+    # (Dim.DYNAMIC: onnxport does not take torch.onnx's string names in dynamic_shapes yet.)
+    "dynamo+fallback": dict(fallback=True, dynamic_shapes=(
+        [{1: torch.export.Dim.DYNAMIC, 2: torch.export.Dim.DYNAMIC}],)),
 }
 
 
