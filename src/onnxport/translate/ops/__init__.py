@@ -14,4 +14,5 @@ from onnxport.translate.ops import (  # noqa: F401
     resize,
     shape,
     symbolic,
+    torchvision_ops,
 )

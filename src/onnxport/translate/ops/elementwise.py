@@ -595,7 +595,15 @@ def fmod(g, self, other):
 
 @translates("aten::where")
 def where(g, condition, self=None, other=None):
-    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
+
+    Also where(Tensor condition) -> Tensor[], nonzero(condition, as_tuple=True), which traced
+    models use (torchvision's remove_small_boxes) and shares the overload-less name."""
+    if self is None and other is None:
+        indices = g.op("NonZero", cast(g, condition, ir.DataType.BOOL))  # [rank, n]
+        indices.dtype = ir.DataType.INT64
+        return tuple(g.op("Gather", indices, g.const(axis, ir.DataType.INT64), axis_i=0)
+                     for axis in range(len(condition.shape)))
     dtype = expected_dtype(g)
     a, b = _operands(g, self, other, dtype)
     return _where(g, cast(g, condition, ir.DataType.BOOL), a, b)

@@ -1,0 +1,160 @@
+"""Export torchvision's detection models (random weights) with onnxport, run them in ONNX Runtime
+and compare with eager on the example image and on an image of another size; prints a table.
+
+    PYTHONPATH=src python benchmarks/detection_models.py [--models ssdlite,retinanet] [--paths tracing-static,tracing,dynamo+fallback]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import traceback
+
+import torch
+
+MODELS = {
+    "fasterrcnn": "fasterrcnn_mobilenet_v3_large_320_fpn",
+    "ssdlite": "ssdlite320_mobilenet_v3_large",
+    "retinanet": "retinanet_resnet50_fpn",
+    "maskrcnn": "maskrcnn_resnet50_fpn",
+    "keypointrcnn": "keypointrcnn_resnet50_fpn",
+}
+# The export call of each path: the TorchScript path (tracing), and the default chain with
+# fallback to it.
+# The image's height and width are dynamic, so that the second image size can run.
+_HEIGHT_WIDTH = {1: "height", 2: "width"}
+PATHS = {
+    "tracing-static": dict(dynamo=False),
+    "tracing": dict(dynamo=False, input_names=["image"], dynamic_axes={"image": _HEIGHT_WIDTH}),
+    # (Dim.DYNAMIC: onnxport does not take torch.onnx's string names in dynamic_shapes yet.)
+    "dynamo+fallback": dict(fallback=True, dynamic_shapes=(
+        [{1: torch.export.Dim.DYNAMIC, 2: torch.export.Dim.DYNAMIC}],)),
+}
+
+
+VERBOSE = False
+HEAD_STD = 0.05
+
+
+def build(name: str) -> torch.nn.Module:
+    import torchvision
+
+    torch.manual_seed(0)
+    kwargs = dict(weights=None, weights_backbone=None)
+    # Random heads give scores near 0.5 or below the default thresholds; keeping every box
+    # makes the comparison see NMS and the postprocessing at work.
+    if name == "retinanet":
+        kwargs["score_thresh"] = 0.0
+    elif name != "ssdlite":
+        kwargs["box_score_thresh"] = 0.0
+    model = getattr(torchvision.models.detection, MODELS[name])(**kwargs).eval()
+    with torch.no_grad():
+        # Spread the heads' weights so that scores differ (no ties for NMS to break).
+        for module_name, parameter in model.named_parameters():
+            if "head" in module_name or "predictor" in module_name:
+                parameter.normal_(0, HEAD_STD)
+    return model
+
+
+def image(size: tuple[int, int], seed: int) -> torch.Tensor:
+    return torch.rand(3, *size, generator=torch.Generator().manual_seed(seed))
+
+
+def _unmatched(expected: dict, actual: dict) -> int:
+    """How many of eager's detections have no ONNX detection with the same label (and mask,
+    keypoints...) within tolerance: random heads give scores that tie to 1e-6, which the two
+    runtimes may order differently, so detections are matched as a set, not row by row."""
+    free = list(range(len(actual["scores"])))
+    missing = 0
+    for i in range(len(expected["scores"])):
+        for position, j in enumerate(free):
+            if all(_close(expected[k][i], actual[k][j], k) for k in expected):
+                del free[position]
+                break
+        else:
+            missing += 1
+    return missing
+
+
+def _close(e: torch.Tensor, a: torch.Tensor, key: str) -> bool:
+    if e.dtype.is_floating_point:
+        # Boxes and keypoints are in pixels; scores and masks are probabilities.
+        atol = 1e-2 if key in ("boxes", "keypoints") else 1e-4
+        return bool(torch.allclose(a, e, rtol=1e-3, atol=atol))
+    return torch.equal(a, e)
+
+
+def compare(program, model, img) -> str:
+    with torch.no_grad():
+        expected = model([img])[0]
+    keys = list(expected)
+    actual_list = program([img])
+    if len(actual_list) != len(keys):
+        return f"{len(actual_list)} outputs, eager {len(keys)}"
+    actual = dict(zip(keys, actual_list))
+    n_e, n_a = len(expected["scores"]), len(actual["scores"])
+    if n_e != n_a:
+        return f"{n_a} detections, eager {n_e}"
+    missing = _unmatched(expected, actual)
+    if missing:
+        # Exactly tied scores (random heads on near-constant features) make the choice among
+        # boxes arbitrary in both runtimes: say how many distinct scores there were.
+        distinct = torch.unique(expected["scores"]).numel()
+        return f"{missing} of {n_e} detections unmatched ({distinct} distinct scores)"
+    return f"ok ({n_e} det)"
+
+
+def _first_line(error: Exception) -> str:
+    missing = getattr(error, "missing", None)  # UnsupportedOpsError: name the ops
+    if missing:
+        return f"{type(error).__name__}: " + ", ".join(sorted(missing))
+    return f"{type(error).__name__}: " + (str(error).strip().splitlines() or [""])[0][:100]
+
+
+def run(name: str, path: str) -> list[str]:
+    import onnxport
+
+    model = build(name)
+    first, second = image((320, 320), 1), image((256, 352), 2)
+    start = time.perf_counter()
+    try:
+        program = onnxport.export(model, ([first],), **PATHS[path])
+    except Exception as error:  # a table row per failure, not a crash
+        if VERBOSE:
+            print(f"--- {name}, {path}:\n{error}\n---", flush=True)
+        return [name, path, f"no: {_first_line(error)}", "-", "-"]
+    seconds = f"{time.perf_counter() - start:.0f} s"
+    row = [name, path, f"yes ({seconds})"]
+    for img in (first, second):
+        try:
+            row.append(compare(program, model, img))
+        except Exception as error:
+            row.append(f"fails: {_first_line(error)}")
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+    global VERBOSE
+    VERBOSE = args.verbose
+    rows = [["model", "path", "exports", "320x320 matches", "256x352 matches"]]
+    for name in args.models.split(","):
+        for path in args.paths.split(","):
+            try:
+                rows.append(run(name, path))
+            except Exception:
+                if args.verbose:
+                    traceback.print_exc()
+                rows.append([name, path, "crashed", "-", "-"])
+            print(" | ".join(rows[-1]), flush=True)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+if __name__ == "__main__":
+    main()
