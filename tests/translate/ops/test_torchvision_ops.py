@@ -152,15 +152,6 @@ def _small_faster_rcnn():
                       rpn_post_nms_top_n_test=50, box_detections_per_img=20).eval()
 
 
-def _has_cond():
-    from onnxport.translate.registry import default_registry
-
-    return default_registry().is_registered("higher_order::cond")
-
-
-@pytest.mark.xfail(not _has_cond(), raises=onnxport.errors.UnsupportedOpsError, strict=True,
-                   reason="traced batched_nms is scripted (_script_if_tracing): its 'if' is a "
-                          "torch.cond, which needs the cond -> ONNX If translation")
 def test_small_faster_rcnn_traced():
     # Static: the traced transform bakes the example's resize in (dynamic image sizes fail at
     # capture, see benchmarks/detection_models.py).
