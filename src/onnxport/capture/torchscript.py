@@ -284,7 +284,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
             weights = iter(weight_values)
             for node in graph.nodes:
                 if node.op == "placeholder":
-                    value = (fake(next(weights), {}) if len(values) < len(attributes)
+                    value = (mode.from_tensor(next(weights), static_shapes=True)
+                             if len(values) < len(attributes)
                              else fakes[len(values) - len(attributes)])
                 elif node.op == "call_function":
                     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
@@ -312,10 +313,9 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
     output_specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None)
                     for node in results]
     in_spec = pytree.tree_flatten((tuple(tensors), {}))[1]
-    root = torch.fx.GraphModule(graph_module, graph)
-    try:
+    try:  # the weights are inputs now: the graph needs no attribute of a root module
         return torch.export.ExportedProgram(
-            root, root.graph, ExportGraphSignature(weight_specs + user_specs, output_specs),
+            {}, graph, ExportGraphSignature(weight_specs + user_specs, output_specs),
             state_dict, {symbol: shape_env.var_to_range[symbol] for symbol in symbols},
             [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
             constants=constants, verifiers=[TrainingIRVerifier])
@@ -511,17 +511,21 @@ def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModu
     for module in graph_module.modules():  # the graph and its branches' subgraphs
         if not isinstance(module, torch.fx.GraphModule):
             continue
+        changed = False  # regenerating the code is a tenth of a second on a large graph
         for node in module.graph.nodes:
             if node.op != "call_function":
                 continue
             if node.target in _SYMBOLIC_REPLACEMENTS:
                 node.target = _SYMBOLIC_REPLACEMENTS[node.target]
+                changed = True
             elif getattr(node.target, "__qualname__", "").endswith(
                     "convert_aten_tensor.<locals>.target"):
                 # The converter's torch.tensor is a local function, which the code generated
                 # for a subgraph names as if it were global (and so cannot call).
                 node.target = _tensor
-        module.recompile()
+                changed = True
+        if changed:
+            module.recompile()
     return graph_module
 
 
