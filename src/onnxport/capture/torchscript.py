@@ -119,10 +119,10 @@ def capture_tracing(
                 "a scripted model (ScriptModule, ScriptFunction) takes its example inputs as "
                 "positional tensors only; numbers, strings and keyword arguments cannot be "
                 "bound: pass the original nn.Module, or script a wrapper that fixes them")
-        graph_module = _to_fx(_frozen(model), tensors)
+        graph_module = _to_fx(_script_state(_frozen(model)))
     else:
         wrapper = _TracedCall(model, leaves, spec, positions)
-        graph_module = _to_fx(_trace(wrapper, tensors), tensors)
+        graph_module = _to_fx(_trace(wrapper, tensors))
         readable = wrapper.output_names
     dynamic = [
         {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
@@ -415,19 +415,50 @@ def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
     return torch.jit._recursive.wrap_cpp_module(frozen)
 
 
-def _trace(wrapper: torch.nn.Module, tensors: tuple) -> torch.jit.ScriptModule:
+def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
+    """One run of the tracer, as torch.jit.trace does but without wrapping every submodule in
+    a ScriptModule (most of its time on a model of many small modules): the graph's inputs are
+    the tensors, then every parameter and buffer, named by its path."""
+    from torch.jit._trace import _create_interpreter_name_lookup_fn
+
+    state = torch.jit._unique_state_dict(wrapper, keep_vars=True)
+    # The module paths the tracer records as each call's scope (torch.jit.trace's own names).
+    scopes: dict[torch.nn.Module, str] = {}
+
+    def name_children(module, prefix):
+        for name, child in module.named_children():
+            scopes[child] = f"{prefix}.{name}"
+            name_children(child, scopes[child])
+
+    name_children(wrapper, "__module")
+    count = len(tensors)
+    previous = torch.jit._trace._trace_module_map
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
+            torch.jit._trace._trace_module_map = scopes
             with torch.no_grad(), _warn_on_index():
-                traced = torch.jit.trace(wrapper, tensors, check_trace=False, strict=False)
+                graph, _ = torch._C._create_graph_by_tracing(
+                    lambda *inputs: wrapper(*inputs[:count]),
+                    [*tensors, *state.values()], _create_interpreter_name_lookup_fn(),
+                    False, False)
         except Exception as error:
             raise CaptureError(
                 f"torch.jit.trace could not run the model: {type(error).__name__}: "
                 f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
             ) from error
+        finally:
+            torch.jit._trace._trace_module_map = previous
     _report_fixed_values(caught)
-    return traced
+    values = list(graph.inputs())[count:]
+    for value, name in zip(values, state):
+        value.setDebugName(name)
+    if [value.debugName() for value in values] != list(state):
+        raise CaptureError(f"the tracer renamed the model's weights ({', '.join(state)}); "
+                           "this is a bug of onnxport's tracing, please report it")
+    parameters = {n: t for n, t in state.items() if isinstance(t, torch.nn.Parameter)}
+    return _ConverterState(None, graph, parameters,
+                           {n: t for n, t in state.items() if n not in parameters}, {}, {})
 
 
 @contextlib.contextmanager
@@ -475,21 +506,25 @@ def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
                                    record.lineno)
 
 
-def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModule:
-    """The traced TorchScript graph as an FX graph of ATen calls (torch's converter)."""
+def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
+                  ) -> _ConverterState:
+    """A scripted model's inlined graph, with its parameters and buffers known by name (not by
+    comparing values, which takes a buffer equal to a parameter for that parameter)."""
+    is_module = isinstance(scripted, torch.jit.ScriptModule)
+    return _ConverterState(
+        ts_model=scripted, ts_graph=scripted.inlined_graph if is_module else scripted.graph,
+        name_to_param=dict(scripted.named_parameters()) if is_module else {},
+        name_to_buffer=dict(scripted.named_buffers()) if is_module else {},
+        name_to_non_tensor_attributes={}, name_to_constant={})
+
+
+def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
+    """The TorchScript graph as an FX graph of ATen calls (torch's converter)."""
     from torch._export.converter import get_block_to_lifted_attrs
 
     # TS2EPConverter's own setup passes the graph through torch.onnx's jit passes (function
     # substitution, parameter listing) and its convert() re-exports with every dim dynamic;
-    # only its graph converter is used, on the inlined traced graph, with the parameters and
-    # buffers known by name (not by comparing values, which takes a buffer equal to a
-    # parameter for that parameter).
-    is_module = isinstance(traced, torch.jit.ScriptModule)
-    state = _ConverterState(
-        ts_model=traced, ts_graph=traced.inlined_graph if is_module else traced.graph,
-        name_to_param=dict(traced.named_parameters()) if is_module else {},
-        name_to_buffer=dict(traced.named_buffers()) if is_module else {},
-        name_to_non_tensor_attributes={}, name_to_constant={})
+    # only its graph converter is used.
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
