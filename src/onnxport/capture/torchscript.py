@@ -228,6 +228,10 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 return None
             remap[node] = remap[item]
             continue
+        size = _size_read_back(node)
+        if size is not None:
+            remap[node] = remap[size]
+            continue
         if node.op == "call_function":
             target = _overload_of(node)
             if target is None:
@@ -321,6 +325,28 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
             constants=constants, verifiers=[TrainingIRVerifier])
     except Exception:
         return None
+
+
+def _size_read_back(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The size node when ``node`` reads back a size the tracer made a tensor
+    (``_local_scalar_dense(_to_copy(scalar_tensor(sym_size(x, d))))``, from ``x.size(d)``
+    passed to a view): the same integer, kept symbolic."""
+    if node.target not in _SCALAR_READS:
+        return None
+    source = node.args[0]
+    while isinstance(source, torch.fx.Node) and source.target is torch.ops.aten._to_copy.default \
+            and set(source.kwargs) <= {"dtype"} and source.kwargs.get("dtype") in _INDEX_TYPES:
+        source = source.args[0]
+    if not (isinstance(source, torch.fx.Node) and source.target in _SCALAR_TENSORS):
+        return None
+    size = source.args[0]
+    if isinstance(size, torch.fx.Node) and size.target in _SHAPE_READS:
+        return size
+    return None
+
+
+_INDEX_TYPES = (torch.int32, torch.int64)
+_SCALAR_TENSORS = (torch.ops.aten.scalar_tensor, torch.ops.aten.scalar_tensor.default)
 
 
 def _overload_of(node: torch.fx.Node) -> Any:
