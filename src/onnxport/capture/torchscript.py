@@ -1,6 +1,7 @@
 """Capture by tracing (``dynamo=False`` and the last strategy of ``fallback=True``): one run of
-``torch.jit.trace``, then torch's TorchScript-to-FX converter and torch.export over that
-straight-line program, so that translate/ gets the same kind of graph as from torch.export."""
+the TorchScript tracer, then torch's TorchScript-to-FX converter; one fake-tensor pass over that
+straight-line program (torch.export over it when that pass cannot) makes it an ExportedProgram,
+so that translate/ gets the same kind of graph as from torch.export."""
 
 from __future__ import annotations
 
