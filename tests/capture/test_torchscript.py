@@ -84,6 +84,17 @@ def test_a_traced_program_is_not_exported_again(monkeypatch):
                 _close(got, want)
 
 
+def test_transformer_layer_is_traced_as_its_ops_not_the_fused_inference_kernel():
+    # Traced with gradients off, the layer would be one aten::_native_multi_head_attention
+    # call, which has no ONNX translation.
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, batch_first=True).eval()
+    program = onnxport.export(model, (torch.randn(2, 5, 16),), dynamo=False)
+    with torch.no_grad():
+        x = torch.randn(2, 5, 16)
+        _close(program(x)[0], model(x))
+
+
 class LoopModel(torch.nn.Module):
     """The torch.onnx 1.x page's trace-only example: the loop over a tensor count is unrolled."""
 

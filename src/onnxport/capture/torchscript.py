@@ -464,7 +464,10 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
         warnings.simplefilter("always")
         try:
             torch.jit._trace._trace_module_map = scopes
-            with torch.no_grad(), _warn_on_index():
+            # Not under no_grad: with gradients off, nn.MultiheadAttention and the
+            # Transformer layers take their fused inference kernels (one
+            # aten::_native_multi_head_attention), which have no ONNX translation.
+            with _warn_on_index():
                 graph, _ = torch._C._create_graph_by_tracing(
                     lambda *inputs: wrapper(*inputs[:count]),
                     [*tensors, *state.values()], _create_interpreter_name_lookup_fn(),
