@@ -1,5 +1,6 @@
 """Benchmark onnxport.export against torch.onnx.export (dynamo=True and dynamo=False) on the
-model zoo: export time, extra peak RSS, node count, file size and ONNX Runtime latency.
+model zoo: export time, extra peak RSS, node count, file size and ONNX Runtime latency;
+onnxport's own ``dynamo=False`` (tracing) path is measured beside torch.onnx's.
 
 Each (exporter, model) export runs in a fresh process (this script with ``--worker``), so that
 peak memory does not depend on what earlier exports left allocated; the three exporters of one
@@ -9,6 +10,7 @@ exporter after the other differed by 1.5x for identical graphs).
 
     python benchmarks/export_bench.py                       # whole zoo
     python benchmarks/export_bench.py --models mlp,resnet18,bert --repeat 3 --json out.json
+    python benchmarks/export_bench.py --exporters torchscript,onnxport-ts --skip-ort
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPORTERS = ["onnxport", "dynamo", "torchscript"]  # dynamo/torchscript: torch.onnx, dynamo=True/False
+# dynamo/torchscript: torch.onnx, dynamo=True/False; onnxport-ts: onnxport.export(dynamo=False)
+EXPORTERS = ["onnxport", "dynamo", "torchscript", "onnxport-ts"]
 EXPORTER_LABELS = {"onnxport": "onnxport", "dynamo": "torch.onnx dynamo=True",
-                   "torchscript": "torch.onnx dynamo=False"}
+                   "torchscript": "torch.onnx dynamo=False",
+                   "onnxport-ts": "onnxport dynamo=False"}
 RSS_SAMPLE_SECONDS = 0.005
 ORT_TARGET_SECONDS = 2.0  # ONNX Runtime time per model, all exporters: enough runs for a median
 ORT_MIN_RUNS = 5
@@ -59,10 +63,11 @@ def _import_model_zoo():
 # -- one measurement, in the worker process ------------------------------------------------
 def export_with(exporter: str, model, args: tuple, kwargs: dict, path: str) -> None:
     """The export call being timed: each exporter's plain call, writing to ``path``."""
-    if exporter == "onnxport":
+    if exporter in ("onnxport", "onnxport-ts"):
         import onnxport
 
-        onnxport.export(model, args, f=path, kwargs=kwargs, opset_version=OPSET)
+        onnxport.export(model, args, f=path, kwargs=kwargs, opset_version=OPSET,
+                        dynamo=(exporter == "onnxport"))
     else:
         import torch
 
@@ -301,17 +306,20 @@ def run_in_subprocess(task: str, model_name: str, repeat: int, output_dir: str,
     return {"error": f"worker exited with {done.returncode}: " + " | ".join(tail)}
 
 
-def benchmark_model(model_name: str, repeat: int, timeout: float, log) -> dict[str, dict]:
-    """The three exporters back to back, then ONNX Runtime on their files in turns."""
+def benchmark_model(model_name: str, repeat: int, timeout: float, log,
+                    exporters: list[str] = EXPORTERS, ort: bool = True) -> dict[str, dict]:
+    """The exporters back to back, then ONNX Runtime on their files in turns (unless not
+    ``ort``: export metrics only)."""
     results = {}
     with tempfile.TemporaryDirectory(prefix=f"export-bench-{model_name}-") as output_dir:
-        for exporter in EXPORTERS:
+        for exporter in exporters:
             result = run_in_subprocess(exporter, model_name, repeat, output_dir, timeout)
             result.setdefault("status", "failed")
             results[exporter] = result
-        latencies = run_in_subprocess("onnxruntime", model_name, repeat, output_dir, timeout)
+        latencies = (run_in_subprocess("onnxruntime", model_name, repeat, output_dir, timeout)
+                     if ort else {})
     for exporter, result in results.items():
-        if result["status"] == "ok":
+        if result["status"] == "ok" and ort:
             latency = latencies.get(exporter) or {"ort_error": latencies.get("error", "no result")}
             if "ort_error" in latency:
                 result.update(status="onnxruntime failed", error=latency["ort_error"])
@@ -353,8 +361,8 @@ def metric_value(result: dict | None, key: str):
     return next(value(result) for name, _, value in METRICS if name == key)
 
 
-def ratio(results: dict, key: str, other: str) -> float | None:
-    mine, theirs = metric_value(results.get("onnxport"), key), metric_value(results.get(other), key)
+def ratio(results: dict, key: str, other: str, mine: str = "onnxport") -> float | None:
+    mine, theirs = metric_value(results.get(mine), key), metric_value(results.get(other), key)
     if mine is None or theirs is None or theirs <= 0:
         return None
     return mine / theirs
@@ -365,7 +373,9 @@ def geometric_mean(values: list[float]) -> float | None:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
-def format_value(key: str, value) -> str:
+def format_value(key: str, value, ran: bool = True) -> str:
+    if not ran:
+        return "—"
     if value is None:
         return "failed"
     if key == "nodes":
@@ -377,35 +387,44 @@ def format_ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
-def table_rows(all_results: dict) -> tuple[list[tuple[str, str]], list[list[str]]]:
+# The ratio columns of each metric: (header, onnxport's exporter, torch.onnx's exporter).
+RATIOS = [("op/dyn", "onnxport", "dynamo"), ("op/ts", "onnxport", "torchscript"),
+          ("opts/ts", "onnxport-ts", "torchscript")]
+
+
+def table_rows(all_results: dict, metrics: list = METRICS,
+               ) -> tuple[list[tuple[str, str]], list[list[str]]]:
     headers = [("", "model")]  # (metric, column) pairs: two header lines
-    for _, header, _ in METRICS:
-        headers += [(header, "onnxport"), ("", "dynamo"), ("", "op/dyn"), ("", "op/ts")]
-    rows, ratio_columns = [], {(key, other): [] for key, _, _ in METRICS
-                               for other in ("dynamo", "torchscript")}
+    for _, header, _ in metrics:
+        headers += [(header, "onnxport"), ("", "dynamo"), ("", "op-ts")]
+        headers += [("", name) for name, _, _ in RATIOS]
+    rows, ratio_columns = [], {(key, name): [] for key, _, _ in metrics for name, _, _ in RATIOS}
     for model_name, results in all_results.items():
         workaround = any(r.get("workaround") for r in results.values())
         row = [model_name + ("*" if workaround else "")]
-        for key, _, _ in METRICS:
-            row.append(format_value(key, metric_value(results.get("onnxport"), key)))
-            row.append(format_value(key, metric_value(results.get("dynamo"), key)))
-            for other in ("dynamo", "torchscript"):
-                value = ratio(results, key, other)
-                ratio_columns[key, other].append(value)
+        for key, _, _ in metrics:
+            for exporter in ("onnxport", "dynamo", "onnxport-ts"):
+                row.append(format_value(key, metric_value(results.get(exporter), key),
+                                        exporter in results))
+            for name, mine, other in RATIOS:
+                value = ratio(results, key, other, mine)
+                ratio_columns[key, name].append(value)
                 row.append(format_ratio(value))
         rows.append(row)
     geomean_row = ["geomean"]
-    for key, _, _ in METRICS:
-        geomean_row += ["", "", format_ratio(geometric_mean(ratio_columns[key, "dynamo"])),
-                        format_ratio(geometric_mean(ratio_columns[key, "torchscript"]))]
+    for key, _, _ in metrics:
+        geomean_row += ["", "", ""]
+        geomean_row += [format_ratio(geometric_mean(ratio_columns[key, name]))
+                        for name, _, _ in RATIOS]
     rows.append(geomean_row)
     return headers, rows
 
 
-def print_table(all_results: dict) -> None:
-    headers, rows = table_rows(all_results)
+def print_table(all_results: dict, metrics: list = METRICS) -> None:
+    headers, rows = table_rows(all_results, metrics)
     title = (f"onnxport vs torch.onnx at opset {OPSET} (dynamo = torch.onnx dynamo=True, "
-             "ts = dynamo=False; ratios onnxport/other, lower is better)")
+             "ts = dynamo=False, op-ts/opts = onnxport dynamo=False; ratios onnxport/other, "
+             "lower is better)")
     try:
         from rich.console import Console
         from rich.table import Table
@@ -426,17 +445,31 @@ def print_table(all_results: dict) -> None:
     Console(width=max(220, Console().width)).print(table)
 
 
-def check_targets(all_results: dict) -> list[tuple[str, bool, str]]:
-    """The targets this benchmark checks: (target, passed, detail). A model that onnxport fails
-    to export fails every per-model target; a model that dynamo=True fails is not compared."""
+def check_targets(all_results: dict, ort: bool = True) -> list[tuple[str, bool, str]]:
+    """The targets this benchmark checks: (target, passed, detail), of the exporters that ran.
+    A model that onnxport fails to export fails every per-model target; a model that
+    dynamo=True fails is not compared."""
     checks = []
-    export_ratios = [ratio(r, "export_seconds", "dynamo") for r in all_results.values()]
-    mean = geometric_mean(export_ratios)
-    checks.append(("export time geomean <= 0.35 x dynamo=True", mean is not None and mean <= 0.35,
-                   f"geomean {format_ratio(mean)}"))
+    ran = {exporter for results in all_results.values() for exporter in results}
+    for mine, other, limit, label in [
+            ("onnxport", "dynamo", 0.35, "export time geomean <= 0.35 x dynamo=True"),
+            ("onnxport-ts", "torchscript", 0.8,
+             "dynamo=False export time geomean <= 0.8 x torch.onnx dynamo=False")]:
+        if {mine, other} <= ran:
+            mean = geometric_mean([ratio(r, "export_seconds", other, mine)
+                                   for r in all_results.values()])
+            failed = [m for m, r in all_results.items() if r.get(mine, {}).get("status") != "ok"]
+            detail = f"geomean {format_ratio(mean)}"
+            if failed:
+                detail += f" ({mine} failed: {', '.join(failed)})"
+            checks.append((label, mean is not None and mean <= limit and not failed, detail))
+    if not {"onnxport", "dynamo"} <= ran:
+        return checks
     for key, label, limit in [("nodes", "node count <= 1.1 x dynamo=True, every model", 1.1),
                               ("ort_seconds", "ORT latency <= 1.1 x dynamo=True, every model", 1.1),
                               ("extra_rss_bytes", "extra peak RSS <= dynamo=True's, every model", 1.0)]:
+        if key == "ort_seconds" and not ort:
+            continue
         offenders, not_compared = [], []
         for model_name, results in all_results.items():
             if results.get("onnxport", {}).get("status") != "ok":
@@ -507,6 +540,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--opset", type=int, default=OPSET,
                         help="ONNX opset every exporter exports at (default %(default)s, "
                              "onnxport's default)")
+    parser.add_argument("--exporters", default=",".join(EXPORTERS),
+                        help="comma-separated exporters to run (default: %(default)s)")
+    parser.add_argument("--skip-ort", action="store_true",
+                        help="export metrics only: no ONNX Runtime latency")
     parser.add_argument("--worker", nargs=2, metavar=("TASK", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--output-dir", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -522,6 +559,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown models {unknown}; known: {', '.join(known)}")
+    exporters = options.exporters.split(",")
+    if not set(exporters) <= set(EXPORTERS):
+        parser.error(f"unknown exporters {sorted(set(exporters) - set(EXPORTERS))}; "
+                     f"known: {', '.join(EXPORTERS)}")
 
     run_environment = environment()  # before the run: others may commit during it
     all_results: dict[str, dict[str, dict]] = {}
@@ -530,11 +571,13 @@ def main(argv: list[str] | None = None) -> int:
         def log(line: str) -> None:
             print(f"[{index}/{len(names)}] {line}", file=sys.stderr, flush=True)
 
-        all_results[model_name] = benchmark_model(model_name, options.repeat, options.timeout, log)
+        all_results[model_name] = benchmark_model(model_name, options.repeat, options.timeout, log,
+                                                  exporters, not options.skip_ort)
     print(f"({time.perf_counter() - started:.0f} s in all)\n", file=sys.stderr)
 
-    print_table(all_results)
-    checks = check_targets(all_results)
+    metrics = [m for m in METRICS if m[0] != "ort_seconds" or not options.skip_ort]
+    print_table(all_results, metrics)
+    checks = check_targets(all_results, not options.skip_ort)
     print_targets(checks)
     print_failures(all_results)
     if options.json:

@@ -65,6 +65,36 @@ def test_sizes_read_from_inputs_stay_shape_arithmetic():
             _close(got, want)
 
 
+def test_a_traced_program_is_not_exported_again(monkeypatch):
+    # The traced graph is straight-line ATen calls; tracing it again with torch.export only
+    # cost time (two thirds of a dynamo=False export). Its sizes must still be symbols.
+    def no_export(*args, **kwargs):
+        raise AssertionError("torch.export.export was called on the traced program")
+
+    monkeypatch.setattr(torch.export, "export", no_export)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), ViewBySize())
+    model[1].running_mean.uniform_(-0.2, 0.2)
+    model.eval()
+    program = onnxport.export(model, (torch.randn(2, 3, 8, 8),), dynamo=False,
+                              input_names=["x"], dynamic_axes={"x": {0: "n", 3: "w"}})
+    with torch.no_grad():
+        for shape in [(2, 3, 8, 8), (5, 3, 8, 11)]:
+            x = torch.randn(shape)
+            for got, want in zip(program(x), model(x)):
+                _close(got, want)
+
+
+def test_transformer_layer_is_traced_as_its_ops_not_the_fused_inference_kernel():
+    # Traced with gradients off, the layer would be one aten::_native_multi_head_attention
+    # call, which has no ONNX translation.
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, batch_first=True).eval()
+    program = onnxport.export(model, (torch.randn(2, 5, 16),), dynamo=False)
+    with torch.no_grad():
+        x = torch.randn(2, 5, 16)
+        _close(program(x)[0], model(x))
+
+
 class LoopModel(torch.nn.Module):
     """The torch.onnx 1.x page's trace-only example: the loop over a tensor count is unrolled."""
 

@@ -1,6 +1,7 @@
 """Capture by tracing (``dynamo=False`` and the last strategy of ``fallback=True``): one run of
-``torch.jit.trace``, then torch's TorchScript-to-FX converter and torch.export over that
-straight-line program, so that translate/ gets the same kind of graph as from torch.export."""
+the TorchScript tracer, then torch's TorchScript-to-FX converter; one fake-tensor pass over that
+straight-line program (torch.export over it when that pass cannot) makes it an ExportedProgram,
+so that translate/ gets the same kind of graph as from torch.export."""
 
 from __future__ import annotations
 
@@ -119,17 +120,21 @@ def capture_tracing(
                 "a scripted model (ScriptModule, ScriptFunction) takes its example inputs as "
                 "positional tensors only; numbers, strings and keyword arguments cannot be "
                 "bound: pass the original nn.Module, or script a wrapper that fixes them")
-        graph_module = _to_fx(_frozen(model), tensors)
+        graph_module = _to_fx(_script_state(_frozen(model)))
     else:
         wrapper = _TracedCall(model, leaves, spec, positions)
-        graph_module = _to_fx(_trace(wrapper, tensors), tensors)
+        graph_module = _to_fx(_trace(wrapper, tensors))
         readable = wrapper.output_names
     dynamic = [
         {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
         for position in range(len(tensors))
     ]
-    program = _export_traced(graph_module, tensors, dynamic)
-    _drop_runtime_asserts(program)
+    if not any(dynamic):
+        _fix_scalar_reads(graph_module, tensors, _shape_reads(graph_module))
+    program = _propagated(graph_module, tensors, dynamic)
+    if program is None:
+        program = _export_traced(graph_module, tensors, dynamic)
+        _drop_runtime_asserts(program)
     names = list(input_names or []) + [slot.name for slot in slots[len(input_names or []):]]
     captured = capture_torch_export(
         program, (), {}, dim_names=dim_names, input_names=names, output_names=output_names,
@@ -162,7 +167,8 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     The tracer keeps sizes as 0-d tensors, and some code (torchvision's resize and detection
     heads, interpolate with recompute_scale_factor) computes sizes with tensor ops and reads
     them back as ints, which torch.export cannot see through. With static shapes those reads
-    are fixed to this run's values (exact: they depend on the shapes only); with dynamic axes
+    were fixed to this run's values (:func:`capture_tracing`; exact: they depend on the shapes
+    only); with dynamic axes
     they are left to torch.export, and an error says what to do when it cannot follow them.
     """
     # torch.export specializes a dim of size 0 or 1 unless told to reason about it as any
@@ -175,11 +181,8 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
             return torch.export.export(_Replay(graph_module), tensors,
                                        dynamic_shapes=(tuple(dynamic),), strict=False)
 
-    reads = [node for node in graph_module.graph.nodes
-             if node.target in _SCALAR_READS and _depends_on_shapes_only(node)]
+    reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
     try:
-        if reads and not any(dynamic):
-            _fix_scalar_reads(graph_module, tensors, reads)
         return export()
     except Exception as error:
         if reads and any(dynamic):
@@ -195,6 +198,175 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
             f"the traced graph could not be captured by torch.export: {type(error).__name__}: "
             f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
         ) from error
+
+
+def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
+                dynamic: list) -> torch.export.ExportedProgram | None:
+    """The converted graph as an ExportedProgram without exporting it again: each node is run
+    once on fake tensors whose dynamic dims are symbols, which gives every node its
+    ``meta["val"]`` as torch.export would (the traced program is straight-line ATen calls
+    already, so tracing it again only costs time: 60-70% of a ``dynamo=False`` export).
+
+    Returns None when the graph needs what only torch.export does (Python helpers to trace
+    through, sizes read back from tensors, a dynamic dim that the graph fixes or equates to
+    another), so that :func:`_export_traced` decides, with its errors.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
+    from torch.export.graph_signature import (
+        ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument)
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic, ShapeEnv, StatelessSymbolicContext)
+    from torch._export.verifier import TrainingIRVerifier
+
+    graph = torch.fx.Graph()
+    remap: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in graph_module.graph.nodes:
+        if node.target is operator.getitem and isinstance(node.args[0], (list, tuple)):
+            # An item of a list the converter built (a list unpacked): that item itself.
+            item = node.args[0][node.args[1]]
+            if not isinstance(item, torch.fx.Node):
+                return None
+            remap[node] = remap[item]
+            continue
+        size = _size_read_back(node)
+        if size is not None:
+            remap[node] = remap[size]
+            continue
+        if node.op == "call_function":
+            target = _overload_of(node)
+            if target is None:
+                return None
+        elif node.op not in ("placeholder", "get_attr", "output"):
+            return None  # a call_module: a branch or loop body of a scripted model
+        remap[node] = graph.node_copy(node, lambda n: remap[n])
+        if node.op == "call_function":
+            remap[node].target = target
+    attributes = [node for node in graph.nodes if node.op == "get_attr"]
+    parameters = getattr(graph_module, "_onnxport_parameters", set())
+    state_dict, constants, weight_specs, weight_values = {}, {}, [], []
+    first_input = next((n for n in graph.nodes if n.op == "placeholder"), None)
+    for node in attributes:
+        value = graph_module
+        for part in node.target.split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            return None
+        kind = (InputKind.PARAMETER if node.target in parameters else
+                InputKind.BUFFER if node.target in getattr(graph_module, "_onnxport_buffers", ())
+                else InputKind.CONSTANT_TENSOR)
+        prefix = {InputKind.PARAMETER: "p_", InputKind.BUFFER: "b_"}.get(kind, "c_")
+        with graph.inserting_before(first_input or node):
+            placeholder = graph.placeholder(prefix + node.target.replace(".", "_"))
+        node.replace_all_uses_with(placeholder)
+        graph.erase_node(node)
+        (constants if kind == InputKind.CONSTANT_TENSOR else state_dict)[node.target] = value
+        weight_specs.append(InputSpec(kind, TensorArgument(placeholder.name), node.target,
+                                      persistent=True if kind == InputKind.BUFFER else None))
+        weight_values.append(value)
+    inputs = [n for n in graph.nodes if n.op == "placeholder"][len(attributes):]
+    if len(inputs) != len(tensors):
+        return None
+    output = next(n for n in graph.nodes if n.op == "output")
+    results, out_spec = pytree.tree_flatten(output.args[0])
+    if not all(isinstance(result, torch.fx.Node) for result in results):
+        return None
+    output.args = (tuple(results),)  # flat, as in any exported program; out_spec nests them
+
+    oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
+                    for axis in axes)
+    shape_env = ShapeEnv()
+    try:
+        with fx_config.patch(backed_size_oblivious=oblivious), torch.no_grad(), \
+                FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True) as mode:
+            def fake(tensor, axes):  # only the dims asked for become symbols
+                return mode.from_tensor(tensor, symbolic_context=StatelessSymbolicContext(
+                    dynamic_sizes=[DimDynamic.DYNAMIC if axis in axes else DimDynamic.STATIC
+                                   for axis in range(tensor.dim())]))
+
+            fakes = [fake(tensor, dynamic[k] or {}) for k, tensor in enumerate(tensors)]
+            values: dict[torch.fx.Node, Any] = {}
+            weights = iter(weight_values)
+            for node in graph.nodes:
+                if node.op == "placeholder":
+                    value = (mode.from_tensor(next(weights), static_shapes=True)
+                             if len(values) < len(attributes)
+                             else fakes[len(values) - len(attributes)])
+                elif node.op == "call_function":
+                    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
+                                                         lambda n: values[n])
+                    value = node.target(*args, **kwargs)
+                else:
+                    continue
+                values[node] = value
+                node.meta["val"] = value
+    except Exception:  # torch.export tells what is wrong, or copes
+        return None
+    symbols = []
+    for k, axes in enumerate(dynamic):
+        for axis in axes or {}:
+            size = values[inputs[k]].shape[axis]
+            if not isinstance(size, torch.SymInt) or not size.node.expr.is_Symbol:
+                return None
+            symbols.append(size.node.expr)
+    if any(shape_env.replace(symbol) != symbol for symbol in symbols) or any(
+            str(symbol).startswith("u") for symbol in shape_env.var_to_range):
+        return None  # fixed or equated by the graph, or read back from a tensor
+
+    user_specs = [InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None)
+                  for node in inputs]
+    output_specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None)
+                    for node in results]
+    in_spec = pytree.tree_flatten((tuple(tensors), {}))[1]
+    try:  # the weights are inputs now: the graph needs no attribute of a root module
+        return torch.export.ExportedProgram(
+            {}, graph, ExportGraphSignature(weight_specs + user_specs, output_specs),
+            state_dict, {symbol: shape_env.var_to_range[symbol] for symbol in symbols},
+            [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
+            constants=constants, verifiers=[TrainingIRVerifier])
+    except Exception:
+        return None
+
+
+def _size_read_back(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The size node when ``node`` reads back a size the tracer made a tensor
+    (``_local_scalar_dense(_to_copy(scalar_tensor(sym_size(x, d))))``, from ``x.size(d)``
+    passed to a view): the same integer, kept symbolic."""
+    if node.target not in _SCALAR_READS:
+        return None
+    source = node.args[0]
+    while isinstance(source, torch.fx.Node) and source.target is torch.ops.aten._to_copy.default \
+            and set(source.kwargs) <= {"dtype"} and source.kwargs.get("dtype") in _INDEX_TYPES:
+        source = source.args[0]
+    if not (isinstance(source, torch.fx.Node) and source.target in _SCALAR_TENSORS):
+        return None
+    size = source.args[0]
+    if isinstance(size, torch.fx.Node) and size.target in _SHAPE_READS:
+        return size
+    return None
+
+
+_INDEX_TYPES = (torch.int32, torch.int64)
+_SCALAR_TENSORS = (torch.ops.aten.scalar_tensor, torch.ops.aten.scalar_tensor.default)
+
+
+def _overload_of(node: torch.fx.Node) -> Any:
+    """The ATen overload a converted node calls, or None when it calls something else."""
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target
+    if isinstance(target, torch._ops.OpOverloadPacket) and target in _SIZE_PACKETS:
+        with_dim = len(node.args) + len(node.kwargs) > 1 and "int" in target.overloads()
+        return target.int if with_dim else target.default
+    if target in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
+                  operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
+                  operator.getitem):
+        return target
+    return None
+
+
+_SIZE_PACKETS = (torch.ops.aten.sym_size, torch.ops.aten.sym_stride, torch.ops.aten.sym_numel,
+                 torch.ops.aten.sym_storage_offset, torch.ops.aten.scalar_tensor)
 
 
 def _drop_runtime_asserts(program: torch.export.ExportedProgram) -> None:
@@ -225,9 +397,16 @@ def _depends_on_shapes_only(node: torch.fx.Node) -> bool:
     return True
 
 
+def _shape_reads(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [node for node in graph_module.graph.nodes
+            if node.target in _SCALAR_READS and _depends_on_shapes_only(node)]
+
+
 def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
                       reads: list[torch.fx.Node]) -> None:
     """Replace each read of a tensor as a number by the number this run reads."""
+    if not reads:
+        return
     values: dict[torch.fx.Node, Any] = {}
 
     class Recorder(torch.fx.Interpreter):
@@ -263,19 +442,53 @@ def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
     return torch.jit._recursive.wrap_cpp_module(frozen)
 
 
-def _trace(wrapper: torch.nn.Module, tensors: tuple) -> torch.jit.ScriptModule:
+def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
+    """One run of the tracer, as torch.jit.trace does but without wrapping every submodule in
+    a ScriptModule (most of its time on a model of many small modules): the graph's inputs are
+    the tensors, then every parameter and buffer, named by its path."""
+    from torch.jit._trace import _create_interpreter_name_lookup_fn
+
+    state = torch.jit._unique_state_dict(wrapper, keep_vars=True)
+    # The module paths the tracer records as each call's scope (torch.jit.trace's own names).
+    scopes: dict[torch.nn.Module, str] = {}
+
+    def name_children(module, prefix):
+        for name, child in module.named_children():
+            scopes[child] = f"{prefix}.{name}"
+            name_children(child, scopes[child])
+
+    name_children(wrapper, "__module")
+    count = len(tensors)
+    previous = torch.jit._trace._trace_module_map
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with torch.no_grad(), _warn_on_index():
-                traced = torch.jit.trace(wrapper, tensors, check_trace=False, strict=False)
+            torch.jit._trace._trace_module_map = scopes
+            # Not under no_grad: with gradients off, nn.MultiheadAttention and the
+            # Transformer layers take their fused inference kernels (one
+            # aten::_native_multi_head_attention), which have no ONNX translation.
+            with _warn_on_index():
+                graph, _ = torch._C._create_graph_by_tracing(
+                    lambda *inputs: wrapper(*inputs[:count]),
+                    [*tensors, *state.values()], _create_interpreter_name_lookup_fn(),
+                    False, False)
         except Exception as error:
             raise CaptureError(
                 f"torch.jit.trace could not run the model: {type(error).__name__}: "
                 f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
             ) from error
+        finally:
+            torch.jit._trace._trace_module_map = previous
     _report_fixed_values(caught)
-    return traced
+    values = list(graph.inputs())[count:]
+    for value, name in zip(values, state):
+        value.setDebugName(name)
+    if [value.debugName() for value in values] != list(state):
+        raise CaptureError(f"the tracer renamed the model's weights ({', '.join(state)}); "
+                           "this is a bug of onnxport's tracing, please report it")
+    parameters = {n: t for n, t in state.items() if isinstance(t, torch.nn.Parameter)}
+    return _ConverterState(None, graph, parameters,
+                           {n: t for n, t in state.items() if n not in parameters}, {}, {})
 
 
 @contextlib.contextmanager
@@ -323,21 +536,25 @@ def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
                                    record.lineno)
 
 
-def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModule:
-    """The traced TorchScript graph as an FX graph of ATen calls (torch's converter)."""
+def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
+                  ) -> _ConverterState:
+    """A scripted model's inlined graph, with its parameters and buffers known by name (not by
+    comparing values, which takes a buffer equal to a parameter for that parameter)."""
+    is_module = isinstance(scripted, torch.jit.ScriptModule)
+    return _ConverterState(
+        ts_model=scripted, ts_graph=scripted.inlined_graph if is_module else scripted.graph,
+        name_to_param=dict(scripted.named_parameters()) if is_module else {},
+        name_to_buffer=dict(scripted.named_buffers()) if is_module else {},
+        name_to_non_tensor_attributes={}, name_to_constant={})
+
+
+def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
+    """The TorchScript graph as an FX graph of ATen calls (torch's converter)."""
     from torch._export.converter import get_block_to_lifted_attrs
 
     # TS2EPConverter's own setup passes the graph through torch.onnx's jit passes (function
     # substitution, parameter listing) and its convert() re-exports with every dim dynamic;
-    # only its graph converter is used, on the inlined traced graph, with the parameters and
-    # buffers known by name (not by comparing values, which takes a buffer equal to a
-    # parameter for that parameter).
-    is_module = isinstance(traced, torch.jit.ScriptModule)
-    state = _ConverterState(
-        ts_model=traced, ts_graph=traced.inlined_graph if is_module else traced.graph,
-        name_to_param=dict(traced.named_parameters()) if is_module else {},
-        name_to_buffer=dict(traced.named_buffers()) if is_module else {},
-        name_to_non_tensor_attributes={}, name_to_constant={})
+    # only its graph converter is used.
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -348,6 +565,8 @@ def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModu
                 state.ts_graph, state.name_to_param, state.name_to_buffer, blocks,
                 state.name_to_non_tensor_attributes, state.name_to_constant, attribute_names)
             graph_module = graph_converter.convert()
+            graph_module._onnxport_parameters = set(state.name_to_param)
+            graph_module._onnxport_buffers = set(state.name_to_buffer)
     except Exception as error:
         raise CaptureError(
             f"the traced TorchScript graph could not be turned into ATen calls: "
@@ -357,17 +576,21 @@ def _to_fx(traced: torch.jit.ScriptModule, tensors: tuple) -> torch.fx.GraphModu
     for module in graph_module.modules():  # the graph and its branches' subgraphs
         if not isinstance(module, torch.fx.GraphModule):
             continue
+        changed = False  # regenerating the code is a tenth of a second on a large graph
         for node in module.graph.nodes:
             if node.op != "call_function":
                 continue
             if node.target in _SYMBOLIC_REPLACEMENTS:
                 node.target = _SYMBOLIC_REPLACEMENTS[node.target]
+                changed = True
             elif getattr(node.target, "__qualname__", "").endswith(
                     "convert_aten_tensor.<locals>.target"):
                 # The converter's torch.tensor is a local function, which the code generated
                 # for a subgraph names as if it were global (and so cannot call).
                 node.target = _tensor
-        module.recompile()
+                changed = True
+        if changed:
+            module.recompile()
     return graph_module
 
 
