@@ -480,6 +480,10 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
         finally:
             torch.jit._trace._trace_module_map = previous
     _report_fixed_values(caught)
+    # Functions the model scripts inside a trace (torchvision's batched_nms, through
+    # _script_if_tracing) are calls in this graph; the converter takes them inlined, as
+    # torch.jit.trace's inlined_graph has them.
+    torch._C._jit_pass_inline(graph)
     values = list(graph.inputs())[count:]
     for value, name in zip(values, state):
         value.setDebugName(name)
