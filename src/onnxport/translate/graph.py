@@ -19,6 +19,7 @@ import torch.fx
 from onnx_ir.tensor_adapters import from_torch_dtype
 
 from onnxport import diagnostics
+from onnxport.diagnostics.recorder import relative_path
 from onnxport.errors import TranslationError, UnsupportedOpsError
 from onnxport.translate import decompose
 from onnxport.translate.builder import GraphBuilder, Provenance
@@ -594,21 +595,8 @@ def _source_of(node: torch.fx.Node) -> str:
     outside_torch = [m for m in matches if not m[0].startswith(_TORCH_FOLDER)
                      and not m[0].startswith("<eval_with_key>")]
     file, line, function = (outside_torch or matches)[-1]
-    # Never an absolute path: it would tell where the user's files live and make two exports
-    # of the same model from two folders differ. Relative to the deepest import root
-    # (site-packages, a sys.path entry) or working directory that holds the file; else its
-    # name alone.
-    import sys
-
-    if os.path.isabs(file):
-        try:
-            roots = [os.path.abspath(p or os.curdir) for p in sys.path if isinstance(p, str)]
-            roots.append(os.getcwd())
-        except OSError:  # the working directory was deleted
-            roots = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p)]
-        inside = [r for r in roots if file.startswith(r.rstrip(os.sep) + os.sep)]
-        file = os.path.relpath(file, max(inside, key=len)) if inside else os.path.basename(file)
-    return f"{file.replace(os.sep, '/')}:{line} in {function}"
+    # Never an absolute path (relative_path says why).
+    return f"{relative_path(file)}:{line} in {function}"
 
 
 _TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
