@@ -250,3 +250,20 @@ def test_loaded_constant_attribute_in_a_side_file_is_copied(tmp_path):
     program.save(tmp_path / "copy.onnx")
     (source / "weights.bin").unlink()
     _close(_run(tmp_path / "copy.onnx", x), x.numpy() + value)
+
+
+@pytest.mark.parametrize("options, argument", [
+    ({"destination": 123}, "f must be"),
+    ({"include_initializers": "no"}, "include_initializers must be True or False"),
+    ({"external_data": "yes"}, "external_data must be"),
+    ({"serializer": 5}, "serializer must have a serialize"),
+    ({"model_state": [1, 2]}, "model_state must be"),
+])
+def test_save_arguments_are_checked_and_nothing_is_written(tmp_path, options, argument):
+    # Before: include_initializers="no" and external_data="yes" counted as True, a number as
+    # destination or serializer failed with AttributeError.
+    program = onnxport.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+    options = {"destination": tmp_path / "m.onnx", **options}
+    with pytest.raises(onnxport.InvalidExportOptionsError, match=argument):
+        program.save(options.pop("destination"), **options)
+    assert list(tmp_path.iterdir()) == []

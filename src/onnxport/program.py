@@ -97,6 +97,8 @@ class ONNXProgram:
         ``.safetensors`` file) replaces weights by name first; names the model has no
         initializer for, and shapes or dtypes that differ, are refused before anything changes.
         """
+        _check_save_arguments(destination, include_initializers, model_state, serializer,
+                              external_data)
         # Weights read from a file are copied into what is written: check where they come from.
         for tensor in external_tensors(self.model):
             check_external_location(tensor)
@@ -450,3 +452,29 @@ def _write_side_file(model: ir.Model, folder: str, base: str):
         if os.path.exists(temporary):
             _remove_quietly(temporary)
     return name, places, created
+
+
+def _check_save_arguments(destination, include_initializers, model_state, serializer,
+                          external_data) -> None:
+    """save()'s arguments, refused with what was given and what is accepted before anything is
+    written (a string flag such as include_initializers="no" would count as True)."""
+    from onnxport._arguments import check_destination
+
+    if destination is None:
+        raise InvalidExportOptionsError(
+            "save() needs a destination: a path, an os.PathLike or a binary file object")
+    check_destination(destination)
+    if not isinstance(include_initializers, bool):
+        raise InvalidExportOptionsError(
+            f"include_initializers must be True or False, got {include_initializers!r}")
+    if external_data is not None and not isinstance(external_data, bool):
+        raise InvalidExportOptionsError(
+            f"external_data must be True, False or None (automatic), got {external_data!r}")
+    if model_state is not None and not isinstance(model_state, (dict, str, os.PathLike)):
+        raise InvalidExportOptionsError(
+            f"model_state must be a state dict or the path of a checkpoint (.pt, .safetensors), "
+            f"got {type(model_state).__name__}")
+    if serializer is not None and not callable(getattr(serializer, "serialize", None)):
+        raise InvalidExportOptionsError(
+            f"serializer must have a serialize(program, destination) method (the "
+            f"ONNXProgramSerializer protocol), got {type(serializer).__name__}")
