@@ -1,9 +1,37 @@
 import os
 import sys
 
+import pytest
 import torch
 
 # model_zoo.py lives beside the tests and is shared with the benchmark.
 sys.path.insert(0, os.path.dirname(__file__))
 # Under pytest-xdist each worker gets one thread, so workers do not fight over the cores.
 torch.set_num_threads(1 if "PYTEST_XDIST_WORKER" in os.environ else min(2, os.cpu_count() or 1))
+
+
+@pytest.fixture
+def registrations():
+    """register_custom_op_symbolic for one test: what it registers is unregistered after it."""
+    import onnxport
+
+    made = []
+
+    def register(name, fn, opset=9):
+        onnxport.register_custom_op_symbolic(name, fn, opset)
+        made.append((name, opset))
+
+    yield register
+    for name, opset in reversed(made):
+        onnxport.unregister_custom_op_symbolic(name, opset)
+
+
+@pytest.fixture(autouse=True)
+def no_registration_leaks():
+    """A test that leaves a symbolic registered would change every later export."""
+    yield
+    from onnxport.translate import default_registry
+
+    custom = default_registry().custom
+    assert not any(custom.lookup(name, 23) for name in custom.names()), \
+        "a test leaked a registration"

@@ -44,29 +44,6 @@ class FooModel(torch.nn.Module):
         return torch.ops.custom_ops.foo_forward(input1, input2, self.attr1, self.attr2)
 
 
-@pytest.fixture
-def registrations():
-    """Registers through this fixture are undone after the test, even when it fails."""
-    made = []
-
-    def register(name, fn, opset):
-        onnxport.register_custom_op_symbolic(name, fn, opset)
-        made.append((name, opset))
-
-    yield register
-    for name, opset in reversed(made):
-        onnxport.unregister_custom_op_symbolic(name, opset)
-
-
-@pytest.fixture(autouse=True)
-def no_registration_leaks():
-    yield
-    from onnxport.translate import default_registry
-
-    assert not any(default_registry().custom.lookup(name, 23)
-                   for name in default_registry().custom.names()), "a test leaked a registration"
-
-
 def _check(program, model, *inputs):
     expected = model(*inputs)
     (actual,) = program(*inputs)

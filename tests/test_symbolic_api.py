@@ -32,28 +32,6 @@ class Pick(torch.nn.Module):
         return torch.ops.onnxport_test.pick(x, *self.arguments)
 
 
-@pytest.fixture
-def registrations():
-    made = []
-
-    def register(name, fn, opset=9):
-        onnxport.register_custom_op_symbolic(name, fn, opset)
-        made.append((name, opset))
-
-    yield register
-    for name, opset in reversed(made):
-        onnxport.unregister_custom_op_symbolic(name, opset)
-
-
-@pytest.fixture(autouse=True)
-def no_registration_leaks():
-    yield
-    from onnxport.translate import default_registry
-
-    assert not any(default_registry().custom.lookup(name, 23)
-                   for name in default_registry().custom.names()), "a test leaked a registration"
-
-
 def _check(program, model, *inputs):
     (actual,) = program(*inputs)
     torch.testing.assert_close(actual, model(*inputs), rtol=1e-3, atol=1e-4)

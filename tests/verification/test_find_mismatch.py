@@ -11,19 +11,6 @@ import onnxport.verification
 from onnxport.verification import GraphInfo, VerificationOptions, first_divergence
 
 
-@pytest.fixture
-def registrations():
-    made = []
-
-    def register(name, fn, opset):
-        onnxport.register_custom_op_symbolic(name, fn, opset)
-        made.append((name, opset))
-
-    yield register
-    for name, opset in reversed(made):
-        onnxport.unregister_custom_op_symbolic(name, opset)
-
-
 def test_the_documents_example(capsys):
     try:
         # The example of torch.onnx.verification.find_mismatch, "torch.onnx" -> "onnxport".
