@@ -4,6 +4,13 @@ import sys
 import pytest
 import torch
 
+# Imported here, before any worker starts: pytest-xdist's controller re-creates the workers'
+# warnings by importing their classes' modules (onnxport.errors, onnxport.capture.torchscript)
+# from one thread per worker, and two threads importing onnxport at once can each meet the
+# other's half-initialized package ("cannot import name 'parameter_names' from partially
+# initialized module 'onnxport.capture'"), which ended a CI run.
+import onnxport  # noqa: F401
+
 # model_zoo.py lives beside the tests and is shared with the benchmark.
 sys.path.insert(0, os.path.dirname(__file__))
 # Under pytest-xdist each worker gets one thread, so workers do not fight over the cores.
