@@ -177,24 +177,27 @@ def export(
 def translations_from(registry):
     """Exports in this thread inside the block translate with ``registry`` (an
     ``OnnxRegistry``: custom translations over the built-in ones) instead of the default."""
-    outer = getattr(_state, "registry", None)
-    _state.registry = registry
-    try:
+    with _thread_setting("registry", registry):
         yield
-    finally:
-        _state.registry = outer
 
 
 @contextlib.contextmanager
 def diagnostic_settings(options):
     """Exports in this thread inside the block report with ``options`` (a
     ``DiagnosticOptions``: which levels are kept, whether warnings fail the export)."""
-    outer = getattr(_state, "diagnostic_options", None)
-    _state.diagnostic_options = options
+    with _thread_setting("diagnostic_options", options):
+        yield
+
+
+@contextlib.contextmanager
+def _thread_setting(name: str, value):
+    """``_state.<name>`` is ``value`` in this thread inside the block, as it was after it."""
+    outer = getattr(_state, name, None)
+    setattr(_state, name, value)
     try:
         yield
     finally:
-        _state.diagnostic_options = outer
+        setattr(_state, name, outer)
 
 
 @contextlib.contextmanager
