@@ -23,7 +23,7 @@ from onnxport.capture.torchscript import capture_model
 from onnxport.diagnostics import report as reports
 from onnxport.errors import OnnxExporterError, UnsupportedOpsError, VerificationError
 from onnxport.program import ONNXProgram
-from onnxport.translate import TranslationContext, default_registry, translate_graph
+from onnxport.translate import TranslationContext, default_registry, functions, translate_graph
 from onnxport.translate.custom import check_custom_opsets
 from onnxport.translate.registry import aten_name
 
@@ -90,8 +90,9 @@ def export(
     _arguments.check_names(input_names, output_names)
     _arguments.check_dynamic_axes_type(dynamic_axes, dynamic_shapes)
     _arguments.check_not_yet(
-        training=training, operator_export_type=operator_export_type,
-        export_modules_as_functions=export_modules_as_functions)
+        training=training, operator_export_type=operator_export_type)
+    module_functions = functions.modules_to_export_as_functions(
+        model, export_modules_as_functions, opset)
     custom_opsets = check_custom_opsets(custom_opsets)
     _arguments.check_forward_arguments(model, args, kwargs)
 
@@ -151,6 +152,9 @@ def export(
             if optimize:
                 with stage("optimize"):
                     passes.optimize(onnx_model)
+            if module_functions:
+                with stage("functions"):
+                    _export_modules_as_functions(onnx_model, module_functions, captured.weights)
             program = ONNXProgram(onnx_model, captured.exported_program,
                                   input_names=captured.input_names,
                                   output_names=captured.output_names)
@@ -345,6 +349,13 @@ def _first_divergence_note(program: ONNXProgram, args: tuple, kwargs: dict) -> s
         return ""
     return (f"\nThe values first differ at {divergence.describe()}\n(onnxport.verification."
             "find_mismatch(model, args) lists every part that differs)")
+
+
+def _export_modules_as_functions(onnx_model: ir.Model, instances, weights) -> None:
+    left_inline = functions.export_modules_as_functions(
+        onnx_model, instances, weight_names=[name for name, _ in weights.values()])
+    for reason in left_inline:
+        diagnostics.record("OPX0008", f"module {reason}; its nodes stay in the graph")
 
 
 def _rename_output_dims(model: ir.Model, output_dim_names: Mapping[str, Mapping[int, str]]) -> None:
