@@ -240,11 +240,14 @@ def _diagnosing(recorder, timings: dict[str, float], settings, *, report: bool, 
         except OSError:
             if failure is None:
                 raise
-    if settings is not None and settings.warnings_as_errors and recorder.warnings:
+    # torch's own warnings about its internals (raised from torch's files) say nothing of
+    # this export: they are recorded, but do not fail it.
+    failing = [r for r in recorder.warnings if not r.properties.get("from_torch")]
+    if settings is not None and settings.warnings_as_errors and failing:
         listed = "\n".join(f"  - {r.location + ': ' if r.location else ''}{r.message}"
-                           for r in recorder.warnings)
+                           for r in failing)
         raise OnnxExporterError(
-            f"{len(recorder.warnings)} warning(s) during the export, and "
+            f"{len(failing)} warning(s) during the export, and "
             f"DiagnosticOptions(warnings_as_errors=True) makes them errors:\n{listed}")
 
 
@@ -259,13 +262,18 @@ def _start_profiler():
     return profiler
 
 
+_TORCH_FOLDER = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
 def _record_warning(recorder, caught) -> None:
     category = caught.category.__name__
     # torch's TracerWarning and the capture's TracingWarning: a value fixed at its traced one.
     rule = "OPX0005" if category in ("TracerWarning", "TracingWarning") else "OPX0004"
+    from_torch = {"from_torch": True} if (
+        rule == "OPX0004" and os.path.abspath(caught.filename).startswith(_TORCH_FOLDER)) else {}
     recorder.record(rule, f"{category}: {caught.message}",
                     file=diagnostics.relative_path(caught.filename), line=caught.lineno,
-                    category=category)
+                    category=category, **from_torch)
 
 
 def _record_failure(recorder, error: BaseException, timings: dict[str, float]) -> None:
