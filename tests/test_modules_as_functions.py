@@ -135,3 +135,17 @@ def test_below_opset_15_is_a_clear_error():
 def test_not_module_classes_are_refused():
     with pytest.raises(InvalidExportOptionsError, match="torch.nn.Module classes"):
         onnxport.export(Net(), (torch.randn(3, 4),), export_modules_as_functions={"Linear"})
+
+
+def test_passes_run_again_keep_functions_valid():
+    # The passes run before the outlining; run again (a user's optimize), they see calls of
+    # custom domains in the main graph and must leave the functions whole.
+    from onnxport import passes
+
+    torch.manual_seed(0)
+    model, x = Net().eval(), torch.randn(3, 4)
+    program = onnxport.export(model, (x,), export_modules_as_functions=True)
+    before = {key: [n.op_type for n in f] for key, f in program.model.functions.items()}
+    passes.optimize(program.model)
+    assert {key: [n.op_type for n in f] for key, f in program.model.functions.items()} == before
+    torch.testing.assert_close(_run(program, x)[0], model(x).detach(), rtol=1e-3, atol=1e-4)
