@@ -107,6 +107,16 @@ class _Outliner:
     def __init__(self, model: ir.Model, weight_names: set[str]):
         self.model = model
         self.graph = model.graph
+        # Kept up to date as nodes are outlined, so that each module costs what it holds, not
+        # a walk over the whole graph: the main graph's nodes by module path, each node's
+        # place in graph order (a call takes its last member's), and the node names.
+        self.by_path: dict[str, set[ir.Node]] = {}
+        self.place: dict[ir.Node, int] = {}
+        for index, node in enumerate(self.graph):
+            self.by_path.setdefault(node.metadata_props.get("onnxport.module", ""),
+                                    set()).add(node)
+            self.place[node] = index
+        self.names = {node.name for node in self.graph}
         self.weight_names = weight_names
         # (domain, class name, attribute names, body signature) -> the function.
         self.functions: dict[tuple, ir.Function] = {}
@@ -114,8 +124,9 @@ class _Outliner:
     def outline(self, instance: ModuleInstance) -> str:
         """Replace the instance's nodes with one call; return why not, if it cannot be done."""
         path = instance.path
-        nodes = [n for n in self.graph if _within(n.metadata_props.get("onnxport.module", ""),
-                                                   path)]
+        nodes = sorted((node for module_path, members in self.by_path.items()
+                        if _within(module_path, path) for node in members),
+                       key=self.place.__getitem__)
         if not nodes:
             return ""  # nothing emitted (a Dropout at inference, an unused module)
         return self._outline_nodes(instance, nodes, split=True)
@@ -161,6 +172,11 @@ class _Outliner:
                 if output is old:
                     self.graph.outputs[index] = new
         self.graph.insert_after(nodes[-1], call)
+        self.place[call] = self.place[nodes[-1]]
+        for node in nodes:
+            self.by_path[node.metadata_props.get("onnxport.module", "")].discard(node)
+            del self.place[node]
+        self.by_path.setdefault(path, set()).add(call)
         for node in nodes:
             for index, value in enumerate(node.inputs):
                 if value in replacements:
@@ -177,11 +193,11 @@ class _Outliner:
 
     def _node_name(self, base: str) -> str:
         """``base``, or ``base_1``... when a module called twice has a call named so."""
-        names = {node.name for node in self.graph}
         name, count = base, 0
-        while name in names:
+        while name in self.names:
             count += 1
             name = f"{base}_{count}"
+        self.names.add(name)
         return name
 
     def _inputs_of(self, nodes, members) -> tuple[list[ir.Value], list[ir.Value]]:
@@ -206,7 +222,7 @@ class _Outliner:
         """True when a node outside the module both reads what it computes and feeds it: one
         call could not then stand for the module. Such a node lies between the module's first
         and last node in graph order, so the search stops at the last."""
-        order = {node: index for index, node in enumerate(self.graph)}
+        order = self.place
         last = order[nodes[-1]]
         frontier = [u.node for v in outputs for u in v.uses()
                     if u.node not in members and order.get(u.node, last + 1) < last]
