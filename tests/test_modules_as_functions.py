@@ -149,3 +149,19 @@ def test_passes_run_again_keep_functions_valid():
     passes.optimize(program.model)
     assert {key: [n.op_type for n in f] for key, f in program.model.functions.items()} == before
     torch.testing.assert_close(_run(program, x)[0], model(x).detach(), rtol=1e-3, atol=1e-4)
+
+
+def test_nodes_a_pass_made_belong_to_the_module_around_their_readers():
+    # SharedMaskBias makes one mask bias (nodes without a module) that every layer reads; it
+    # stood between the LlamaModel's nodes, which then could not become one call.
+    import model_zoo
+
+    model, args, kwargs = model_zoo.build("llama", batch=1)
+    program = onnxport.dynamo_export(model, *args, **kwargs)
+
+    assert not program.diagnostics.of_rule("OPX0008")
+    assert [n.op_type for n in program.model.graph if n.domain] == ["LlamaModel", "Linear"]
+    with torch.no_grad():
+        expected = model(*args, **kwargs)[0]  # the logits
+    torch.testing.assert_close(_run(program, *args, *kwargs.values())[0], expected,
+                               rtol=1e-3, atol=1e-4)

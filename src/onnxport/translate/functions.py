@@ -112,9 +112,9 @@ class _Outliner:
         # place in graph order (a call takes its last member's), and the node names.
         self.by_path: dict[str, set[ir.Node]] = {}
         self.place: dict[ir.Node, int] = {}
+        self.path_of = _module_paths(self.graph)
         for index, node in enumerate(self.graph):
-            self.by_path.setdefault(node.metadata_props.get("onnxport.module", ""),
-                                    set()).add(node)
+            self.by_path.setdefault(self.path_of[node], set()).add(node)
             self.place[node] = index
         self.names = {node.name for node in self.graph}
         self.weight_names = weight_names
@@ -174,9 +174,10 @@ class _Outliner:
         self.graph.insert_after(nodes[-1], call)
         self.place[call] = self.place[nodes[-1]]
         for node in nodes:
-            self.by_path[node.metadata_props.get("onnxport.module", "")].discard(node)
+            self.by_path[self.path_of.pop(node)].discard(node)
             del self.place[node]
         self.by_path.setdefault(path, set()).add(call)
+        self.path_of[call] = path
         for node in nodes:
             for index, value in enumerate(node.inputs):
                 if value in replacements:
@@ -265,6 +266,33 @@ class _Outliner:
         self.model.graph.opset_imports.setdefault(domain, 1)
         self.functions[key] = function
         return function
+
+
+def _module_paths(graph: ir.Graph) -> dict[ir.Node, str]:
+    """Each node's module path. A node a pass made without one (a mask bias shared by every
+    layer) belongs to the innermost module around all the nodes that read it, so that it
+    does not stand between the nodes of that module."""
+    paths: dict[ir.Node, str] = {}
+    for node in reversed(graph):
+        path = node.metadata_props.get("onnxport.module", "")
+        # Translated nodes name their ATen op; those of the root module have no path.
+        if not path and "onnxport.aten" not in node.metadata_props:
+            readers = [paths.get(u.node, "") for v in node.outputs for u in v.uses()]
+            if readers and all(readers) and not any(v.is_graph_output() for v in node.outputs):
+                path = _common_module(readers)
+        paths[node] = path
+    return paths
+
+
+def _common_module(paths: list[str]) -> str:
+    common = paths[0].split(".")
+    for path in paths[1:]:
+        parts = path.split(".")
+        length = 0
+        while length < min(len(common), len(parts)) and common[length] == parts[length]:
+            length += 1
+        common = common[:length]
+    return ".".join(common)
 
 
 def _connected_parts(nodes: list[ir.Node], members: set[ir.Node]) -> list[list[ir.Node]]:
