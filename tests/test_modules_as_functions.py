@@ -111,7 +111,8 @@ def test_dynamo_page_mlp_shows_each_linear_as_a_function():
         torch.testing.assert_close(_run(program, x)[0], model(x).detach(), rtol=1e-3, atol=1e-4)
 
 
-def test_a_module_called_twice_stays_correct():
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_a_module_called_twice_is_two_calls(dynamo):
     class Twice(nn.Module):
         def __init__(self):
             super().__init__()
@@ -121,7 +122,7 @@ def test_a_module_called_twice_stays_correct():
             return self.fc(torch.tanh(self.fc(x)))
 
     model, x = Twice().eval(), torch.randn(2, 4)
-    program = onnxport.export(model, (x,), export_modules_as_functions={nn.Linear})
+    program = onnxport.export(model, (x,), dynamo=dynamo, export_modules_as_functions={nn.Linear})
     assert [n.op_type for n in program.model.graph] == ["Linear", "Tanh", "Linear"]
     torch.testing.assert_close(_run(program, x)[0], model(x).detach(), rtol=1e-3, atol=1e-4)
 
