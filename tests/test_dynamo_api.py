@@ -171,6 +171,7 @@ def test_onnxscript_functions_as_registered_translations():
     registry.register_op(custom_aten_add, "aten", "add", overload="Tensor")
     registry.register_op(scaled_add, "onnxport_test", "scaled_add")
     assert registry.is_registered_op("aten", "add", "Tensor")
+    assert registry.get_op_functions("aten", "add", "Tensor")[0] is custom_aten_add
 
     class Adds(torch.nn.Module):
         def forward(self, x, y):

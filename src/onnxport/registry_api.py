@@ -48,8 +48,9 @@ class OnnxRegistry:
                          overload: str | None = None) -> list[Callable] | None:
         """The functions that would translate the op, the one used first; None if none does."""
         name = _qualified_name(namespace, op_name, overload)
-        found = [t.function for t in (self._custom.lookup(name, self._opset_version),
-                                      default_registry().lookup(name, self._opset_version))
+        found = [getattr(t.function, "onnxscript_function", t.function)
+                 for t in (self._custom.lookup(name, self._opset_version),
+                           default_registry().lookup(name, self._opset_version))
                  if t is not None]
         return found or None
 
@@ -102,6 +103,7 @@ def _onnxscript_translation(script_function: Any) -> Callable:
 
     translate.__name__ = translate.__qualname__ = getattr(script_function, "name", "onnxscript")
     translate.__doc__ = f"Calls the onnxscript function {definition.domain}::{definition.name}."
+    translate.onnxscript_function = script_function  # what get_op_functions answers
     return translate
 
 
