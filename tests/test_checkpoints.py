@@ -2,7 +2,9 @@
 copied chunk by chunk (a tiny chunk here, so that every weight spans several), the saved model
 runs in ONNX Runtime like the model the checkpoint came from, and bad files are named."""
 
+import gc
 import json
+import os
 import struct
 
 import onnxruntime as ort
@@ -79,3 +81,32 @@ def test_a_bad_safetensors_file_is_named(tmp_path, header, data, message):
     _safetensors_file(path, header, data)
     with pytest.raises(InvalidExportOptionsError, match=message):
         checkpoints.read_checkpoint(str(path))
+
+
+def _status_kib(key):
+    with open("/proc/self/status") as stream:
+        return next(int(line.split()[1]) for line in stream if line.startswith(key + ":"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="Linux's peak-RSS reset")
+@pytest.mark.parametrize("kind", ["safetensors", "pt"])
+def test_saving_a_checkpoint_holds_a_chunk_not_the_checkpoint(tmp_path, kind):
+    with onnxport.enable_fake_mode() as fake:
+        model = torch.nn.Linear(4000, 10000)  # 160 MB of weights, none made here
+    program = onnxport.dynamo_export(model, torch.randn(2, 4000),
+                                     export_options=onnxport.ExportOptions(fake_context=fake))
+    path = tmp_path / f"state.{kind}"
+    state = {"weight": torch.randn(10000, 4000), "bias": torch.randn(10000)}
+    if kind == "pt":
+        torch.save(state, path)
+    else:
+        pytest.importorskip("safetensors.torch").save_file(state, str(path))
+    del state
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as stream:
+        stream.write("5")  # the peak RSS starts again from the current RSS
+    before = _status_kib("VmRSS")
+    program.save(tmp_path / "m.onnx", model_state=path)
+    grown = (_status_kib("VmHWM") - before) * 1024
+    # Reading the whole checkpoint first grew it by its size (160 MB); a chunk is 16 MiB.
+    assert grown < 0.25 * os.path.getsize(path), f"grew {grown / 2**20:.0f} MiB while saving"
