@@ -151,6 +151,48 @@ def test_custom_op_translated_through_the_registry():
     torch.testing.assert_close(program(*args)[0], model(*args), **TOLERANCE)
 
 
+def test_onnxscript_functions_as_registered_translations():
+    onnxscript = pytest.importorskip("onnxscript")
+    from onnxscript import opset18 as op
+
+    # The dynamo page's example: aten::add.Tensor as an onnxscript function, alpha an
+    # attribute, the model calling it as a function of the custom.aten domain.
+    @onnxscript.script(onnxscript.values.Opset(domain="custom.aten", version=1))
+    def custom_aten_add(input_x, input_y, alpha: float = 1.0):
+        alpha = op.CastLike(alpha, input_y)
+        input_y = op.Mul(input_y, alpha)
+        return op.Add(input_x, input_y)
+
+    @onnxscript.script(onnxscript.values.Opset(domain="custom.scaled", version=2))
+    def scaled_add(x, y, alpha: float):
+        return op.Add(x, op.Mul(y, op.CastLike(alpha, y)))
+
+    registry = onnxport.OnnxRegistry()
+    registry.register_op(custom_aten_add, "aten", "add", overload="Tensor")
+    registry.register_op(scaled_add, "onnxport_test", "scaled_add")
+    assert registry.is_registered_op("aten", "add", "Tensor")
+    assert registry.get_op_functions("aten", "add", "Tensor")[0] is custom_aten_add
+
+    class Adds(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.add(x, y, alpha=3.0) + torch.ops.onnxport_test.scaled_add(x, y, 0.5)
+
+    model, args = Adds(), (torch.rand(3, 4), torch.rand(3, 4))
+    program = onnxport.dynamo_export(
+        model, *args, export_options=onnxport.ExportOptions(onnx_registry=registry))
+
+    calls = [(n.domain, n.op_type) for n in program.model.graph]
+    assert calls.count(("custom.aten", "custom_aten_add")) == 2 and \
+        ("custom.scaled", "scaled_add") in calls, calls
+    first = next(n for n in program.model.graph if n.op_type == "custom_aten_add")
+    assert first.attributes["alpha"].value == 3.0
+    assert program.model.opset_imports["custom.scaled"] == 2
+    assert {("custom.aten", "custom_aten_add", ""), ("custom.scaled", "scaled_add", "")} <= set(
+        program.model.functions)
+    onnx.checker.check_model(program.model_proto, full_check=True)
+    torch.testing.assert_close(program(*args)[0], model(*args), **TOLERANCE)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda r: r.register_op("not a function", "aten", "relu"), "def fn"),
     (lambda r: r.register_op(lambda g, x: x, "aten::relu", "relu"), "namespace"),

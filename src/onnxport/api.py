@@ -23,7 +23,7 @@ from onnxport.capture.torchscript import capture_model
 from onnxport.diagnostics import report as reports
 from onnxport.errors import OnnxExporterError, UnsupportedOpsError, VerificationError
 from onnxport.program import ONNXProgram
-from onnxport.translate import TranslationContext, default_registry, translate_graph
+from onnxport.translate import TranslationContext, default_registry, functions, translate_graph
 from onnxport.translate.custom import check_custom_opsets
 from onnxport.translate.registry import aten_name
 
@@ -90,8 +90,9 @@ def export(
     _arguments.check_names(input_names, output_names)
     _arguments.check_dynamic_axes_type(dynamic_axes, dynamic_shapes)
     _arguments.check_not_yet(
-        training=training, operator_export_type=operator_export_type,
-        export_modules_as_functions=export_modules_as_functions)
+        training=training, operator_export_type=operator_export_type)
+    module_functions = functions.modules_to_export_as_functions(
+        model, export_modules_as_functions, opset)
     custom_opsets = check_custom_opsets(custom_opsets)
     _arguments.check_forward_arguments(model, args, kwargs)
 
@@ -151,6 +152,9 @@ def export(
             if optimize:
                 with stage("optimize"):
                     passes.optimize(onnx_model)
+            if module_functions:
+                with stage("functions"):
+                    _export_modules_as_functions(onnx_model, module_functions, captured.weights)
             program = ONNXProgram(onnx_model, captured.exported_program,
                                   input_names=captured.input_names,
                                   output_names=captured.output_names)
@@ -236,11 +240,14 @@ def _diagnosing(recorder, timings: dict[str, float], settings, *, report: bool, 
         except OSError:
             if failure is None:
                 raise
-    if settings is not None and settings.warnings_as_errors and recorder.warnings:
+    # torch's own warnings about its internals (raised from torch's files) say nothing of
+    # this export: they are recorded, but do not fail it.
+    failing = [r for r in recorder.warnings if not r.properties.get("from_torch")]
+    if settings is not None and settings.warnings_as_errors and failing:
         listed = "\n".join(f"  - {r.location + ': ' if r.location else ''}{r.message}"
-                           for r in recorder.warnings)
+                           for r in failing)
         raise OnnxExporterError(
-            f"{len(recorder.warnings)} warning(s) during the export, and "
+            f"{len(failing)} warning(s) during the export, and "
             f"DiagnosticOptions(warnings_as_errors=True) makes them errors:\n{listed}")
 
 
@@ -255,13 +262,18 @@ def _start_profiler():
     return profiler
 
 
+_TORCH_FOLDER = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
 def _record_warning(recorder, caught) -> None:
     category = caught.category.__name__
     # torch's TracerWarning and the capture's TracingWarning: a value fixed at its traced one.
     rule = "OPX0005" if category in ("TracerWarning", "TracingWarning") else "OPX0004"
+    from_torch = {"from_torch": True} if (
+        rule == "OPX0004" and os.path.abspath(caught.filename).startswith(_TORCH_FOLDER)) else {}
     recorder.record(rule, f"{category}: {caught.message}",
                     file=diagnostics.relative_path(caught.filename), line=caught.lineno,
-                    category=category)
+                    category=category, **from_torch)
 
 
 def _record_failure(recorder, error: BaseException, timings: dict[str, float]) -> None:
@@ -345,6 +357,13 @@ def _first_divergence_note(program: ONNXProgram, args: tuple, kwargs: dict) -> s
         return ""
     return (f"\nThe values first differ at {divergence.describe()}\n(onnxport.verification."
             "find_mismatch(model, args) lists every part that differs)")
+
+
+def _export_modules_as_functions(onnx_model: ir.Model, instances, weights) -> None:
+    left_inline = functions.export_modules_as_functions(
+        onnx_model, instances, weight_names=[name for name, _ in weights.values()])
+    for reason in left_inline:
+        diagnostics.record("OPX0008", f"module {reason}; its nodes stay in the graph")
 
 
 def _rename_output_dims(model: ir.Model, output_dim_names: Mapping[str, Mapping[int, str]]) -> None:

@@ -22,6 +22,7 @@ from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
 from onnxport.passes import FuseConsecutiveUnsqueeze
 from onnxport.program import ONNXProgram
 from onnxport.registry_api import OnnxRegistry
+from onnxport.translate import functions
 
 
 class DiagnosticOptions:
@@ -157,7 +158,12 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
                 model, model_args, kwargs=model_kwargs, opset_version=registry.opset_version,
                 dynamic_shapes=dynamic_shapes, on_stage=stages.append,
                 # Passes that compute from weight values cannot run on fake weights.
-                optimize=not fake)
+                optimize=not fake,
+                # As torch.onnx's dynamo_export did (and its page shows in Netron): each
+                # submodule is a function in the saved model.
+                export_modules_as_functions=(
+                    isinstance(model, torch.nn.Module)
+                    and registry.opset_version >= functions.MIN_OPSET))
     except InvalidExportOptionsError:
         raise
     except Exception as error:

@@ -14,6 +14,7 @@ import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
+from onnxport.checkpoints import CheckpointTensor
 from onnxport.diagnostics import Recorder, write_sarif
 from onnxport.errors import InvalidExportOptionsError
 from onnxport.serialize import (ExternalSlice, check_external_location, external_tensors,
@@ -139,11 +140,12 @@ class ONNXProgram:
         for name, tensor in state.items():
             if name not in initializers:
                 unknown.append(name)
-            elif not isinstance(tensor, torch.Tensor):
+            elif not isinstance(tensor, (torch.Tensor, CheckpointTensor)):
                 not_tensors.append(f"{name} ({type(tensor).__name__})")
             else:
                 value = initializers[name]
-                dtype = _IR_DTYPES.get(tensor.dtype)
+                dtype = tensor.dtype if isinstance(tensor, CheckpointTensor) else \
+                    _IR_DTYPES.get(tensor.dtype)
                 if tuple(tensor.shape) != tuple(value.shape) or (
                         value.dtype is not None and dtype != value.dtype):
                     mismatched.append(f"{name}: the model has {value.dtype} {list(value.shape)}, "
@@ -175,6 +177,9 @@ class ONNXProgram:
                 "model_state does not fit the exported model, nothing was changed or written: "
                 + "\n  ".join([""] + problems))
         for name, tensor in state.items():
+            if isinstance(tensor, CheckpointTensor):
+                initializers[name].const_value = tensor  # read while it is written
+                continue
             # Written from its memory as it is: a CPU tensor in row-major order.
             initializers[name].const_value = TorchTensor(tensor.detach().cpu().contiguous(),
                                                          name=name)
@@ -235,29 +240,17 @@ def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 
 def _read_state(model_state) -> dict:
+    """A state dict, or the weights of a checkpoint file read lazily (``checkpoints``): a
+    checkpoint's weights are read only while they are written."""
     if not isinstance(model_state, (str, os.PathLike)):
         if not isinstance(model_state, dict):
             raise InvalidExportOptionsError(
                 f"model_state must be a state dict or the path of one, got "
                 f"{type(model_state).__name__}")
         return model_state
-    path = os.fspath(model_state)
-    if path.endswith(".safetensors"):
-        try:
-            from safetensors.torch import load_file
-        except ImportError as error:
-            raise InvalidExportOptionsError(
-                f"model_state {path!r} is a .safetensors file and the safetensors package is "
-                "not installed: pip install safetensors (or pass a torch.save file or a dict)"
-            ) from error
-        return load_file(path, device="cpu")
-    state = torch.load(path, weights_only=True, map_location="cpu")
-    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise InvalidExportOptionsError(
-            f"model_state {path!r} holds a {type(state).__name__}, not a state dict")
-    return state
+    from onnxport.checkpoints import read_checkpoint
+
+    return read_checkpoint(os.fspath(model_state))
 
 
 _IR_DTYPES = {

@@ -3,7 +3,7 @@ are an overlay over the built-in op library, seen only by the exports given that
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from onnxport._arguments import check_opset
 from onnxport.errors import InvalidExportOptionsError
@@ -18,7 +18,9 @@ class OnnxRegistry:
     other export, and the process-wide op library, are left as they were. ``function`` is
     called like the built-in translations: ``function(g, *args, **kwargs)`` with ``g`` the
     graph builder (``g.op("Relu", x)``) and the ATen call's arguments, ONNX values in place of
-    tensors. (onnxscript functions are not accepted yet.)
+    tensors. It may also be an ``onnxscript.script`` function: the ATen call's arguments fill
+    its parameters in order (tensors its inputs, the others its attributes), and the model
+    calls it as an ONNX function of its own domain.
     """
 
     def __init__(self, opset_version: int | None = None) -> None:
@@ -34,12 +36,9 @@ class OnnxRegistry:
                     overload: str | None = None) -> None:
         """Translate ``namespace::op_name[.overload]`` with ``function``. Without an overload,
         every overload of the op that has no registration of its own here is covered."""
-        if not callable(function):
-            if hasattr(function, "to_function_proto"):
-                raise InvalidExportOptionsError(
-                    f"register_op got an onnxscript function ({function!r}); onnxport does not "
-                    "take onnxscript functions yet: write the translation as a Python function "
-                    "def fn(g, *args, **kwargs) building nodes with g.op(...)")
+        if hasattr(function, "to_function_proto"):
+            function = _onnxscript_translation(function)
+        elif not callable(function):
             raise InvalidExportOptionsError(
                 f"register_op needs a function def fn(g, *args, **kwargs), got "
                 f"{type(function).__name__}")
@@ -49,8 +48,9 @@ class OnnxRegistry:
                          overload: str | None = None) -> list[Callable] | None:
         """The functions that would translate the op, the one used first; None if none does."""
         name = _qualified_name(namespace, op_name, overload)
-        found = [t.function for t in (self._custom.lookup(name, self._opset_version),
-                                      default_registry().lookup(name, self._opset_version))
+        found = [getattr(t.function, "onnxscript_function", t.function)
+                 for t in (self._custom.lookup(name, self._opset_version),
+                           default_registry().lookup(name, self._opset_version))
                  if t is not None]
         return found or None
 
@@ -72,6 +72,47 @@ class OnnxRegistry:
     def __repr__(self) -> str:
         return (f"OnnxRegistry(opset_version={self._opset_version}, "
                 f"custom={list(self._custom.names())})")
+
+
+def _onnxscript_translation(script_function: Any) -> Callable:
+    """A translation that calls ``script_function`` (an ``onnxscript.script`` function) as an
+    ONNX function, the ATen call's arguments bound to its parameters by position or name."""
+    import inspect
+
+    import onnx_ir as ir
+
+    proto = script_function.to_function_proto()
+    definition = ir.serde.deserialize_function(proto)
+    inputs = set(proto.input)
+    try:
+        parameters = list(inspect.signature(script_function.function).parameters)
+    except (AttributeError, TypeError, ValueError):
+        parameters = list(proto.input) + [a.name for a in definition.attributes.values()]
+    version = int(getattr(script_function.opset, "version", 1) or 1)
+
+    def translate(g, *args, **kwargs):
+        bound = dict(zip(parameters, args))
+        bound.update((k, v) for k, v in kwargs.items() if k in parameters)
+        g.functions[definition.identifier()] = definition
+        g.custom_opsets.setdefault(definition.domain, version)
+        values = [_as_input(g, bound.get(name)) for name in proto.input]
+        attributes = {name: value for name, value in bound.items()
+                      if name not in inputs and value is not None}
+        return g.op(f"{definition.domain}::{definition.name}", *values,
+                    outputs=len(proto.output), **attributes)
+
+    translate.__name__ = translate.__qualname__ = getattr(script_function, "name", "onnxscript")
+    translate.__doc__ = f"Calls the onnxscript function {definition.domain}::{definition.name}."
+    translate.onnxscript_function = script_function  # what get_op_functions answers
+    return translate
+
+
+def _as_input(g, value: Any) -> Any:
+    import torch
+
+    if isinstance(value, (bool, int, float, torch.Tensor)):
+        return g.const(value)  # a Python number where the function takes a tensor
+    return value
 
 
 def _qualified_name(namespace: str, op_name: str, overload: str | None) -> str:

@@ -116,6 +116,26 @@ def test_warnings_as_errors_and_verbosity_level():
     _close(program(x)[0], model(x))
 
 
+class WarnsFromTorch(torch.nn.Module):
+    def forward(self, x):
+        # What torch's internals raise from their own files (deprecations of their internals,
+        # tracing notes): nothing the user wrote or can change.
+        warnings.warn_explicit("an internal note of torch", UserWarning,
+                               torch.nn.modules.module.__file__, 1)
+        return torch.relu(x)
+
+
+def test_warnings_as_errors_ignores_torchs_own_warnings():
+    x = torch.randn(2, 3)
+    strict = onnxport.ExportOptions(
+        diagnostic_options=onnxport.DiagnosticOptions(warnings_as_errors=True))
+    with pytest.warns(UserWarning, match="internal note"):
+        program = onnxport.dynamo_export(WarnsFromTorch(), x, export_options=strict)
+    _close(program(x)[0], torch.relu(x))
+    (recorded,) = program.diagnostics.of_rule("OPX0004")  # recorded all the same
+    assert recorded.properties["from_torch"] is True
+
+
 def test_the_recorder_outside_an_export():
     assert diagnostics.current() is None
     assert diagnostics.record("OPX0001", "nowhere") is None

@@ -132,6 +132,25 @@ def test_options_set_the_tolerance(registrations, capsys):
     capsys.readouterr()
 
 
+def test_default_tolerance_is_the_fp32_one(registrations, capsys):
+    # 5e-5 off: float rounding's order of size in a deep graph, within the project's fp32
+    # tolerance (atol 1e-4); torch.onnx's atol 1e-7 flagged it near tanh's zeros.
+    def tanh_off_by_5e_5(g, self):
+        return g.op("Add", g.op("Tanh", self), g.op("Constant", value_t=torch.tensor(5e-5)))
+
+    class Tanh(torch.nn.Module):
+        def forward(self, x):
+            return torch.tanh(x) * 2.0
+
+    registrations("aten::tanh", tanh_off_by_5e_5, 13)
+    torch.manual_seed(0)
+    args = (torch.randn(256),)  # about 10 values within 0.05 of tanh's zero
+    assert not onnxport.verification.find_mismatch(Tanh(), args).has_mismatch()
+    strict = VerificationOptions(atol=1e-7)
+    assert onnxport.verification.find_mismatch(Tanh(), args, options=strict).has_mismatch()
+    capsys.readouterr()
+
+
 def test_first_divergence_names_the_first_wrong_call(registrations):
     def wrong_sigmoid(g, self):
         return g.op("HardSigmoid", self)

@@ -38,6 +38,9 @@ RULES = {rule.id: rule for rule in (
          "ONNX Runtime's output differs from PyTorch's.", "error"),
     Rule("OPX0007", "export-failed",
          "The export failed at a stage.", "error"),
+    Rule("OPX0008", "module-left-inline",
+         "A module chosen by export_modules_as_functions could not become a function; its "
+         "nodes stay in the graph.", "note"),
 )}
 
 _LOGGING_LEVELS = {"note": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
