@@ -7,6 +7,7 @@ import difflib
 import inspect
 import io
 import os
+import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import onnx_ir as ir
@@ -264,12 +265,59 @@ def check_against_model(model: ir.Model, user_inputs: Sequence[str],
                     f"dimensions (shape {value.shape})")
 
 
+# Options of torch.onnx 1.x that are accepted, with a warning, and have no effect.
+LEGACY_OPTIONS = ("example_outputs",)
+
+
+def check_legacy_options(options: Mapping[str, Any]) -> None:
+    if "example_outputs" in options:
+        warnings.warn(
+            "export(example_outputs=...) is deprecated and ignored (as in torch.onnx since "
+            "1.11): the outputs are computed from the model; remove the argument.",
+            FutureWarning, stacklevel=3)
+
+
+def check_training(training: Any):
+    """``training``: a TrainingMode, or torch.onnx 1.x's bool (True = TRAINING)."""
+    from onnxport._enums import TrainingMode
+
+    if training is None or training is False:
+        return TrainingMode.EVAL
+    if training is True:
+        return TrainingMode.TRAINING
+    if isinstance(training, TrainingMode):
+        return training
+    if type(training).__name__ == "TrainingMode" and \
+            getattr(training, "name", None) in TrainingMode.__members__:
+        return TrainingMode[training.name]  # torch.onnx.TrainingMode (a pybind11 enum)
+    raise InvalidExportOptionsError(
+        f"training must be a TrainingMode (EVAL, PRESERVE or TRAINING) or a bool, got "
+        f"{training!r}")
+
+
+def check_operator_export_type(operator_export_type: Any):
+    from onnxport._enums import OperatorExportTypes
+
+    if operator_export_type is None:
+        return OperatorExportTypes.ONNX
+    if isinstance(operator_export_type, OperatorExportTypes):
+        return operator_export_type
+    if type(operator_export_type).__name__ == "OperatorExportTypes" and \
+            getattr(operator_export_type, "name", None) in OperatorExportTypes.__members__:
+        return OperatorExportTypes[operator_export_type.name]  # torch.onnx's (pybind11)
+    raise InvalidExportOptionsError(
+        f"operator_export_type must be an OperatorExportTypes (ONNX, ONNX_ATEN, "
+        f"ONNX_ATEN_FALLBACK or ONNX_FALLTHROUGH), got {operator_export_type!r}")
+
+
 def check_not_yet(**options: Any) -> None:
     """Options of torch.onnx.export that this version accepts only at their default."""
     defaults = {"training": (None,), "operator_export_type": (None,),
                 "export_modules_as_functions": (False,),
                 "custom_opsets": (None,)}
     for name, value in options.items():
+        if name in ("training", "operator_export_type"):
+            continue  # check_training and check_operator_export_type
         if value is not None and not any(value is d or value == d for d in defaults[name]):
             if name == "training" and str(value).endswith("EVAL"):
                 continue

@@ -19,7 +19,11 @@ from onnxport import _arguments, diagnostics, passes
 from onnxport._arguments import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F401 (kept public)
 from onnxport.capture import parameter_names
 from onnxport.capture.dynamic import resolve_dynamic
+from onnxport.capture.autograd_functions import has_symbolic, keep_autograd_functions
 from onnxport.capture.torchscript import capture_model
+from onnxport._enums import OperatorExportTypes
+from onnxport._model_mode import module_modes, restore_module_modes, set_module_mode
+from onnxport.translate.fallback import fallback_registry
 from onnxport.diagnostics import report as reports
 from onnxport.errors import OnnxExporterError, UnsupportedOpsError, VerificationError
 from onnxport.program import ONNXProgram
@@ -79,7 +83,9 @@ def export(
     leaves no file behind and an existing file at ``f`` untouched. Exports from several
     threads are safe but run one at a time (torch.export is not thread-safe).
     """
-    _arguments.check_unknown(unknown_options, _arguments.known_options(export))
+    _arguments.check_unknown({k: v for k, v in unknown_options.items()
+                              if k not in _arguments.LEGACY_OPTIONS},
+                             _arguments.known_options(export))
     _arguments.check_flags(locals())
     _arguments.check_on_stage(on_stage)
     args, kwargs = _arguments.check_args(args, kwargs)
@@ -92,6 +98,9 @@ def export(
     _arguments.check_not_yet(
         training=training, operator_export_type=operator_export_type,
         export_modules_as_functions=export_modules_as_functions)
+    training = _arguments.check_training(training)
+    operator_export_type = _arguments.check_operator_export_type(operator_export_type)
+    _arguments.check_legacy_options(unknown_options)
     custom_opsets = check_custom_opsets(custom_opsets)
     _arguments.check_forward_arguments(model, args, kwargs)
 
@@ -106,7 +115,8 @@ def export(
     dynamic = resolve_dynamic(args, kwargs, names, input_names, output_names, dynamic_axes,
                               dynamic_shapes)
     registry = getattr(_state, "registry", None) or default_registry()
-    was_training = isinstance(model, torch.nn.Module) and model.training
+    registry = fallback_registry(registry, operator_export_type)
+    modes = module_modes(model)
     settings = getattr(_state, "diagnostic_options", None)
     recorder = diagnostics.Recorder(
         verbosity_level=getattr(settings, "verbosity_level", logging.INFO))
@@ -116,9 +126,9 @@ def export(
         outer = is_in_onnx_export()
         _state.in_export = True
         try:
-            if isinstance(model, torch.nn.Module):
-                model.eval()
-            with stage("capture"):
+            set_module_mode(model, training)
+            with stage("capture"), keep_autograd_functions(
+                    _keeps_function(registry, opset, operator_export_type)):
                 captured, strategy, attempts = capture_model(
                     model, args, kwargs, dynamo=dynamo, fallback=fallback,
                     dynamic_shapes=dynamic.dynamic_shapes, dim_names=dynamic.dim_names,
@@ -168,9 +178,18 @@ def export(
                     program.save(f, external_data=external_data)
         finally:
             _state.in_export = outer
-            if was_training:
-                model.train()
+            restore_module_modes(modes)
     return program
+
+
+def _keeps_function(registry, opset: int, operator_export_type) -> Callable[[type], bool]:
+    """Which autograd Functions capture keeps as one call: those with a ``symbolic``, all when
+    a ``prim::PythonOp`` symbolic is registered or when they may stay one node; the others are
+    inlined into their ops."""
+    keep_all = operator_export_type in (OperatorExportTypes.ONNX_FALLTHROUGH,
+                                        OperatorExportTypes.ONNX_ATEN_FALLBACK) or \
+        default_registry().custom.lookup("prim::PythonOp", opset) is not None
+    return lambda cls: keep_all or has_symbolic(cls)
 
 
 @contextlib.contextmanager
