@@ -137,6 +137,7 @@ def export(
                     keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None,
                 )
             session.exported_program = captured.exported_program
+            _name_weights(captured, model, input_names)
             for failed, reason in attempts:
                 diagnostics.record("OPX0002", f"capture with {failed} failed, {strategy} was "
                                    f"used instead: {reason}", strategy=failed)
@@ -155,7 +156,8 @@ def export(
                     keep_initializers_as_inputs=keep_initializers_as_inputs,
                     custom_opsets=custom_opsets,
                 )
-                _arguments.check_against_model(onnx_model, captured.input_names, input_names,
+                _arguments.check_against_model(onnx_model, captured.input_names,
+                                               (input_names or [])[:len(captured.input_names)],
                                                output_names, dynamic.output_dim_names)
                 _rename_output_dims(onnx_model, captured.output_dim_names)
             if optimize:
@@ -180,6 +182,24 @@ def export(
             _state.in_export = outer
             restore_module_modes(modes)
     return program
+
+
+def _name_weights(captured, model: Any, input_names: Sequence[str] | None) -> None:
+    """``input_names`` past the model's inputs name its weights, in the order torch.onnx's
+    traced graph takes them: the state_dict's (AlexNet's ``learned_0``...``learned_15``)."""
+    extra = list(input_names or [])[len(captured.input_names):]
+    if not extra:
+        return
+    by_name = {onnx_name: fx_name for fx_name, (onnx_name, _) in captured.weights.items()}
+    if isinstance(model, torch.nn.Module):
+        order = [name for name in torch.jit._unique_state_dict(model, keep_vars=True)
+                 if name in by_name]
+    else:
+        order = list(by_name)
+    order += [name for name in by_name if name not in order]
+    for new_name, old_name in zip(extra, order):
+        fx_name = by_name[old_name]
+        captured.weights[fx_name] = (new_name, captured.weights[fx_name][1])
 
 
 def _keeps_function(registry, opset: int, operator_export_type) -> Callable[[type], bool]:

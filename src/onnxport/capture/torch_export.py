@@ -521,11 +521,15 @@ def _describe(program, dim_names, input_names, output_names, output_dim_names,
         else:
             raise CaptureError(f"inputs of kind {spec.kind.name} ({name}) are not supported")
     names = list(input_names or [])
-    if len(names) > len(user_inputs):
+    # Names past the inputs name the weights, as torch.onnx's TorchScript exporter has it
+    # (export() gives them out: onnxport.api._name_weights).
+    if len(names) > len(user_inputs) + len(weights):
         raise InvalidExportOptionsError(
             f"input_names has {len(names)} names but the model has {len(user_inputs)} tensor "
-            f"inputs ({', '.join(user_inputs)}); give at most {len(user_inputs)} names"
+            f"inputs ({', '.join(user_inputs)}) and {len(weights)} weights; give at most "
+            f"{len(user_inputs) + len(weights)} names (the inputs' first, then the weights')"
         )
+    names = names[:len(user_inputs)]
     defaults = list(user_inputs)
     if nested_names is not None and len(nested_names) == len(user_inputs):
         defaults = [nested or name for nested, name in zip(nested_names, user_inputs)]
