@@ -101,8 +101,8 @@ def _check_no_complex(args: tuple, kwargs: dict) -> None:
 def check_forward_arguments(model: Any, args: tuple, kwargs: dict) -> None:
     """Bind the inputs to the forward's signature now, so that a wrong count is said in the
     model's own terms rather than as a capture failure deep inside torch.export."""
-    if isinstance(model, torch.export.ExportedProgram):
-        return
+    if isinstance(model, (torch.export.ExportedProgram, torch.jit.ScriptModule)):
+        return  # a script method's signature lists self: the capture checks the inputs
     function = model.forward if isinstance(model, torch.nn.Module) else model
     label = "model.forward" if isinstance(model, torch.nn.Module) else "model"
     try:

@@ -197,9 +197,10 @@ def _name_weights(captured, model: Any, input_names: Sequence[str] | None) -> No
     else:
         order = list(by_name)
     order += [name for name in by_name if name not in order]
-    for new_name, old_name in zip(extra, order):
-        fx_name = by_name[old_name]
-        captured.weights[fx_name] = (new_name, captured.weights[fx_name][1])
+    renamed = dict(zip(order, extra))
+    # In that order too as graph inputs (keep_initializers_as_inputs=True).
+    captured.weights = {by_name[name]: (renamed.get(name, name), captured.weights[by_name[name]][1])
+                        for name in order}
 
 
 def _keeps_function(registry, opset: int, operator_export_type) -> Callable[[type], bool]:

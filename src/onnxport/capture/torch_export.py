@@ -83,10 +83,13 @@ def parameter_names(model: Any) -> list[str]:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
         return []
-    return [
+    names = [
         name for name, p in signature.parameters.items()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     ]
+    if isinstance(model, torch.jit.ScriptModule) and names[:1] == ["self"]:
+        names = names[1:]  # a script method's signature lists self
+    return names
 
 
 def capture_torch_export(
