@@ -187,3 +187,16 @@ class Raises(torch.autograd.Function):
 def test_bad_symbolic_results_are_named(function, message):
     with pytest.raises(TranslationError, match=message):
         onnxport.export(Model(function), (torch.randn(2, 4),))
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_symbolic_with_a_dynamic_batch(dynamo):
+    model = Model(ReluThroughNeg)
+    x = torch.randn(3, 4)
+    program = onnxport.export(model, (x,), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": {0: "batch"}})
+    assert "Neg" in _op_types(program)
+    for rows in (3, 7):
+        other = torch.randn(rows, 4)
+        (actual,) = _run(program, other)
+        np.testing.assert_allclose(actual, model(other).detach().numpy(), rtol=1e-3, atol=1e-4)
