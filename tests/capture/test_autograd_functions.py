@@ -200,3 +200,27 @@ def test_symbolic_with_a_dynamic_batch(dynamo):
         other = torch.randn(rows, 4)
         (actual,) = _run(program, other)
         np.testing.assert_allclose(actual, model(other).detach().numpy(), rtol=1e-3, atol=1e-4)
+
+
+class CallsTorchOnnx(torch.autograd.Function):
+    """Like transformers' XSoftmax: a symbolic made of torch.onnx's own symbolic functions."""
+
+    @staticmethod
+    def forward(ctx, input):
+        return input * 2
+
+    @staticmethod
+    def symbolic(g, input):
+        from torch.onnx import symbolic_opset9
+
+        return symbolic_opset9.mul(g, input, input)
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_symbolic_calling_torch_onnx_is_replaced_by_the_forward(dynamo):
+    model = Model(CallsTorchOnnx)
+    x = torch.randn(2, 4)
+    with pytest.warns(UserWarning, match="CallsTorchOnnx.symbolic calls torch.onnx"):
+        program = onnxport.export(model, (x,), dynamo=dynamo)
+    (actual,) = _run(program, x)
+    np.testing.assert_allclose(actual, model(x).detach().numpy(), rtol=1e-3, atol=1e-4)

@@ -11,7 +11,9 @@ translation (``translate/custom.py``) hands the call to the symbolic.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -111,7 +113,33 @@ def _inlined(cls, args: tuple, kwargs: dict):
 
 
 def has_symbolic(cls: type) -> bool:
-    return callable(getattr(cls, "symbolic", None))
+    """True when ``cls`` has a static ``symbolic`` that can run on onnxport's ``g``."""
+    symbolic = getattr(cls, "symbolic", None)
+    if not callable(symbolic):
+        return False
+    if _calls_torch_onnx(symbolic):
+        warnings.warn(
+            f"{cls.__qualname__}.symbolic calls torch.onnx's own functions (written for "
+            f"torch.onnx's TorchScript graph), which onnxport does not run: the ops of its "
+            f"forward are exported instead. To choose the ONNX ops, register a symbolic for "
+            f"'prim::PythonOp' with onnxport.register_custom_op_symbolic.",
+            UserWarning, stacklevel=4)  # the line that applies the Function
+        return False
+    return True
+
+
+def _calls_torch_onnx(function: Callable) -> bool:
+    """Whether ``function`` imports or reads ``torch.onnx`` (its symbolic_opsetN functions
+    take torch's own graph objects; transformers' XSoftmax and XDropout call them)."""
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None:
+        return False
+    codes, names = [code], set()
+    while codes:
+        current = codes.pop()
+        names.update(current.co_names)
+        codes.extend(c for c in current.co_consts if hasattr(c, "co_names"))
+    return "onnx" in names or any(name.startswith("torch.onnx") for name in names)
 
 
 @contextlib.contextmanager
