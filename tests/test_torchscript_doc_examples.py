@@ -463,6 +463,20 @@ def test_1x_implicit_cast_with_example_outputs(tmp_path):
     np.testing.assert_allclose(actual, [6.0])
 
 
+def test_1x_export_options_are_accepted_with_a_warning():
+    model, x = torch.nn.Linear(3, 2), torch.randn(2, 3)
+    with pytest.warns(FutureWarning, match="strip_doc_string"):
+        program = onnxport.export(model, (x,), strip_doc_string=True, _retain_param_name=True,
+                                  do_constant_folding=False)
+    (actual,) = program(x)
+    torch.testing.assert_close(actual, model(x), rtol=1e-3, atol=1e-4)
+    with pytest.warns(FutureWarning, match="aten"):
+        program = onnxport.export(model, (x,), aten=True)
+    assert {n.op_type for n in program.model.graph} == {"ATen"}
+    with pytest.raises(onnxport.InvalidExportOptionsError, match="export_raw_ir"):
+        onnxport.export(model, (x,), export_raw_ir=True)
+
+
 def test_1x_shape_as_tensor():
     class ShapeSum(torch.nn.Module):
         def forward(self, x):

@@ -266,15 +266,39 @@ def check_against_model(model: ir.Model, user_inputs: Sequence[str],
 
 
 # Options of torch.onnx 1.x that are accepted, with a warning, and have no effect.
-LEGACY_OPTIONS = ("example_outputs",)
+# Options of torch.onnx 1.x's export, accepted with a FutureWarning (what each did, and
+# why it has no effect here).
+LEGACY_OPTIONS = {
+    "example_outputs": "the outputs are computed from the model (ignored, as in torch.onnx "
+                       "since 1.11)",
+    "strip_doc_string": "onnxport writes no stack traces into doc strings (ignored)",
+    "_retain_param_name": "weights always keep their state_dict names (ignored)",
+    "enable_onnx_checker": "the model is always valid ONNX (ignored)",
+    "aten": "use operator_export_type=OperatorExportTypes.ONNX_ATEN instead",
+    "export_raw_ir": "use operator_export_type instead",
+    "use_external_data_format": "external_data=True is today's name",
+}
 
 
-def check_legacy_options(options: Mapping[str, Any]) -> None:
-    if "example_outputs" in options:
-        warnings.warn(
-            "export(example_outputs=...) is deprecated and ignored (as in torch.onnx since "
-            "1.11): the outputs are computed from the model; remove the argument.",
-            FutureWarning, stacklevel=3)
+def check_legacy_options(options: Mapping[str, Any], operator_export_type: Any) -> Any:
+    """Warn for each torch.onnx 1.x option given; returns the operator_export_type, which
+    ``aten=True`` sets."""
+    from onnxport._enums import OperatorExportTypes
+
+    for name in options:
+        if name not in LEGACY_OPTIONS:
+            continue
+        warnings.warn(f"export({name}=...) is from torch.onnx 1.x and deprecated: "
+                      f"{LEGACY_OPTIONS[name]}; remove the argument.", FutureWarning,
+                      stacklevel=3)
+    if options.get("export_raw_ir"):
+        raise InvalidExportOptionsError(
+            "export_raw_ir=True (torch.onnx 1.x's export of its internal graph) is not "
+            "supported; use operator_export_type=OperatorExportTypes.ONNX_FALLTHROUGH to keep "
+            "ops without an ONNX translation as they are")
+    if options.get("aten"):
+        return OperatorExportTypes.ONNX_ATEN
+    return operator_export_type
 
 
 def check_training(training: Any):

@@ -100,7 +100,10 @@ def export(
         export_modules_as_functions=export_modules_as_functions)
     training = _arguments.check_training(training)
     operator_export_type = _arguments.check_operator_export_type(operator_export_type)
-    _arguments.check_legacy_options(unknown_options)
+    operator_export_type = _arguments.check_legacy_options(unknown_options,
+                                                           operator_export_type)
+    if unknown_options.get("use_external_data_format") and external_data is None:
+        external_data = True
     custom_opsets = check_custom_opsets(custom_opsets)
     _arguments.check_forward_arguments(model, args, kwargs)
 
