@@ -224,3 +224,41 @@ def test_symbolic_calling_torch_onnx_is_replaced_by_the_forward(dynamo):
         program = onnxport.export(model, (x,), dynamo=dynamo)
     (actual,) = _run(program, x)
     np.testing.assert_allclose(actual, model(x).detach().numpy(), rtol=1e-3, atol=1e-4)
+
+
+class MatMulReadingCtx(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        assert ctx.needs_input_grad == (False, True)  # forwards may read it
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+
+class ScaleWithSetupContext(torch.autograd.Function):
+    @staticmethod
+    def forward(x, k):
+        return x * k
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+
+class Inlined(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        return ScaleWithSetupContext.apply(MatMulReadingCtx.apply(x, self.w), 3.0)
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_functions_without_symbolic_inline_both_styles(dynamo):
+    # The tracer records a Function as one prim::PythonOp, which torch's TorchScript-to-FX
+    # converter crashed on (a segmentation fault): its forward is traced instead.
+    model, x = Inlined(), torch.randn(2, 4)
+    program = onnxport.export(model, (x,), dynamo=dynamo)
+    assert _op_types(program) == ["MatMul", "Mul"]
+    (actual,) = _run(program, x)
+    np.testing.assert_allclose(actual, model(x).detach().numpy(), rtol=1e-3, atol=1e-4)

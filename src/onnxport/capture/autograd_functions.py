@@ -109,7 +109,9 @@ def _inlined(cls, args: tuple, kwargs: dict):
 
     if _is_setup_context_defined(cls.setup_context):
         return cls.forward(*args, **kwargs)  # setup_context only prepares the backward
-    return cls.forward(FunctionCtx(), *args, **kwargs)
+    ctx = FunctionCtx()
+    ctx.needs_input_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+    return cls.forward(ctx, *args, **kwargs)
 
 
 def has_symbolic(cls: type) -> bool:
