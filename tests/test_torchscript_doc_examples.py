@@ -120,6 +120,59 @@ def test_numpy_free_concatenation():
     torch.testing.assert_close(actual, torch.cat((x, y), dim=1))
 
 
+# -- Unsupported Tensor Indexing Patterns (unsupported by torch.onnx; onnxport exports them) ---
+class ReadNegative(torch.nn.Module):
+    def forward(self, data):
+        # Tensor indices that includes negative values.
+        return data[torch.tensor([[1, 2], [2, -3]]), torch.tensor([-2, 3])]
+
+
+class WriteRank2Index(torch.nn.Module):
+    def forward(self, data, new_data):
+        data = data.clone()
+        # Multiple tensor indices if any has rank >= 2
+        data[torch.tensor([[1, 2], [2, 3]]), torch.tensor([2, 3])] = new_data
+        return data
+
+
+class WriteNonConsecutive(torch.nn.Module):
+    def forward(self, data, new_data):
+        data = data.clone()
+        # Multiple tensor indices that are not consecutive
+        data[torch.tensor([2, 3]), :, torch.tensor([1, 2])] = new_data
+        return data
+
+
+class WriteNegative(torch.nn.Module):
+    def forward(self, data, new_data):
+        data = data.clone()
+        # Tensor indices that includes negative values.
+        data[torch.tensor([1, -2]), torch.tensor([-2, 3])] = new_data
+        return data
+
+
+class WriteBroadcast(torch.nn.Module):
+    def forward(self, data, new_data):
+        data = data.clone()
+        # Implicit broadcasting required for new_data.
+        data[torch.tensor([[0, 2], [1, 1]]), 1:3] = new_data
+        return data
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+@pytest.mark.parametrize("model, shapes", [
+    (ReadNegative(), [(4, 5)]),
+    (WriteRank2Index(), [(4, 5), (2, 2)]),
+    (WriteNonConsecutive(), [(4, 3, 5), (2, 3)]),
+    (WriteNegative(), [(4, 5), (2,)]),
+    (WriteBroadcast(), [(3, 4, 5), (5,)]),
+], ids=lambda v: type(v).__name__ if isinstance(v, torch.nn.Module) else "")
+def test_indexing_patterns(model, shapes, dynamo):
+    args = tuple(torch.randn(*shape) for shape in shapes)
+    (actual,) = onnxport.export(model, args, dynamo=dynamo)(*args)
+    torch.testing.assert_close(actual, model(*args))
+
+
 # -- torch.autograd.Functions ------------------------------------------------------------------
 class MyRelu(torch.autograd.Function):
     @staticmethod
