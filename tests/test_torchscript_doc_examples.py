@@ -303,6 +303,14 @@ def test_onnx_aten_exports_every_aten_op_as_an_aten_node():
     assert [n.attributes["operator"].value for n in nodes] == ["linear", "relu"]
 
 
+def test_onnx_aten_keeps_registered_symbolics(registrations):
+    registrations("aten::relu", lambda g, input: g.op("Sigmoid", input), 9)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    program = onnxport.export(model, (torch.randn(2, 3),),
+                              operator_export_type=onnxport.OperatorExportTypes.ONNX_ATEN)
+    assert [n.op_type for n in program.model.graph] == ["ATen", "Sigmoid"]
+
+
 # -- training modes -----------------------------------------------------------------------
 class TrainSensitive(torch.nn.Module):
     def __init__(self):

@@ -17,7 +17,7 @@ import torch
 
 from onnxport._enums import OperatorExportTypes
 from onnxport.translate import decompose
-from onnxport.translate.registry import Registry, Translation
+from onnxport.translate.registry import Registry, Translation, default_registry
 
 ATEN_DOMAIN = "org.pytorch.aten"
 
@@ -32,7 +32,7 @@ class FallbackRegistry:
     def lookup(self, name: str, opset: int) -> Translation | None:
         kind = self.operator_export_type
         if kind == OperatorExportTypes.ONNX_ATEN and name.startswith("aten::") and \
-                self.base.custom.lookup(name, opset) is None:
+                default_registry().custom.lookup(name, opset) is None:  # users' symbolics
             return Translation(name, _aten_node, 1)
         found = self.base.lookup(name, opset)
         if found is not None or _has_decomposition(name):
