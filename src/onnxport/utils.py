@@ -23,7 +23,7 @@ def unconvertible_ops(model: Any, args: Any, training: Any = None,
     ``opset_version``, without translating anything: all of them at once, where a failed
     export stops at the translation stage."""
     from onnxport import _arguments
-    from onnxport.api import _keeps_function
+    from onnxport.api import _EXPORT_LOCK, _keeps_function
     from onnxport.capture.autograd_functions import keep_autograd_functions
     from onnxport.capture.torchscript import capture_model
     from onnxport.errors import UnsupportedOpsError
@@ -37,7 +37,9 @@ def unconvertible_ops(model: Any, args: Any, training: Any = None,
     mode = _arguments.check_training(training)
     registry = default_registry()
     operator_export_type = _arguments.check_operator_export_type(None)
-    with select_model_mode_for_export(model, mode), \
+    # Under the export lock: capture is not thread-safe (torch.export's state, the
+    # Function.apply patch).
+    with _EXPORT_LOCK, select_model_mode_for_export(model, mode), \
             keep_autograd_functions(_keeps_function(registry, opset, operator_export_type)):
         captured, _, _ = capture_model(
             model, args, kwargs, dynamo=False, fallback=False,
