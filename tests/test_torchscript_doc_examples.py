@@ -280,18 +280,31 @@ def test_aten_fallback_and_fallthrough_keep_unconvertible_ops(dynamo):
     kinds = onnxport.OperatorExportTypes
     program = onnxport.export(TwoUnconvertible(), args, dynamo=dynamo,
                               operator_export_type=kinds.ONNX_ATEN_FALLBACK)
-    # special_bessel_j0 has a decomposition, into prims::bessel_j0, which is what is kept.
+    # special_bessel_j0 has a decomposition, but into prims::bessel_j0, which has no
+    # translation either: the op of the model is what is kept, as torch.onnx does.
     nodes = [(n.domain, n.op_type) for n in program.model.graph]
-    assert ("org.pytorch.aten", "ATen") in nodes and ("prims", "bessel_j0") in nodes
     assert ("", "Mul") in nodes
     operators = {n.attributes["operator"].value for n in program.model.graph
                  if n.op_type == "ATen"}
-    assert operators == {"special_bessel_y1"}
+    assert operators == {"special_bessel_y1", "special_bessel_j0"}
+    assert all(domain in ("", "org.pytorch.aten") for domain, _ in nodes)
     program = onnxport.export(TwoUnconvertible(), args, dynamo=dynamo,
                               operator_export_type=kinds.ONNX_FALLTHROUGH)
     nodes = [(n.domain, n.op_type) for n in program.model.graph]
-    assert ("aten", "special_bessel_y1") in nodes and ("prims", "bessel_j0") in nodes
+    assert ("aten", "special_bessel_y1") in nodes and ("aten", "special_bessel_j0") in nodes
+    assert ("", "Mul") in nodes
     # ONNX Runtime has no kernel for these: the graph is what is checked.
+
+
+def test_fallback_still_decomposes_what_decomposes_fully():
+    class Mixed(torch.nn.Module):
+        def forward(self, x):  # addcmul decomposes into ops with translations
+            return torch.special.bessel_y1(x) + torch.addcmul(x, x, x, value=0.5)
+
+    x = torch.rand(3) + 0.5
+    program = onnxport.export(
+        Mixed(), (x,), operator_export_type=onnxport.OperatorExportTypes.ONNX_FALLTHROUGH)
+    assert [n.op_type for n in program.model.graph if n.domain] == ["special_bessel_y1"]
 
 
 def test_onnx_aten_exports_every_aten_op_as_an_aten_node():

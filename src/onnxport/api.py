@@ -141,6 +141,8 @@ def export(
                 )
             session.exported_program = captured.exported_program
             _name_weights(captured, model, input_names)
+            if hasattr(registry, "prepare"):  # operator_export_type's FallbackRegistry
+                registry.prepare(captured.exported_program.graph_module, opset)
             for failed, reason in attempts:
                 diagnostics.record("OPX0002", f"capture with {failed} failed, {strategy} was "
                                    f"used instead: {reason}", strategy=failed)

@@ -17,7 +17,8 @@ import torch
 
 from onnxport._enums import OperatorExportTypes
 from onnxport.translate import decompose
-from onnxport.translate.registry import Registry, Translation, default_registry
+from onnxport.translate.registry import (
+    Registry, Translation, aten_name, default_registry, normalize_name)
 
 ATEN_DOMAIN = "org.pytorch.aten"
 
@@ -28,6 +29,42 @@ class FallbackRegistry:
     def __init__(self, base: Registry, operator_export_type: OperatorExportTypes):
         self.base = base
         self.operator_export_type = operator_export_type
+        # Ops whose decomposition has ops without a translation: kept whole, as torch.onnx
+        # keeps the op it has no symbolic for (not the prims op its decomposition ends in).
+        self.kept_whole: set[str] = set()
+
+    def prepare(self, graph_module: torch.fx.GraphModule, opset: int) -> None:
+        """Find the ops of the captured graph to keep whole (see ``kept_whole``)."""
+        for module in graph_module.modules():
+            if not isinstance(module, torch.fx.GraphModule):
+                continue
+            for node in module.graph.nodes:
+                if node.op != "call_function" or not isinstance(node.target,
+                                                                torch._ops.OpOverload):
+                    continue
+                name = normalize_name(aten_name(node.target))
+                if name in self.kept_whole or self.base.lookup(name, opset) is not None \
+                        or not _has_decomposition(name):
+                    continue
+                if not self._decomposes_fully(node, opset, depth=0):
+                    self.kept_whole.add(name)
+
+    def _decomposes_fully(self, node: torch.fx.Node, opset: int, depth: int) -> bool:
+        try:
+            traced = decompose.decomposition(node)
+        except Exception:  # torch raises many kinds; all mean "cannot decompose"
+            return False
+        for inner in traced.module.graph.nodes:
+            if inner.op != "call_function" or not isinstance(inner.target,
+                                                              torch._ops.OpOverload):
+                continue
+            name = normalize_name(aten_name(inner.target))
+            if self.base.lookup(name, opset) is not None:
+                continue
+            if depth > 4 or not _has_decomposition(name) or \
+                    not self._decomposes_fully(inner, opset, depth + 1):
+                return False
+        return True
 
     def lookup(self, name: str, opset: int) -> Translation | None:
         kind = self.operator_export_type
@@ -35,7 +72,8 @@ class FallbackRegistry:
                 default_registry().custom.lookup(name, opset) is None:  # users' symbolics
             return Translation(name, _aten_node, 1)
         found = self.base.lookup(name, opset)
-        if found is not None or _has_decomposition(name):
+        if found is not None or (_has_decomposition(name)
+                                 and normalize_name(name) not in self.kept_whole):
             return found
         if kind == OperatorExportTypes.ONNX_ATEN_FALLBACK and name.startswith("aten::"):
             return Translation(name, _aten_node, 1)
