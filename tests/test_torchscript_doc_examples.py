@@ -563,6 +563,22 @@ def test_1x_shape_as_tensor():
         torch.testing.assert_close(actual, x.sum() + 5)
 
 
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_1x_shape_as_tensor_stays_computed(dynamo):
+    class ReshapeLike(torch.nn.Module):
+        def forward(self, x, y):
+            shape = onnxport.operators.shape_as_tensor(y)
+            return onnxport.operators.reshape_from_tensor_shape(x, shape) * 2
+
+    model = ReshapeLike()
+    x, y = torch.randn(2, 6), torch.randn(3, 4)
+    program = onnxport.export(model, (x, y), dynamo=dynamo, input_names=["x", "y"],
+                              dynamic_axes={"x": {0: "r", 1: "c"}, "y": {0: "a", 1: "b"}})
+    for x, y in ((x, y), (torch.randn(4, 6), torch.randn(6, 4))):  # a second size
+        (actual,) = program(x, y)
+        torch.testing.assert_close(actual, model(x, y))
+
+
 def test_1x_set_training():
     model = torch.nn.Dropout(0.5).eval()
     with onnxport.set_training(model, True):

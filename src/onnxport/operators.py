@@ -19,8 +19,12 @@ def shape_as_tensor(x: torch.Tensor) -> torch.Tensor:
 
 def reshape_from_tensor_shape(x: torch.Tensor, shape: torch.Tensor) -> torch.Tensor:
     """``x`` reshaped to ``shape``, a 1-D int64 tensor."""
-    if torch.jit.is_tracing() or torch.jit.is_scripting():
+    if torch.jit.is_scripting():
         return torch._reshape_from_tensor(x, shape)
+    if torch.jit.is_tracing():
+        # Each size as a 0-d tensor: the tracer keeps them computed (as for x.reshape(y, -1));
+        # aten._reshape_from_tensor would need the data torch.export's fake tensors lack.
+        return x.reshape(tuple(shape.unbind(0)))
     return x.reshape(shape.tolist())
 
 
