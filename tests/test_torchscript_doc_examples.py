@@ -71,6 +71,12 @@ def test_parameter_names_with_initializers_as_inputs(dynamo):
     torch.testing.assert_close(actual, model(x), rtol=1e-3, atol=1e-4)
 
 
+def test_weight_names_taken_by_other_weights_are_refused():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    with pytest.raises(onnxport.InvalidExportOptionsError, match=r"\['1.weight'\]"):
+        onnxport.export(model, (torch.randn(1, 2),), input_names=["x", "1.weight"])
+
+
 def test_more_names_than_inputs_and_weights_is_refused():
     with pytest.raises(onnxport.InvalidExportOptionsError, match="at most 3 names"):
         onnxport.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),),

@@ -203,6 +203,13 @@ def _name_weights(captured, model: Any, input_names: Sequence[str] | None) -> No
         order = list(by_name)
     order += [name for name in by_name if name not in order]
     renamed = dict(zip(order, extra))
+    clashes = sorted(set(extra) & (set(order) - set(renamed)))
+    if clashes:
+        from onnxport.errors import InvalidExportOptionsError
+
+        raise InvalidExportOptionsError(
+            f"input_names names weights {clashes}, which are the names of other weights of "
+            f"the model (those not renamed); choose other names")
     # In that order too as graph inputs (keep_initializers_as_inputs=True).
     captured.weights = {by_name[name]: (renamed.get(name, name), captured.weights[by_name[name]][1])
                         for name in order}
