@@ -612,6 +612,36 @@ def test_1x_register_custom_op_symbolic_with_parse_args(registrations):
     torch.testing.assert_close(actual, model(dummy_input1, dummy_input2))
 
 
+# -- Frequently Asked Questions ----------------------------------------------------------
+class ScaleBy(torch.nn.Module):
+    def forward(self, x, factor: float, offset: int):
+        return x * factor + offset
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_faq_primitive_type_inputs(dynamo):
+    x = torch.randn(2, 3)
+    program = onnxport.export(ScaleBy(), (x, 2.5, 3), dynamo=dynamo)
+    (actual,) = program(x, 2.5, 3)
+    torch.testing.assert_close(actual, x * 2.5 + 3)
+
+
+class SumOfList(torch.nn.Module):
+    def forward(self, tensors: list[torch.Tensor]):
+        return torch.stack(tensors).sum(0), [t * 2 for t in tensors]
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_faq_lists_of_tensors(dynamo):
+    tensors = [torch.randn(2, 3) for _ in range(3)]
+    program = onnxport.export(SumOfList(), (tensors,), dynamo=dynamo, opset_version=13)  # ONNX sequences since 11; onnxport starts at 13
+    actual = program(tensors)
+    expected = SumOfList()(tensors)
+    torch.testing.assert_close(actual[0], expected[0])
+    for got, want in zip(actual[1:], expected[1]):
+        torch.testing.assert_close(got, want)
+
+
 # -- Python API (the page's list) --------------------------------------------------------
 def test_python_api_names_exist():
     for name in ("export", "export_to_pretty_string", "register_custom_op_symbolic",
