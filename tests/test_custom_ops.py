@@ -226,6 +226,19 @@ def test_symbolic_returning_none_is_a_clear_error(registrations):
         onnxport.export(torch.nn.ReLU(), (torch.randn(2),))
 
 
+@pytest.mark.parametrize("dynamo", [True, False])
+@pytest.mark.parametrize("symbolic, message", [
+    (lambda g, input: (g.op("Relu", input), g.op("Relu", input)),
+     r"aten::relu \(<lambda>\) returned 2 value\(s\), but the op has 1 output"),
+    (lambda g, input: input.type(), r"aten::relu \(<lambda>\) returned SymbolicType"),
+    (lambda g, input: 1 / 0, r"aten::relu \(<lambda>\) raised ZeroDivisionError"),
+], ids=["count", "not-a-value", "raises"])
+def test_bad_symbolic_results_name_the_op_and_function(registrations, dynamo, symbolic, message):
+    registrations("aten::relu", symbolic, 9)
+    with pytest.raises(TranslationError, match=message):
+        onnxport.export(torch.nn.ReLU(), (torch.randn(2),), dynamo=dynamo)
+
+
 @pytest.mark.parametrize("name", ["elu", "aten:elu", "aten::", "aten::1elu", "::"])
 def test_malformed_name_is_refused(name):
     with pytest.raises(OnnxExporterError, match="namespace::name"):

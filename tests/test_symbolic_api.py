@@ -195,9 +195,14 @@ def test_export_accepts_the_default_enum_values():
     program = onnxport.export(model, (x,), training=onnxport.TrainingMode.EVAL,
                               operator_export_type=onnxport.OperatorExportTypes.ONNX)
     _check(program, model, x)
-    # The modes this version does not implement yet are refused, not ignored.
+    # torch.onnx's own enum members are taken too; anything else is refused, not ignored.
+    program = onnxport.export(model, (x,), training=torch.onnx.TrainingMode.EVAL,
+                              operator_export_type=torch.onnx.OperatorExportTypes.ONNX)
+    _check(program, model, x)
     with pytest.raises(onnxport.InvalidExportOptionsError, match="training"):
-        onnxport.export(model, (x,), training=onnxport.TrainingMode.TRAINING)
+        onnxport.export(model, (x,), training="train")
+    with pytest.raises(onnxport.InvalidExportOptionsError, match="operator_export_type"):
+        onnxport.export(model, (x,), operator_export_type=1)
 
 
 @torch.library.custom_op("onnxport_test::slice_scale", mutates_args=())

@@ -18,7 +18,8 @@ from onnxport.translate.custom import (  # noqa: E402
     register_custom_op_symbolic,
     unregister_custom_op_symbolic,
 )
-from onnxport import symbolic_helper, utils, verification  # noqa: E402
+from onnxport._model_mode import select_model_mode_for_export, set_training  # noqa: E402
+from onnxport import operators, symbolic_helper, utils, verification  # noqa: E402
 from onnxport.verification import disable_log, enable_log  # noqa: E402
 from onnxport.registry_api import OnnxRegistry  # noqa: E402
 from onnxport.dynamo_api import (  # noqa: E402
@@ -52,7 +53,10 @@ __all__ = [
     "export",
     "export_to_pretty_string",
     "is_in_onnx_export",
+    "operators",
     "register_custom_op_symbolic",
+    "select_model_mode_for_export",
+    "set_training",
     "symbolic_helper",
     "unregister_custom_op_symbolic",
     "utils",

@@ -7,6 +7,7 @@ import difflib
 import inspect
 import io
 import os
+import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import onnx_ir as ir
@@ -100,8 +101,8 @@ def _check_no_complex(args: tuple, kwargs: dict) -> None:
 def check_forward_arguments(model: Any, args: tuple, kwargs: dict) -> None:
     """Bind the inputs to the forward's signature now, so that a wrong count is said in the
     model's own terms rather than as a capture failure deep inside torch.export."""
-    if isinstance(model, torch.export.ExportedProgram):
-        return
+    if isinstance(model, (torch.export.ExportedProgram, torch.jit.ScriptModule)):
+        return  # a script method's signature lists self: the capture checks the inputs
     function = model.forward if isinstance(model, torch.nn.Module) else model
     label = "model.forward" if isinstance(model, torch.nn.Module) else "model"
     try:
@@ -264,20 +265,73 @@ def check_against_model(model: ir.Model, user_inputs: Sequence[str],
                     f"dimensions (shape {value.shape})")
 
 
-def check_not_yet(**options: Any) -> None:
-    """Options of torch.onnx.export that this version accepts only at their default."""
-    defaults = {"training": (None,), "operator_export_type": (None,),
-                "export_modules_as_functions": (False,),
-                "custom_opsets": (None,)}
-    for name, value in options.items():
-        if value is not None and not any(value is d or value == d for d in defaults[name]):
-            if name == "training" and str(value).endswith("EVAL"):
-                continue
-            if name == "operator_export_type" and str(value).endswith("ONNX"):
-                continue
-            raise InvalidExportOptionsError(
-                f"{name}={value!r} is not supported in this version of onnxport; leave it at "
-                f"its default")
+# Options of torch.onnx 1.x that are accepted, with a warning, and have no effect.
+# Options of torch.onnx 1.x's export, accepted with a FutureWarning (what each did, and
+# why it has no effect here).
+LEGACY_OPTIONS = {
+    "example_outputs": "the outputs are computed from the model (ignored, as in torch.onnx "
+                       "since 1.11)",
+    "strip_doc_string": "onnxport writes no stack traces into doc strings (ignored)",
+    "_retain_param_name": "weights always keep their state_dict names (ignored)",
+    "enable_onnx_checker": "the model is always valid ONNX (ignored)",
+    "aten": "use operator_export_type=OperatorExportTypes.ONNX_ATEN instead",
+    "export_raw_ir": "use operator_export_type instead",
+    "use_external_data_format": "external_data=True is today's name",
+}
+
+
+def check_legacy_options(options: Mapping[str, Any], operator_export_type: Any) -> Any:
+    """Warn for each torch.onnx 1.x option given; returns the operator_export_type, which
+    ``aten=True`` sets."""
+    from onnxport._enums import OperatorExportTypes
+
+    for name in options:
+        if name not in LEGACY_OPTIONS:
+            continue
+        warnings.warn(f"export({name}=...) is from torch.onnx 1.x and deprecated: "
+                      f"{LEGACY_OPTIONS[name]}; remove the argument.", FutureWarning,
+                      stacklevel=3)
+    if options.get("export_raw_ir"):
+        raise InvalidExportOptionsError(
+            "export_raw_ir=True (torch.onnx 1.x's export of its internal graph) is not "
+            "supported; use operator_export_type=OperatorExportTypes.ONNX_FALLTHROUGH to keep "
+            "ops without an ONNX translation as they are")
+    if options.get("aten"):
+        return OperatorExportTypes.ONNX_ATEN
+    return operator_export_type
+
+
+def check_training(training: Any):
+    """``training``: a TrainingMode, or torch.onnx 1.x's bool (True = TRAINING)."""
+    from onnxport._enums import TrainingMode
+
+    if training is None or training is False:
+        return TrainingMode.EVAL
+    if training is True:
+        return TrainingMode.TRAINING
+    if isinstance(training, TrainingMode):
+        return training
+    if type(training).__name__ == "TrainingMode" and \
+            getattr(training, "name", None) in TrainingMode.__members__:
+        return TrainingMode[training.name]  # torch.onnx.TrainingMode (a pybind11 enum)
+    raise InvalidExportOptionsError(
+        f"training must be a TrainingMode (EVAL, PRESERVE or TRAINING) or a bool, got "
+        f"{training!r}")
+
+
+def check_operator_export_type(operator_export_type: Any):
+    from onnxport._enums import OperatorExportTypes
+
+    if operator_export_type is None:
+        return OperatorExportTypes.ONNX
+    if isinstance(operator_export_type, OperatorExportTypes):
+        return operator_export_type
+    if type(operator_export_type).__name__ == "OperatorExportTypes" and \
+            getattr(operator_export_type, "name", None) in OperatorExportTypes.__members__:
+        return OperatorExportTypes[operator_export_type.name]  # torch.onnx's (pybind11)
+    raise InvalidExportOptionsError(
+        f"operator_export_type must be an OperatorExportTypes (ONNX, ONNX_ATEN, "
+        f"ONNX_ATEN_FALLBACK or ONNX_FALLTHROUGH), got {operator_export_type!r}")
 
 
 def known_options(function: Callable) -> list[str]:

@@ -19,7 +19,11 @@ from onnxport import _arguments, diagnostics, passes
 from onnxport._arguments import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F401 (kept public)
 from onnxport.capture import parameter_names
 from onnxport.capture.dynamic import resolve_dynamic
+from onnxport.capture.autograd_functions import has_symbolic, keep_autograd_functions
 from onnxport.capture.torchscript import capture_model
+from onnxport._enums import OperatorExportTypes
+from onnxport._model_mode import module_modes, restore_module_modes, set_module_mode
+from onnxport.translate.fallback import fallback_registry
 from onnxport.diagnostics import report as reports
 from onnxport.errors import OnnxExporterError, UnsupportedOpsError, VerificationError
 from onnxport.program import ONNXProgram
@@ -79,7 +83,9 @@ def export(
     leaves no file behind and an existing file at ``f`` untouched. Exports from several
     threads are safe but run one at a time (torch.export is not thread-safe).
     """
-    _arguments.check_unknown(unknown_options, _arguments.known_options(export))
+    _arguments.check_unknown({k: v for k, v in unknown_options.items()
+                              if k not in _arguments.LEGACY_OPTIONS},
+                             _arguments.known_options(export))
     _arguments.check_flags(locals())
     _arguments.check_on_stage(on_stage)
     args, kwargs = _arguments.check_args(args, kwargs)
@@ -89,10 +95,14 @@ def export(
     _arguments.check_artifacts_dir(artifacts_dir)
     _arguments.check_names(input_names, output_names)
     _arguments.check_dynamic_axes_type(dynamic_axes, dynamic_shapes)
-    _arguments.check_not_yet(
-        training=training, operator_export_type=operator_export_type)
     module_functions = functions.modules_to_export_as_functions(
         model, export_modules_as_functions, opset)
+    training = _arguments.check_training(training)
+    operator_export_type = _arguments.check_operator_export_type(operator_export_type)
+    operator_export_type = _arguments.check_legacy_options(unknown_options,
+                                                           operator_export_type)
+    if unknown_options.get("use_external_data_format") and external_data is None:
+        external_data = True
     custom_opsets = check_custom_opsets(custom_opsets)
     _arguments.check_forward_arguments(model, args, kwargs)
 
@@ -107,7 +117,8 @@ def export(
     dynamic = resolve_dynamic(args, kwargs, names, input_names, output_names, dynamic_axes,
                               dynamic_shapes)
     registry = getattr(_state, "registry", None) or default_registry()
-    was_training = isinstance(model, torch.nn.Module) and model.training
+    registry = fallback_registry(registry, operator_export_type)
+    modes = module_modes(model)
     settings = getattr(_state, "diagnostic_options", None)
     recorder = diagnostics.Recorder(
         verbosity_level=getattr(settings, "verbosity_level", logging.INFO))
@@ -117,9 +128,9 @@ def export(
         outer = is_in_onnx_export()
         _state.in_export = True
         try:
-            if isinstance(model, torch.nn.Module):
-                model.eval()
-            with stage("capture"):
+            set_module_mode(model, training)
+            with stage("capture"), keep_autograd_functions(
+                    _keeps_function(registry, opset, operator_export_type)):
                 captured, strategy, attempts = capture_model(
                     model, args, kwargs, dynamo=dynamo, fallback=fallback,
                     dynamic_shapes=dynamic.dynamic_shapes, dim_names=dynamic.dim_names,
@@ -128,6 +139,9 @@ def export(
                     keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None,
                 )
             session.exported_program = captured.exported_program
+            _name_weights(captured, model, input_names)
+            if hasattr(registry, "prepare"):  # operator_export_type's FallbackRegistry
+                registry.prepare(captured.exported_program.graph_module, opset)
             for failed, reason in attempts:
                 diagnostics.record("OPX0002", f"capture with {failed} failed, {strategy} was "
                                    f"used instead: {reason}", strategy=failed)
@@ -146,7 +160,8 @@ def export(
                     keep_initializers_as_inputs=keep_initializers_as_inputs,
                     custom_opsets=custom_opsets,
                 )
-                _arguments.check_against_model(onnx_model, captured.input_names, input_names,
+                _arguments.check_against_model(onnx_model, captured.input_names,
+                                               (input_names or [])[:len(captured.input_names)],
                                                output_names, dynamic.output_dim_names)
                 _rename_output_dims(onnx_model, captured.output_dim_names)
             if optimize:
@@ -172,9 +187,44 @@ def export(
                     program.save(f, external_data=external_data)
         finally:
             _state.in_export = outer
-            if was_training:
-                model.train()
+            restore_module_modes(modes)
     return program
+
+
+def _name_weights(captured, model: Any, input_names: Sequence[str] | None) -> None:
+    """``input_names`` past the model's inputs name its weights, in the order torch.onnx's
+    traced graph takes them: the state_dict's (AlexNet's ``learned_0``...``learned_15``)."""
+    extra = list(input_names or [])[len(captured.input_names):]
+    if not extra:
+        return
+    by_name = {onnx_name: fx_name for fx_name, (onnx_name, _) in captured.weights.items()}
+    if isinstance(model, torch.nn.Module):
+        order = [name for name in torch.jit._unique_state_dict(model, keep_vars=True)
+                 if name in by_name]
+    else:
+        order = list(by_name)
+    order += [name for name in by_name if name not in order]
+    renamed = dict(zip(order, extra))
+    clashes = sorted(set(extra) & (set(order) - set(renamed)))
+    if clashes:
+        from onnxport.errors import InvalidExportOptionsError
+
+        raise InvalidExportOptionsError(
+            f"input_names names weights {clashes}, which are the names of other weights of "
+            f"the model (those not renamed); choose other names")
+    # In that order too as graph inputs (keep_initializers_as_inputs=True).
+    captured.weights = {by_name[name]: (renamed.get(name, name), captured.weights[by_name[name]][1])
+                        for name in order}
+
+
+def _keeps_function(registry, opset: int, operator_export_type) -> Callable[[type], bool]:
+    """Which autograd Functions capture keeps as one call: those with a ``symbolic``, all when
+    a ``prim::PythonOp`` symbolic is registered or when they may stay one node; the others are
+    inlined into their ops."""
+    keep_all = operator_export_type in (OperatorExportTypes.ONNX_FALLTHROUGH,
+                                        OperatorExportTypes.ONNX_ATEN_FALLBACK) or \
+        default_registry().custom.lookup("prim::PythonOp", opset) is not None
+    return lambda cls: keep_all or has_symbolic(cls)
 
 
 @contextlib.contextmanager

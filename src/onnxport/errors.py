@@ -32,12 +32,18 @@ class UnsupportedOpsError(TranslationError):
         self.opset = opset
         lines = [f"{len(missing)} unsupported op(s) at opset {opset}:"]
         for name, places in sorted(missing.items()):
-            shown = "; ".join(list(dict.fromkeys(places))[:3])
-            more = f" (+{len(places) - 3} more)" if len(places) > 3 else ""
+            distinct = list(dict.fromkeys(places))  # a line run twice is one place
+            shown = "; ".join(distinct[:3])
+            more = f" (+{len(distinct) - 3} more)" if len(distinct) > 3 else ""
             lines.append(f"  {name}: used at {shown}{more}")
         lines.append("onnxport has no translation for these, and torch no decomposition into "
-                     "ops it can translate (a reason follows the place where there is one); "
-                     "try another opset_version, or express those lines with other torch ops.")
+                     "ops it can translate (a reason follows the place where there is one). "
+                     "Register a symbolic function for each with "
+                     "onnxport.register_custom_op_symbolic(name, fn, opset_version), keep them "
+                     "as nodes of their own domain with operator_export_type="
+                     "OperatorExportTypes.ONNX_FALLTHROUGH (a runtime must then implement "
+                     "them), try another opset_version, or express those lines with other "
+                     "torch ops. onnxport.utils.unconvertible_ops(model, args) lists them.")
         super().__init__("\n".join(lines))
 
 

@@ -83,10 +83,13 @@ def parameter_names(model: Any) -> list[str]:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
         return []
-    return [
+    names = [
         name for name, p in signature.parameters.items()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     ]
+    if isinstance(model, torch.jit.ScriptModule) and names[:1] == ["self"]:
+        names = names[1:]  # a script method's signature lists self
+    return names
 
 
 def capture_torch_export(
@@ -521,11 +524,15 @@ def _describe(program, dim_names, input_names, output_names, output_dim_names,
         else:
             raise CaptureError(f"inputs of kind {spec.kind.name} ({name}) are not supported")
     names = list(input_names or [])
-    if len(names) > len(user_inputs):
+    # Names past the inputs name the weights, as torch.onnx's TorchScript exporter has it
+    # (export() gives them out: onnxport.api._name_weights).
+    if len(names) > len(user_inputs) + len(weights):
         raise InvalidExportOptionsError(
             f"input_names has {len(names)} names but the model has {len(user_inputs)} tensor "
-            f"inputs ({', '.join(user_inputs)}); give at most {len(user_inputs)} names"
+            f"inputs ({', '.join(user_inputs)}) and {len(weights)} weights; give at most "
+            f"{len(user_inputs) + len(weights)} names (the inputs' first, then the weights')"
         )
+    names = names[:len(user_inputs)]
     defaults = list(user_inputs)
     if nested_names is not None and len(nested_names) == len(user_inputs):
         defaults = [nested or name for nested, name in zip(nested_names, user_inputs)]

@@ -19,7 +19,7 @@ from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.errors import OnnxExporterError, TranslationError
 from onnxport.translate.builder import GraphBuilder
-from onnxport.translate.registry import default_registry, normalize_name
+from onnxport.translate.registry import default_registry, normalize_name, translates
 
 MIN_CUSTOM_OPSET = 7
 MAX_CUSTOM_OPSET = 23
@@ -91,16 +91,72 @@ def _as_translation(symbolic_fn: Callable) -> Callable:
     def translation(g: GraphBuilder, *args: Any, **kwargs: Any) -> Any:
         inputs = _schema_arguments(g.provenance.aten, args, kwargs)
         inputs = _fit_to_signature(symbolic_fn, inputs, g.provenance.aten)
-        result = symbolic_fn(SymbolicGraph(g), *[wrap(v) for v, _ in inputs])
-        if result is None:
-            raise TranslationError(
-                f"the symbolic function registered for {g.provenance.aten} "
-                f"({getattr(symbolic_fn, '__qualname__', symbolic_fn)}) returned None; it "
-                f"must return the value(s) it built with g.op(...).")
-        return unwrap(result)
+        return call_symbolic(symbolic_fn, g, [wrap(v) for v, _ in inputs], {},
+                             f"the symbolic function registered for {g.provenance.aten}")
 
     translation.symbolic_fn = symbolic_fn
     return translation
+
+
+def call_symbolic(symbolic_fn: Callable, g: GraphBuilder, inputs: list, kwargs: dict,
+                  label: str) -> Any:
+    """``symbolic_fn(g, *inputs, **kwargs)``, its result checked against the op's outputs:
+    a failure names the op (``label``), the function and what it returned."""
+    function = getattr(symbolic_fn, "__qualname__", repr(symbolic_fn))
+    try:
+        result = symbolic_fn(SymbolicGraph(g), *inputs, **kwargs)
+    except (TranslationError, OnnxExporterError):
+        raise
+    except Exception as error:
+        raise TranslationError(
+            f"{label} ({function}) raised {type(error).__name__}: {error}") from error
+    expected = g.expected
+    count = len(expected) if isinstance(expected, (list, tuple)) else 1
+    returned = list(result) if isinstance(result, (list, tuple)) else [result]
+    if result is None or not all(isinstance(r, SymbolicValue) for r in returned):
+        shown = "None" if result is None else ", ".join(type(r).__name__ for r in returned)
+        raise TranslationError(
+            f"{label} ({function}) returned {shown}; it must return the value(s) it built "
+            f"with g.op(...) ({count} for this op).")
+    if len(returned) != count:
+        raise TranslationError(
+            f"{label} ({function}) returned {len(returned)} value(s), but the op has {count} "
+            f"output(s); return one value per output (g.op(..., outputs=n) makes n).")
+    if isinstance(expected, (list, tuple)):
+        return [r.ir_value for r in returned]
+    return returned[0].ir_value
+
+
+# -- torch.autograd.Function (kept whole by capture/autograd_functions.py) ----------------------
+@translates("onnxport::autograd_function")
+def autograd_function(g: GraphBuilder, tensors: list, call_name: str) -> Any:
+    """autograd_function(Tensor[] tensors, str call) -> Tensor[]"""
+    from onnxport.capture.autograd_functions import call_named, has_symbolic
+
+    call = call_named(call_name)
+    cls = call.cls
+    inputs = call.bind([wrap(t) for t in tensors])
+    python_op = _custom_registry().lookup("prim::PythonOp", g.opset)
+    if python_op is not None:
+        symbolic_fn = getattr(python_op.function, "symbolic_fn", python_op.function)
+        try:
+            return call_symbolic(symbolic_fn, g, inputs,
+                                 {"name": cls.__name__, "module": cls.__module__,
+                                  "inplace": False},
+                                 f"the symbolic function registered for prim::PythonOp "
+                                 f"(autograd Function {cls.__qualname__})")
+        except TranslationError:
+            if not has_symbolic(cls):
+                raise
+    if has_symbolic(cls):
+        return call_symbolic(cls.symbolic, g, inputs, {},
+                             f"the symbolic of autograd Function {cls.__qualname__}")
+    # operator_export_type=ONNX_FALLTHROUGH / ONNX_ATEN_FALLBACK: one node, as torch.onnx's
+    # prim::PythonOp.
+    count = len(g.expected) if isinstance(g.expected, (list, tuple)) else 1
+    result = g.op("prim::PythonOp", *tensors, outputs=count, name=cls.__name__,
+                  module=cls.__module__)
+    return list(result) if count > 1 else [result]
 
 
 _NO_DEFAULT = object()

@@ -5,6 +5,7 @@ from onnxport.translate.ops import (  # noqa: F401
     control_flow,
     conv_pool,
     creation,
+    dropout,
     elementwise,
     indexing,
     linalg,
