@@ -9,6 +9,7 @@ from onnxport.translate.ops import (  # noqa: F401
     indexing,
     linalg,
     normalization,
+    quantized,
     recurrent,
     reductions,
     resize,
