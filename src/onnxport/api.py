@@ -151,6 +151,8 @@ def export(
             if optimize:
                 with stage("optimize"):
                     passes.optimize(onnx_model)
+            # Not an optimization: without it a bfloat16 Conv (before opset 22) is invalid ONNX.
+            passes.CastUnsupportedTypes()(onnx_model)
             program = ONNXProgram(onnx_model, captured.exported_program,
                                   input_names=captured.input_names,
                                   output_names=captured.output_names)

@@ -6,6 +6,7 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common
 
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
+from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
@@ -40,7 +41,7 @@ def optimize(model: ir.Model) -> ir.Model:
 
 
 __all__ = [
-    "AttentionGroupedHeads", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
+    "AttentionGroupedHeads", "CastUnsupportedTypes", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
     "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding",
     "ReciprocalToDiv", "SharedMaskBias", "optimize",
 ]
