@@ -14,6 +14,7 @@ from onnxport.translate.ops import (  # noqa: F401
     reductions,
     resize,
     shape,
+    spectral,
     symbolic,
     torchvision_ops,
 )
