@@ -13,6 +13,7 @@ from onnxport.translate.ops import (  # noqa: F401
     recurrent,
     reductions,
     resize,
+    segments,
     shape,
     spectral,
     symbolic,
