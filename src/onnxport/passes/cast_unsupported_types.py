@@ -1,7 +1,9 @@
 """CastUnsupportedTypes: a standard op whose schema at the model's opset does not accept an
 input's dtype (Conv, MaxPool or Sin on bfloat16 before opset 22) computes in float32 between
-Casts. Precondition: the schema accepts float32 for that type parameter. Without it the model
-is invalid ONNX (the full checker and every runtime reject it)."""
+Casts, and one that ONNX Runtime's CPU has no kernel for (Where, Max, Min on int16, which
+torch's promotion of uint8 with int8 makes) in int32. Precondition: the wide dtype is allowed
+for that type parameter, and holds every value of the narrow one (so the result is exact).
+Without it the model is invalid ONNX, or valid but refused by ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -10,6 +12,23 @@ import onnx_ir as ir
 
 # The dtypes this pass widens to float32 (exact for both: float32 holds every value).
 _WIDENED = {ir.DataType.BFLOAT16: "tensor(bfloat16)", ir.DataType.FLOAT16: "tensor(float16)"}
+_SMALL_INTEGERS = {ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16}
+# Valid ONNX that ONNX Runtime 1.2x's CPU has no kernel for (checked by building each op):
+# op -> the integer dtypes it lacks; they run in int32 (wrap-around results are the same).
+_RUNTIME_GAPS = {
+    "Where": {ir.DataType.INT16, ir.DataType.UINT16},
+    "Max": {ir.DataType.INT16, ir.DataType.UINT16},
+    "Min": {ir.DataType.INT16, ir.DataType.UINT16},
+    "ReduceMax": {ir.DataType.INT16, ir.DataType.UINT16},
+    "ReduceMin": {ir.DataType.INT16, ir.DataType.UINT16},
+    "ArgMax": {ir.DataType.INT16, ir.DataType.UINT16},
+    "ArgMin": {ir.DataType.INT16, ir.DataType.UINT16},
+    "Relu": {ir.DataType.INT16, ir.DataType.UINT16, ir.DataType.UINT8},
+    "Neg": {ir.DataType.UINT16, ir.DataType.UINT8},
+    "ReduceSum": _SMALL_INTEGERS,
+    "ReduceProd": _SMALL_INTEGERS,
+    "CumSum": _SMALL_INTEGERS,
+}
 
 
 def _schema(op_type: str, opset: int):
@@ -28,18 +47,21 @@ def _formal(formals, index: int):
     return None
 
 
-def _unsupported_params(node: ir.Node, schema) -> dict[str, ir.DataType]:
-    """Type parameters bound to a dtype the schema does not allow, but float32 it does."""
+def _unsupported_params(node: ir.Node, schema) -> dict[str, tuple[ir.DataType, ir.DataType]]:
+    """Type parameters bound to a dtype the schema (or ONNX Runtime) lacks, with the dtype
+    they are widened to."""
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
     found = {}
     for index, value in enumerate(node.inputs):
         formal = _formal(schema.inputs, index)
-        if value is None or formal is None or value.dtype not in _WIDENED:
+        if value is None or formal is None or formal.type_str not in allowed:
             continue
-        types = allowed.get(formal.type_str)
-        if types is None or _WIDENED[value.dtype] in types or "tensor(float)" not in types:
-            continue
-        found[formal.type_str] = value.dtype
+        types = allowed[formal.type_str]
+        if value.dtype in _WIDENED and _WIDENED[value.dtype] not in types \
+                and "tensor(float)" in types:
+            found[formal.type_str] = (value.dtype, ir.DataType.FLOAT)
+        elif value.dtype in _RUNTIME_GAPS.get(node.op_type, ()) and "tensor(int32)" in types:
+            found[formal.type_str] = (value.dtype, ir.DataType.INT32)
     return found
 
 
@@ -60,16 +82,18 @@ class CastUnsupportedTypes(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified)
 
 
-def _widen(graph: ir.Graph, node: ir.Node, schema, params: dict[str, ir.DataType]) -> None:
+def _widen(graph: ir.Graph, node: ir.Node, schema,
+           params: dict[str, tuple[ir.DataType, ir.DataType]]) -> None:
     for index, value in enumerate(node.inputs):
         formal = _formal(schema.inputs, index)
         if value is None or formal is None or formal.type_str not in params:
             continue
-        cast = ir.node("Cast", [value], attributes={"to": ir.DataType.FLOAT},
+        wide = params[formal.type_str][1]
+        cast = ir.node("Cast", [value], attributes={"to": wide},
                        name=f"{node.name}/cast_input_{index}")
-        cast.outputs[0].dtype = ir.DataType.FLOAT
+        cast.outputs[0].dtype = wide
         cast.outputs[0].shape = value.shape
-        cast.outputs[0].name = f"{node.name}/input_{index}_float"
+        cast.outputs[0].name = f"{node.name}/input_{index}_wide"
         graph.insert_before(node, cast)
         node.replace_input_with(index, cast.outputs[0])
     for index, output in enumerate(node.outputs):
@@ -77,14 +101,15 @@ def _widen(graph: ir.Graph, node: ir.Node, schema, params: dict[str, ir.DataType
         if formal is None or formal.type_str not in params:
             continue
         uses = list(output.uses())
-        cast = ir.node("Cast", [output], attributes={"to": params[formal.type_str]},
+        original, wide = params[formal.type_str]
+        cast = ir.node("Cast", [output], attributes={"to": original},
                        name=f"{node.name}/cast_output_{index}")
         narrow = cast.outputs[0]
-        narrow.dtype, narrow.shape = params[formal.type_str], output.shape
+        narrow.dtype, narrow.shape = original, output.shape
         # The narrow value takes the name (it may be a graph output); the node now makes the
-        # float32 one.
-        narrow.name, output.name = output.name, f"{output.name}_float"
-        output.dtype = ir.DataType.FLOAT
+        # wide one.
+        narrow.name, output.name = output.name, f"{output.name}_wide"
+        output.dtype = wide
         for user, position in uses:
             user.replace_input_with(position, narrow)
         for position, graph_output in enumerate(graph.outputs):
