@@ -10,6 +10,7 @@ from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
+from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMatMul
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
@@ -24,6 +25,7 @@ def optimize(model: ir.Model) -> ir.Model:
             FoldWeightTranspose(),
             FuseConvBatchNorm(),
             FoldConstants(),
+            FuseDynamicQuantizedMatMul(),
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
             FuseRMSNormalization(),
@@ -42,6 +44,6 @@ def optimize(model: ir.Model) -> ir.Model:
 
 __all__ = [
     "AttentionGroupedHeads", "CastUnsupportedTypes", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
-    "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding",
+    "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding",
     "ReciprocalToDiv", "SharedMaskBias", "optimize",
 ]

@@ -51,7 +51,10 @@ def test_dynamic_linear_within_activation_rounding():
     batch = torch.export.Dim("batch", min=1, max=64)
     x = torch.randn(8, 32)
     program = onnxport.export(model, (x,), dynamic_shapes=({0: batch},))
-    assert op_types(program)[0] == "DynamicQuantizeLinear", op_types(program)
+    # ONNX Runtime's quantize_dynamic form: the product computed on the integers.
+    assert op_types(program)[:2] == ["DynamicQuantizeLinear", "MatMulInteger"], \
+        op_types(program)
+    assert "Gemm" not in op_types(program)
     weight = model[0].weight().dequantize()
     for inputs in (x, torch.randn(3, 32) * 4):
         actual = program(inputs)[0]
@@ -72,6 +75,7 @@ def test_dynamic_linear_stack_runs_at_a_second_batch():
     batch = torch.export.Dim("batch", min=1, max=64)
     program = onnxport.export(model, (torch.randn(4, 16),), dynamic_shapes=({0: batch},))
     assert op_types(program).count("DynamicQuantizeLinear") == 2
+    assert op_types(program).count("MatMulInteger") == 2
     for x in (torch.randn(4, 16), torch.randn(9, 16)):
         # Two layers of activation rounding (see above); 2 % of the outputs' range covers both
         # for these sizes (measured: under 1 %), a wrong weight or scale is off by far more.
