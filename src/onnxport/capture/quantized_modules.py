@@ -111,6 +111,40 @@ class DynamicLinearReference(torch.nn.Module):
         return F.linear(x, self.weight(), self.bias)
 
 
+class DynamicLSTMReference(torch.nn.Module):
+    """A dynamically quantized LSTM: torch's LSTM on the dequantized int8 weights (ONNX LSTM
+    has no integer form; the weights stay int8 in the file behind DequantizeLinear). Eager
+    also quantizes each step's input, so the two differ within that rounding."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.num_layers, self.bidirectional = module.num_layers, module.bidirectional
+        self.batch_first, self.hidden_size = module.batch_first, module.hidden_size
+        parameters = module._weight_bias()
+        self.weights = torch.nn.ModuleDict(
+            {name: _QuantizedWeight(w) for name, w in parameters["weight"].items()})
+        for name, bias in parameters["bias"].items():
+            self.register_buffer(name, bias.detach().float())
+        suffixes = ["", "_reverse"] if self.bidirectional else [""]
+        self.order = [(f"weight_ih_l{layer}{s}", f"weight_hh_l{layer}{s}",
+                       f"bias_ih_l{layer}{s}", f"bias_hh_l{layer}{s}")
+                      for layer in range(self.num_layers) for s in suffixes]
+
+    def forward(self, input, hx=None):
+        if hx is None:
+            directions = 2 if self.bidirectional else 1
+            batch = input.shape[0] if self.batch_first else input.shape[1]
+            zeros = input.new_zeros(self.num_layers * directions, batch, self.hidden_size)
+            hx = (zeros, zeros)
+        flat = []
+        for w_ih, w_hh, b_ih, b_hh in self.order:
+            flat += [self.weights[w_ih](), self.weights[w_hh](), getattr(self, b_ih),
+                     getattr(self, b_hh)]
+        output, h, c = torch.lstm(input, list(hx), flat, True, self.num_layers, 0.0, False,
+                                  self.bidirectional, self.batch_first)
+        return output, (h, c)
+
+
 class FunctionalReference(torch.nn.Module):
     """QFunctional's add/mul/cat on floats, rounded to its output grid."""
 
@@ -146,6 +180,11 @@ def _reference(module: torch.nn.Module) -> torch.nn.Module | None:
     import torch.ao.nn.quantized as nnq
     import torch.ao.nn.quantized.dynamic as nnqd
 
+    if isinstance(module, nnqd.LSTM):
+        weights = module._weight_bias()["weight"].values()
+        if getattr(module, "proj_size", 0) or any(w.dtype != torch.qint8 for w in weights):
+            return None
+        return DynamicLSTMReference(module)
     if isinstance(module, nnqd.Linear):
         if module._packed_params.dtype != torch.qint8:
             return None  # float16 dynamic weights: left to fail with the packed-params error
