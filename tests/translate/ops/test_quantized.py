@@ -257,3 +257,18 @@ def test_dynamic_lstm_with_dynamic_batch_and_sequence(bidirectional):
         # (unbounded), the size of eager's own distance from the float LSTM.
         for a, e in zip(actual, [output, h, c]):
             torch.testing.assert_close(a, e, rtol=0, atol=3e-2)
+
+
+def test_the_torchscript_path_exports_the_same_reference_form():
+    static = _quantize_static("x86")
+    x = torch.randn(2, 3, 12, 12)
+    program = onnxport.export(static, (x,), dynamo=False)
+    assert op_types(program).count("QuantizeLinear") == 5
+    assert (program(x)[0] - static(x)).abs().max() <= 2 * static.fc.scale * 1.001
+    dynamic = _quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(16, 8))).eval()
+    x = torch.randn(4, 16)
+    program = onnxport.export(dynamic, (x,), dynamo=False)
+    assert op_types(program)[:2] == ["DynamicQuantizeLinear", "MatMulInteger"]
+    step = (_activation_steps(x, 127) + _activation_steps(x, 255)) / 2  # as above
+    bound = dynamic[0].weight().dequantize().abs().sum(1) * step + 1e-5
+    assert ((program(x)[0] - dynamic(x)).abs() <= bound).all()

@@ -17,8 +17,16 @@ _RANGES = {ir.DataType.UINT8: (0, 255), ir.DataType.INT8: (-128, 127),
            ir.DataType.UINT16: (0, 65535), ir.DataType.INT16: (-32768, 32767)}
 
 
+def _scalar_type(dtype) -> ir.DataType:
+    if isinstance(dtype, int):  # the TorchScript path passes ScalarType codes
+        from onnxport._type_utils import JitScalarType
+
+        dtype = JitScalarType(dtype).dtype()
+    return onnx_dtype(dtype)
+
+
 def _integer_dtype(g, dtype) -> ir.DataType:
-    result = onnx_dtype(dtype)
+    result = _scalar_type(dtype)
     if result not in _RANGES:
         raise TranslationError(f"quantizing to {dtype} has no ONNX QuantizeLinear form "
                                "(uint8, int8, uint16 and int16 do)")
@@ -92,7 +100,7 @@ def dequantize_per_tensor(g, input, scale, zero_point, quant_min, quant_max, dty
     scale = _scale(g, scale, ir.DataType.FLOAT)
     y = g.op("DequantizeLinear", x, scale, _zero_point(g, zero_point, integer))
     y.dtype = ir.DataType.FLOAT
-    return cast(g, y, out_dtype) if out_dtype is not None else y
+    return cast(g, y, _scalar_type(out_dtype)) if out_dtype is not None else y
 
 
 @translates("quantized_decomposed::quantize_per_channel", since_opset=13)
@@ -117,7 +125,7 @@ def dequantize_per_channel(g, input, scales, zero_points, axis, quant_min, quant
     y = g.op("DequantizeLinear", x, cast(g, scales, ir.DataType.FLOAT),
              cast(g, zero_points, integer), axis_i=int(axis))
     y.dtype = ir.DataType.FLOAT
-    return cast(g, y, out_dtype) if out_dtype is not None else y
+    return cast(g, y, _scalar_type(out_dtype)) if out_dtype is not None else y
 
 
 def _channels(scales: ir.Value) -> int:
@@ -134,7 +142,7 @@ def choose_qparams(g, input, quant_min, quant_max, eps, dtype):
     DynamicQuantizeLinear computes the same parameters (range widened to hold 0, scale over
     the whole uint8 range, zero point rounded half to even) and quantizes in the same node;
     the quantize_per_tensor that uses them takes that node's first output."""
-    if onnx_dtype(dtype) != ir.DataType.UINT8 or (quant_min, quant_max) != (0, 255):
+    if _scalar_type(dtype) != ir.DataType.UINT8 or (quant_min, quant_max) != (0, 255):
         raise TranslationError(
             f"choose_qparams to {dtype} [{quant_min}, {quant_max}]: ONNX DynamicQuantizeLinear "
             "quantizes to all of uint8 only; quantize activations dynamically to "
