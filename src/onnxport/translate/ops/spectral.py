@@ -53,15 +53,21 @@ def _length(shape: list, axis: int, name: str) -> int:
     return shape[axis]
 
 
-def _as_layout(g, x: ir.Value) -> tuple[ir.Value, list]:
-    """A real tensor as a complex one with zero imaginary parts (DFT takes [..., 1]), and the
-    layout's shape (the builder does not infer shapes, so the FFT tracks them itself)."""
+def _as_layout(g, x: ir.Value, full: bool = False) -> tuple[ir.Value, list]:
+    """A real tensor as a complex one with zero imaginary parts (DFT takes [..., 1]; ``full``
+    writes the zeros, for the transforms that conjugate or mirror it), and the layout's shape
+    (the builder does not infer shapes, so the FFT tracks them itself)."""
     if x.shape is None:
         raise TranslationError(f"the rank of {x.name} is unknown; the FFT needs it")
     shape = list(x.shape)
     if is_complex(x):
         return x, shape
-    return unsqueeze(g, x, [-1]), shape + [1]
+    x = unsqueeze(g, x, [-1])
+    if not full:
+        return x, shape + [1]
+    pads = [0] * (2 * (len(shape) + 1))
+    pads[-1] = 1
+    return g.op("Pad", x, g.const(pads)), shape + [2]
 
 
 def _resize(g, x: ir.Value, shape: list, axis: int, size: int, name: str) -> ir.Value:
@@ -147,7 +153,7 @@ def _axes(x_rank: int, dims, s) -> tuple[list[int], list[int | None]]:
 def _fftn(g, self, s, dim, norm, *, kind: str, name: str):
     """Every torch.fft transform: ``kind`` is c2c, c2c_inverse, r2c, c2r, hermitian (hfft:
     complex to real, forward) or ihermitian (ihfft: real to complex, inverse)."""
-    x, shape = _as_layout(g, self)
+    x, shape = _as_layout(g, self, full=kind in ("c2r", "hermitian"))
     dims, sizes = _axes(len(shape) - 1, dim, s)
     forward = kind in ("c2c", "r2c", "hermitian")
     onnx_scale = 1.0  # what ONNX's inverse DFTs divided by
