@@ -174,6 +174,32 @@ class FunctionalReference(torch.nn.Module):
         return self._out(torch.cat(tensors, dim))
 
 
+class ActivationReference(torch.nn.Module):
+    """A quantized elementwise module (Hardswish, ELU, LeakyReLU, ReLU6...): its float
+    module's forward, rounded to its output grid when it has one of its own."""
+
+    def __init__(self, module, float_type):
+        super().__init__()
+        # Not a submodule: a second swap (capture_model, then capture_torch_export) must not
+        # find the quantized module inside its reference.
+        object.__setattr__(self, "module", module)
+        self.float_forward = float_type.forward
+        scale = getattr(module, "scale", None)
+        self.grid = None if scale is None else (float(scale), int(module.zero_point))
+
+    def forward(self, x):
+        y = self.float_forward(self.module, x)
+        return y if self.grid is None else _requantize(y, *self.grid)
+
+
+def _float_base(module) -> type | None:
+    """The float torch.nn module a quantized elementwise module derives from."""
+    for base in type(module).__mro__[1:]:
+        if base.__module__.startswith("torch.nn.modules.activation"):
+            return base
+    return None
+
+
 def _reference(module: torch.nn.Module) -> torch.nn.Module | None:
     """The reference form of one quantized module, or None when it is not one."""
     import torch.ao.nn.intrinsic.quantized as nniq
@@ -210,6 +236,9 @@ def _reference(module: torch.nn.Module) -> torch.nn.Module | None:
             return WeightedReference(module, conv, relu)
     if isinstance(module, nnq.Linear):
         return WeightedReference(module, F.linear, isinstance(module, nniq.LinearReLU))
+    float_type = _float_base(module)
+    if float_type is not None and not list(module.children()):
+        return ActivationReference(module, float_type)
     return None
 
 

@@ -272,3 +272,36 @@ def test_the_torchscript_path_exports_the_same_reference_form():
     step = (_activation_steps(x, 127) + _activation_steps(x, 255)) / 2  # as above
     bound = dynamic[0].weight().dequantize().abs().sum(1) * step + 1e-5
     assert ((program(x)[0] - dynamic(x)).abs() <= bound).all()
+
+
+class _ActivationNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.quant, self.dequant = quantization.QuantStub(), quantization.DeQuantStub()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.activations = torch.nn.Sequential(torch.nn.Hardswish(), torch.nn.LeakyReLU(0.1),
+                                               torch.nn.ELU(), torch.nn.ReLU6())
+
+    def forward(self, x):
+        return self.dequant(self.activations(self.conv(self.quant(x))))
+
+
+def test_quantized_activations():
+    # convert() makes these nnq.Hardswish/LeakyReLU/ELU/ReLU6: the float op, each (but ReLU6,
+    # which keeps its input's grid) rounded to its own output grid.
+    torch.manual_seed(0)
+    model = _ActivationNet().eval()
+    model.qconfig = quantization.get_default_qconfig("x86")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepared = quantization.prepare(model)
+        for _ in range(4):
+            prepared(torch.randn(2, 3, 8, 8))
+        model = quantization.convert(prepared)
+    x = torch.randn(2, 3, 8, 8)
+    program = onnxport.export(model, (x,))
+    types = op_types(program)
+    assert {"HardSwish", "LeakyRelu", "Elu"} <= set(types) and types.count("QuantizeLinear") == 5
+    # As for the conv net: a rounding tie may land one step away, twice on the way.
+    step = float(model.activations[2].scale)
+    assert (program(x)[0] - model(x)).abs().max() <= 2 * step * 1.001
