@@ -167,6 +167,9 @@ def export(
             if optimize:
                 with stage("optimize"):
                     passes.optimize(onnx_model)
+            # Not an optimization: without it a bfloat16 Conv (before opset 22) is invalid ONNX.
+            # Before the functions are outlined: it rewrites the main graph only.
+            passes.CastUnsupportedTypes()(onnx_model)
             if module_functions:
                 with stage("functions"):
                     _export_modules_as_functions(onnx_model, module_functions, captured.weights)

@@ -23,6 +23,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
 from onnxport.capture.dynamic import as_auto, map_dims, requested_dims, tensor_input_slots
+from onnxport.capture import quantized_modules
 from onnxport.capture.specialization import (FixedDim, describe, failure_location,
                                               fixed_dims, recording_guards, static_size)
 from onnxport.capture.pytree_names import output_names as output_names_of
@@ -115,6 +116,7 @@ def capture_torch_export(
         program = model
     else:
         module = model if isinstance(model, torch.nn.Module) else _module_for_function(model)
+        module = quantized_modules.as_reference(module)
         names = parameter_names(model)
         display = _input_display_names(args, kwargs, names, input_names)
         program, strategy, attempts, fixed = capture_with_strategies(

@@ -770,6 +770,10 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
     (torch.export cannot run TorchScript). Returns what :func:`capture_with_fallback` does.
     ``options`` are those both captures take (dim_names, input_names, output_names...)."""
     scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+    if not scripted:  # tracing cannot read quantized modules' packed weights either
+        from onnxport.capture.quantized_modules import as_reference
+
+        model = as_reference(model)
     export = None
     if dynamo and not scripted:
         def export():

@@ -6,9 +6,11 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common
 
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
+from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
+from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMatMul
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
@@ -23,6 +25,7 @@ def optimize(model: ir.Model) -> ir.Model:
             FoldWeightTranspose(),
             FuseConvBatchNorm(),
             FoldConstants(),
+            FuseDynamicQuantizedMatMul(),
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
             FuseRMSNormalization(),
@@ -40,7 +43,7 @@ def optimize(model: ir.Model) -> ir.Model:
 
 
 __all__ = [
-    "AttentionGroupedHeads", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
-    "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding",
+    "AttentionGroupedHeads", "CastUnsupportedTypes", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
+    "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding",
     "ReciprocalToDiv", "SharedMaskBias", "optimize",
 ]

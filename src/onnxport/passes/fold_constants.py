@@ -20,7 +20,10 @@ OUTPUT_LIMIT = 1 << 20
 FILL_LIMIT = 1024
 # A constant this large that has other users is not folded (it would be stored twice).
 _SHARED_LIMIT = 1024
-_NOT_FOLDED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+# Q/DQ pairs carry the quantization (ONNX Runtime fuses them into integer kernels): a
+# DequantizeLinear of a constant int8 weight folded into a float weight would lose it.
+_NOT_FOLDED = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+               "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                "Multinomial", "Bernoulli", "Dropout", "If", "Loop", "Scan", "SequenceConstruct"}
 # Fill values ConstantOfShape cannot hold before opset 20, or that numpy cannot compare.
 _NO_FILL_DTYPES = {ir.DataType.BFLOAT16, ir.DataType.STRING}

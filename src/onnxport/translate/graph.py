@@ -348,7 +348,13 @@ class _Translator:
 
     # -- metadata --------------------------------------------------------------------------
     def _set_meta(self, value: ir.Value, meta: Any) -> None:
-        if isinstance(meta, torch.Tensor):
+        if isinstance(meta, torch.Tensor) and meta.is_complex():
+            # Inside the graph a complex tensor is its real and imaginary parts on a last axis
+            # of 2 (ONNX DFT's layout); only the ops of COMPLEX_LAYOUT_OPS meet one.
+            value.dtype = from_torch_dtype(meta.real.dtype)
+            value.shape = ir.Shape([*(self.dim(d) for d in meta.shape), 2])
+            value.meta["complex"] = True
+        elif isinstance(meta, torch.Tensor):
             value.dtype = from_torch_dtype(meta.dtype)
             value.shape = ir.Shape([self.dim(d) for d in meta.shape])
         elif isinstance(meta, torch.SymInt):
@@ -519,7 +525,7 @@ def _check_no_complex(graphs, context: TranslationContext) -> None:
             dtypes = {str(t.dtype).replace("torch.", "")
                       for t in torch.utils._pytree.tree_leaves(node.meta.get("val"))
                       if isinstance(t, torch.Tensor) and t.is_complex()}
-            if not dtypes:
+            if not dtypes or _complex_layout(node):
                 continue
             dtype = "/".join(sorted(dtypes))
             if node.op == "placeholder":
@@ -536,6 +542,23 @@ def _check_no_complex(graphs, context: TranslationContext) -> None:
             "the model would be written and then refused.\n" + "\n".join(shown) + "\n"
             "Compute with the real and imaginary parts as real tensors (torch.view_as_real "
             "outside the model, real arithmetic inside).")
+
+
+def _complex_layout(node: torch.fx.Node) -> bool:
+    """A complex tensor made by an op that writes it as real/imaginary parts from tensors
+    made inside the graph (complex inputs and weights are refused), and read only by such ops
+    (a graph output cannot be complex)."""
+    from onnxport.translate.registry import COMPLEX_LAYOUT_OPS
+
+    def handles(n: torch.fx.Node) -> bool:
+        return n.op == "call_function" and aten_name(n.target).split(".")[0] in COMPLEX_LAYOUT_OPS
+
+    def complex_placeholder(n: torch.fx.Node) -> bool:
+        value = n.meta.get("val")
+        return n.op == "placeholder" and isinstance(value, torch.Tensor) and value.is_complex()
+
+    return (handles(node) and all(handles(user) for user in node.users)
+            and not any(complex_placeholder(n) for n in node.all_input_nodes))
 
 
 def _is_tuple_type(target: Any) -> bool:

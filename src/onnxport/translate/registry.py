@@ -101,6 +101,10 @@ def aten_name(target) -> str:
     return str(target)
 
 
+# Ops whose translations take and make complex tensors as a last axis of 2 (real, imaginary),
+# ONNX DFT's layout (ops/spectral.py); complex tensors elsewhere are refused before translation.
+COMPLEX_LAYOUT_OPS: set[str] = set()
+
 _DEFAULT = Registry()
 _DEFAULT.custom = Registry()
 

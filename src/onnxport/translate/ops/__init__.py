@@ -10,10 +10,13 @@ from onnxport.translate.ops import (  # noqa: F401
     indexing,
     linalg,
     normalization,
+    quantized,
     recurrent,
     reductions,
     resize,
+    segments,
     shape,
+    spectral,
     symbolic,
     torchvision_ops,
 )

@@ -67,7 +67,24 @@ def as_tensor(g, x: Any, like: ir.Value | None = None, dtype: ir.DataType | None
             x = g.op("Squeeze", x, g.const([0]))
             x.dtype = ir.DataType.INT64
         return cast(g, x, dtype) if dtype is not None else x
+    if isinstance(x, int) and not isinstance(x, bool) and dtype in _INTEGER_BITS:
+        x = _wrapped(x, dtype)
     return g.const(x, dtype)
+
+
+# dtype -> (bits, signed): python ints are cast to them the way torch casts its scalars.
+_INTEGER_BITS = {ir.DataType.UINT8: (8, False), ir.DataType.INT8: (8, True),
+                 ir.DataType.UINT16: (16, False), ir.DataType.INT16: (16, True),
+                 ir.DataType.UINT32: (32, False), ir.DataType.INT32: (32, True),
+                 ir.DataType.UINT64: (64, False), ir.DataType.INT64: (64, True)}
+
+
+def _wrapped(value: int, dtype: ir.DataType) -> int:
+    """``value`` in ``dtype``'s range modulo 2**bits, as torch converts a scalar operand: a
+    uint8 tensor plus -3 adds 253 (which wraps to x - 3)."""
+    bits, signed = _INTEGER_BITS[dtype]
+    value %= 1 << bits
+    return value - (1 << bits) if signed and value >= 1 << (bits - 1) else value
 
 
 def shape_list(g, items: Sequence[Any]) -> ir.Value:

@@ -556,7 +556,7 @@ def shape_as_tensor(g, self):
     return g.op("Shape", self)
 
 
-@translates("aten::view.dtype", "aten::view_as_real")
+@translates("aten::view.dtype")
 def _unsupported_view(g, *args, **kwargs):
     """view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)"""
     raise NotImplementedError("reinterpreting a tensor's bytes as another dtype has no ONNX form")

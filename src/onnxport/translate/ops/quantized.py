@@ -1,0 +1,171 @@
+"""Quantization: PT2E's ``quantized_decomposed`` quantize/dequantize calls (also what the
+reference form of torch.ao's quantized modules calls, capture/quantized_modules.py) as ONNX
+QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear. Q/DQ pairs stay in the graph: ONNX
+Runtime fuses them with their neighbours (QLinearConv, MatMulInteger) itself."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+import torch
+
+from onnxport.errors import TranslationError
+from onnxport.translate.ops._helpers import cast, onnx_dtype
+from onnxport.translate.registry import translates
+
+# The integer dtypes QuantizeLinear has, with their full ranges.
+_RANGES = {ir.DataType.UINT8: (0, 255), ir.DataType.INT8: (-128, 127),
+           ir.DataType.UINT16: (0, 65535), ir.DataType.INT16: (-32768, 32767)}
+
+
+def _scalar_type(dtype) -> ir.DataType:
+    if isinstance(dtype, int):  # the TorchScript path passes ScalarType codes
+        from onnxport._type_utils import JitScalarType
+
+        dtype = JitScalarType(dtype).dtype()
+    return onnx_dtype(dtype)
+
+
+def _integer_dtype(g, dtype) -> ir.DataType:
+    result = _scalar_type(dtype)
+    if result not in _RANGES:
+        raise TranslationError(f"quantizing to {dtype} has no ONNX QuantizeLinear form "
+                               "(uint8, int8, uint16 and int16 do)")
+    if result in (ir.DataType.UINT16, ir.DataType.INT16) and g.opset < 21:
+        raise TranslationError(f"QuantizeLinear to {dtype} needs opset_version >= 21")
+    return result
+
+
+def _float_input(g, x: ir.Value) -> ir.Value:
+    # QuantizeLinear takes float16/bfloat16 inputs only from opset 19.
+    if x.dtype == ir.DataType.FLOAT or (g.opset >= 19 and x.dtype in (
+            ir.DataType.FLOAT16, ir.DataType.BFLOAT16)):
+        return x
+    return cast(g, x, ir.DataType.FLOAT)
+
+
+def _scale(g, scale, dtype: ir.DataType) -> ir.Value:
+    if isinstance(scale, ir.Value):
+        return cast(g, _per_tensor(g, scale, 1), dtype)
+    return g.const(float(scale), dtype)
+
+
+def _zero_point(g, zero_point, dtype: ir.DataType) -> ir.Value:
+    if isinstance(zero_point, ir.Value):
+        return cast(g, _per_tensor(g, zero_point, 2), dtype)
+    return g.const(int(zero_point), dtype)
+
+
+def _per_tensor(g, value: ir.Value, output: int) -> ir.Value:
+    """A per-tensor parameter as a scalar: torch's are 1-element tensors, and a 1-D one would
+    make Q/DQ per-axis. Parameters DynamicQuantizeLinear chose are taken from it directly."""
+    source = value.meta.get("onnxport.dynamic_quantization")
+    if source is not None:
+        return source[1].outputs[output]
+    if value.shape is not None and len(value.shape) == 0:
+        return value
+    return g.op("Reshape", value, g.const([], ir.DataType.INT64))
+
+
+def _clip(g, q: ir.Value, quant_min: int, quant_max: int, dtype: ir.DataType) -> ir.Value:
+    """A range narrower than the dtype's (reduce_range, 4-bit grids stored as int8)."""
+    low, high = _RANGES[dtype]
+    if (quant_min, quant_max) == (low, high):
+        return q
+    return g.op("Clip", q, g.const(int(quant_min), dtype), g.const(int(quant_max), dtype))
+
+
+@translates("quantized_decomposed::quantize_per_tensor",
+            "quantized_decomposed::quantize_per_tensor.tensor",
+            "quantized_decomposed::quantize_per_tensor.tensor2", since_opset=13)
+def quantize_per_tensor(g, input, scale, zero_point, quant_min, quant_max, dtype):
+    """quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype) -> Tensor"""
+    integer = _integer_dtype(g, dtype)
+    dynamic = _dynamic_quantization(g, input, scale, zero_point)
+    if dynamic is not None:
+        return dynamic
+    x = _float_input(g, input)
+    q = g.op("QuantizeLinear", x, _scale(g, scale, x.dtype), _zero_point(g, zero_point, integer))
+    q.dtype = integer
+    return _clip(g, q, quant_min, quant_max, integer)
+
+
+@translates("quantized_decomposed::dequantize_per_tensor",
+            "quantized_decomposed::dequantize_per_tensor.tensor",
+            "quantized_decomposed::dequantize_per_tensor.tensor2", since_opset=13)
+def dequantize_per_tensor(g, input, scale, zero_point, quant_min, quant_max, dtype, *,
+                          out_dtype=None):
+    """dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
+    integer = _integer_dtype(g, dtype)
+    x = cast(g, input, integer)
+    scale = _scale(g, scale, ir.DataType.FLOAT)
+    y = g.op("DequantizeLinear", x, scale, _zero_point(g, zero_point, integer))
+    y.dtype = ir.DataType.FLOAT
+    return cast(g, y, _scalar_type(out_dtype)) if out_dtype is not None else y
+
+
+@translates("quantized_decomposed::quantize_per_channel", since_opset=13)
+def quantize_per_channel(g, input, scales, zero_points, axis, quant_min, quant_max, dtype):
+    """quantize_per_channel(Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min, int quant_max, ScalarType dtype) -> Tensor"""
+    integer = _integer_dtype(g, dtype)
+    x = _float_input(g, input)
+    q = g.op("QuantizeLinear", x, cast(g, scales, x.dtype), cast(g, zero_points, integer),
+             axis_i=int(axis))
+    q.dtype = integer
+    return _clip(g, q, quant_min, quant_max, integer)
+
+
+@translates("quantized_decomposed::dequantize_per_channel", since_opset=13)
+def dequantize_per_channel(g, input, scales, zero_points, axis, quant_min, quant_max, dtype, *,
+                           out_dtype=None):
+    """dequantize_per_channel(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
+    integer = _integer_dtype(g, dtype)
+    x = cast(g, input, integer)
+    if zero_points is None:
+        zero_points = g.const(torch.zeros(_channels(scales), dtype=torch.int64))
+    y = g.op("DequantizeLinear", x, cast(g, scales, ir.DataType.FLOAT),
+             cast(g, zero_points, integer), axis_i=int(axis))
+    y.dtype = ir.DataType.FLOAT
+    return cast(g, y, _scalar_type(out_dtype)) if out_dtype is not None else y
+
+
+def _channels(scales: ir.Value) -> int:
+    if scales.shape is None or not isinstance(scales.shape[0], int):
+        raise TranslationError("dequantize_per_channel without zero points needs the number "
+                               "of channels known at export")
+    return scales.shape[0]
+
+
+@translates("quantized_decomposed::choose_qparams.tensor", since_opset=11)
+def choose_qparams(g, input, quant_min, quant_max, eps, dtype):
+    """choose_qparams.tensor(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype) -> (Tensor, Tensor)
+
+    DynamicQuantizeLinear computes the same parameters (range widened to hold 0, scale over
+    the whole uint8 range, zero point rounded half to even) and quantizes in the same node;
+    the quantize_per_tensor that uses them takes that node's first output."""
+    if _scalar_type(dtype) != ir.DataType.UINT8 or (quant_min, quant_max) != (0, 255):
+        raise TranslationError(
+            f"choose_qparams to {dtype} [{quant_min}, {quant_max}]: ONNX DynamicQuantizeLinear "
+            "quantizes to all of uint8 only; quantize activations dynamically to "
+            "torch.quint8 without reduce_range")
+    quantized, scale, zero_point = g.op("DynamicQuantizeLinear", _float_input(g, input),
+                                        outputs=3)
+    quantized.dtype, scale.dtype, zero_point.dtype = (
+        ir.DataType.UINT8, ir.DataType.FLOAT, ir.DataType.UINT8)
+    node = quantized.producer()
+    # torch's parameters are a float64 scale and an int64 zero point.
+    scale, zero_point = cast(g, scale, ir.DataType.DOUBLE), cast(g, zero_point, ir.DataType.INT64)
+    for value in (scale, zero_point):
+        value.meta["onnxport.dynamic_quantization"] = (input, node)
+    return scale, zero_point
+
+
+def _dynamic_quantization(g, input, scale, zero_point) -> ir.Value | None:
+    """DynamicQuantizeLinear's own quantized output when ``scale`` and ``zero_point`` are the
+    parameters it chose for this same input."""
+    if not isinstance(scale, ir.Value):
+        return None
+    source = scale.meta.get("onnxport.dynamic_quantization")
+    if (source is None or source[0] is not input or not isinstance(zero_point, ir.Value)
+            or zero_point.meta.get("onnxport.dynamic_quantization") != source):
+        return None
+    return source[1].outputs[0]

@@ -1,0 +1,106 @@
+"""Type promotion as torch does it (SPEC B8): python scalars and 0-d tensors mixed with tensors
+of other dtypes, integer division and remainder, comparisons and where, exported and compared
+with eager on values and dtypes (check_dtype is on in check)."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+
+from op_check import check
+
+torch.manual_seed(0)
+_I64 = torch.randint(-7, 8, (3, 4))
+_NONZERO_I64 = torch.where(_I64 == 0, torch.tensor(3), _I64)
+OPERANDS = {
+    "float32": torch.randn(3, 4) * 3,
+    "float16": (torch.randn(3, 4) * 3).half(),
+    "int64": _I64,
+    "int32": _I64.int(),
+    "int16": _I64.to(torch.int16),
+    "int8": _I64.to(torch.int8),
+    "uint8": _I64.abs().to(torch.uint8),
+    "bool": _I64 > 0,
+    "0-d float64": torch.tensor(2.5, dtype=torch.float64),
+    "0-d int64": torch.tensor(-3),
+    "0-d int32": torch.tensor(2, dtype=torch.int32),
+    "0-d bool": torch.tensor(True),
+    "nonzero int64": _NONZERO_I64,
+    "nonzero int32": _NONZERO_I64.int(),
+}
+
+BINARY = {
+    "add": torch.add, "mul": torch.mul, "div": torch.div,
+    "floor_divide": torch.floor_divide, "remainder": torch.remainder, "fmod": torch.fmod,
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "lt": torch.lt, "eq": torch.eq, "maximum": torch.maximum,
+}
+# (left, right): tensors of other dtypes, 0-d tensors (which promote only within their
+# category), and small integer types whose promotion (uint8 with int8 -> int16) ONNX Runtime
+# has few kernels for.
+PAIRS = [("int64", "0-d float64"), ("int32", "0-d int64"), ("float16", "0-d float64"),
+         ("uint8", "int8"), ("bool", "int32"), ("int16", "0-d bool"), ("0-d int32", "float16"),
+         ("int8", "nonzero int32"), ("uint8", "nonzero int64")]
+
+
+def _valid(name, left, right):
+    if name in ("floor_divide", "remainder", "fmod", "div_trunc") and \
+            not right.dtype.is_floating_point and (right == 0).any():
+        return False  # integer division by zero: torch raises, ONNX Runtime is undefined
+    return True
+
+
+BINARY_CASES = [pytest.param(name, l, r, id=f"{name}-{l}-{r}")
+                for name in BINARY for l, r in PAIRS
+                if _valid(name, OPERANDS[l], OPERANDS[r])]
+
+
+@pytest.mark.parametrize("name, left, right", BINARY_CASES)
+def test_binary_tensor_operands(name, left, right):
+    check(BINARY[name], OPERANDS[left], OPERANDS[right])
+
+
+SCALARS = [2.5, -3, True]
+# Operators, so that a scalar can stand on the left (torch.lt(2.5, x) is no torch call).
+OPERATORS = {"add": operator.add, "mul": operator.mul, "div": operator.truediv,
+             "floor_divide": operator.floordiv, "remainder": operator.mod, "lt": operator.lt}
+
+
+SCALAR_CASES = [pytest.param(name, scalar, operand, id=f"{name}-{scalar!r}-{operand}")
+                for name in OPERATORS for scalar in SCALARS
+                for operand in ["int64", "uint8", "bool", "float16"]
+                # dividing by True is dividing by 1: nothing that -3 does not cover
+                if not (name in ("floor_divide", "remainder") and scalar is True)]
+
+
+@pytest.mark.parametrize("name, scalar, operand", SCALAR_CASES)
+def test_python_scalar_operands(name, scalar, operand):
+    # A negative int with an unsigned tensor wraps (uint8 + -3 adds 253), as in torch.
+    check(lambda x: OPERATORS[name](x, scalar), OPERANDS[operand])
+    if name in ("add", "mul", "lt"):
+        check(lambda x: OPERATORS[name](scalar, x), OPERANDS[operand])
+
+
+@pytest.mark.parametrize("true, false", [("int64", "float16"), ("uint8", "int8"),
+                                         ("int16", "0-d int64"), ("bool", "int32"),
+                                         ("float16", "0-d float64")])
+def test_where_with_mixed_dtypes(true, false):
+    check(lambda c, a, b: torch.where(c, a, b), OPERANDS["bool"], OPERANDS[true],
+          OPERANDS[false])
+
+
+@pytest.mark.parametrize("other", [2.5, 7, False], ids=["float", "int", "bool"])
+def test_where_with_a_python_scalar(other):
+    check(lambda c, a: torch.where(c, a, other), OPERANDS["bool"], OPERANDS["int16"])
+    check(lambda c, a: torch.where(c, other, a), OPERANDS["bool"], OPERANDS["uint8"])
+
+
+@pytest.mark.parametrize("operand", ["int16", "uint8", "int8"])
+def test_small_integer_ops_without_runtime_kernels(operand):
+    # ONNX Runtime's CPU has no int16 Max/Min/ReduceMax/ArgMax, no uint8 Relu: they run in
+    # int32 between Casts, exactly.
+    x = OPERANDS[operand]
+    check(lambda t: (torch.relu(t), t.amax(1), t.amin(0), torch.argmax(t, 1),
+                     torch.clamp(t, max=3)), x)
