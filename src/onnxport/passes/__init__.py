@@ -7,11 +7,13 @@ import onnx_ir.passes.common as common
 
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.fold_constants import FoldConstants
+from onnxport.passes.flat_rowwise import FlatRowwise
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
+from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.shared_mask_bias import SharedMaskBias
 
@@ -29,6 +31,9 @@ def optimize(model: ir.Model) -> ir.Model:
             FuseRotaryEmbedding(),
             AttentionGroupedHeads(),
             SharedMaskBias(),
+            MergeReshapes(),
+            FlatRowwise(),
+            MergeReshapes(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
             common.RemoveUnusedNodesPass(),
@@ -40,7 +45,7 @@ def optimize(model: ir.Model) -> ir.Model:
 
 
 __all__ = [
-    "AttentionGroupedHeads", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
-    "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding",
+    "AttentionGroupedHeads", "FlatRowwise", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
+    "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
     "ReciprocalToDiv", "SharedMaskBias", "optimize",
 ]
