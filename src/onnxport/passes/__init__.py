@@ -15,6 +15,7 @@ from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
+from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
 
 
@@ -34,6 +35,7 @@ def optimize(model: ir.Model) -> ir.Model:
             MergeReshapes(),
             FlatRowwise(),
             MergeReshapes(),
+            ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
             common.RemoveUnusedNodesPass(),
@@ -47,5 +49,5 @@ def optimize(model: ir.Model) -> ir.Model:
 __all__ = [
     "AttentionGroupedHeads", "FlatRowwise", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
     "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
-    "ReciprocalToDiv", "SharedMaskBias", "optimize",
+    "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "optimize",
 ]

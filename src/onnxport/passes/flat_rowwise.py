@@ -149,12 +149,32 @@ def _unflatten_shape(graph: ir.Graph, reshapes: list[ir.Node], width: int) -> ir
     for reshape in reshapes:
         entries = reshape.inputs[1].const_value
         if entries is None:
+            made = _concat_with_width(graph, reshape.inputs[1], width)
+            if made is not None:
+                return made
             continue
         entries = [int(e) for e in entries.numpy().reshape(-1)]
         if 0 in entries[:-1] or entries[:-1].count(-1) > 0 and entries[-1] == -1:
             continue
         return _initializer(graph, f"{reshape.inputs[1].name}_{width}", entries[:-1] + [width])
     return None
+
+
+def _concat_with_width(graph: ir.Graph, shape: ir.Value, width: int) -> ir.Value | None:
+    """Concat(leading..., [n]) made again as Concat(leading..., [width]), with dynamic shapes."""
+    concat = shape.producer()
+    if concat is None or concat.op_type != "Concat" or concat.graph is not graph:
+        return None
+    last = concat.inputs[-1]
+    if last is None or last.const_value is None or last.const_value.size != 1:
+        return None
+    made = ir.node("Concat", [*concat.inputs[:-1], _initializer(graph, "width", [width])],
+                   attributes={"axis": 0}, name=f"{concat.name}_{width}",
+                   metadata_props=dict(concat.metadata_props))
+    graph.insert_after(concat, made)
+    made.outputs[0].name = f"{shape.name}_{width}"
+    made.outputs[0].dtype, made.outputs[0].shape = ir.DataType.INT64, shape.shape
+    return made.outputs[0]
 
 
 def _reduced_last_axis(node: ir.Node, rank: int):
