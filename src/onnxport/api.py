@@ -59,6 +59,7 @@ def export(
     dynamic_shapes: Any = None,
     report: bool = False,
     optimize: bool = True,
+    fused_ops: bool = True,
     verify: bool = False,
     profile: bool = False,
     dump_exported_program: bool = False,
@@ -143,14 +144,14 @@ def export(
                 onnx_model = translate_graph(
                     context, registry, opset, export_params=export_params,
                     keep_initializers_as_inputs=keep_initializers_as_inputs,
-                    custom_opsets=custom_opsets,
+                    custom_opsets=custom_opsets, fused_ops=fused_ops,
                 )
                 _arguments.check_against_model(onnx_model, captured.input_names, input_names,
                                                output_names, dynamic.output_dim_names)
                 _rename_output_dims(onnx_model, captured.output_dim_names)
             if optimize:
                 with stage("optimize"):
-                    passes.optimize(onnx_model)
+                    passes.optimize(onnx_model, fused_ops=fused_ops)
             program = ONNXProgram(onnx_model, captured.exported_program,
                                   input_names=captured.input_names,
                                   output_names=captured.output_names)

@@ -19,8 +19,10 @@ from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
 
 
-def optimize(model: ir.Model) -> ir.Model:
-    """Run the clean-up passes over ``model`` in place and return it."""
+def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
+    """Run the clean-up passes over ``model`` in place and return it. ``fused_ops=False`` keeps
+    opset 23's RMSNormalization and RotaryEmbedding out (the decomposed, portable forms)."""
+    fusions = [FuseRMSNormalization(), FuseRotaryEmbedding()] if fused_ops else []
     manager = ir.passes.PassManager(
         [
             FoldWeightTranspose(),
@@ -28,8 +30,7 @@ def optimize(model: ir.Model) -> ir.Model:
             FoldConstants(),
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
-            FuseRMSNormalization(),
-            FuseRotaryEmbedding(),
+            *fusions,
             AttentionGroupedHeads(),
             SharedMaskBias(),
             MergeReshapes(),
