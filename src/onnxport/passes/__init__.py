@@ -5,6 +5,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
+from onnxport.passes.attention_3d import Attention3D
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.flat_rowwise import FlatRowwise
@@ -34,6 +35,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             AttentionGroupedHeads(),
             SharedMaskBias(),
             MergeReshapes(),
+            Attention3D(),
             FlatRowwise(),
             MergeReshapes(),
             ShapeOfGraphInput(),
@@ -48,7 +50,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 
 __all__ = [
-    "AttentionGroupedHeads", "FlatRowwise", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
+    "Attention3D", "AttentionGroupedHeads", "FlatRowwise", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
     "FuseConvBatchNorm", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
     "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "optimize",
 ]

@@ -1,6 +1,7 @@
 """MergeReshapes: Reshape(Reshape(x, a), b) becomes Reshape(x, b), and a Reshape that gives x
-its own shape becomes x. Precondition: b is a constant without 0 entries (a 0 would copy a
-dimension of the middle value), or x's shape is known to be the one a Reshape would make."""
+its own shape becomes x. Precondition: b is a constant whose 0 entries (copies of the middle
+value's dimensions) are known ints, written out; for the second, x's shape is known to be the
+one the Reshape makes."""
 
 from __future__ import annotations
 
@@ -46,6 +47,29 @@ def is_identity_reshape(node: ir.Node) -> bool:
     return not unknown or (len(unknown) == 1 and entries[unknown[0]] == -1)
 
 
+def _zeros_made_explicit(node: ir.Node, graph: ir.Graph) -> list[int] | None:
+    """The Reshape's entries with each 0 (a copy of its input's dimension) replaced by that
+    dimension where it is a known int, so that the input may change; None if one is not."""
+    entries = _shape_entries(node)
+    if entries is None or 0 not in entries:
+        return entries
+    dims = node.inputs[0].shape
+    if _allows_zero(node) or dims is None or any(
+            e == 0 and (i >= len(dims) or not isinstance(dims[i], int))
+            for i, e in enumerate(entries)):
+        return None
+    explicit = [dims[i] if e == 0 else e for i, e in enumerate(entries)]
+    name = f"{node.inputs[1].name}_explicit"
+    while name in graph.initializers:
+        name += "_"
+    shape = ir.Value(name=name, shape=ir.Shape([len(explicit)]),
+                     type=ir.TensorType(ir.DataType.INT64),
+                     const_value=ir.tensor(explicit, dtype=ir.DataType.INT64, name=name))
+    graph.register_initializer(shape)
+    node.replace_input_with(1, shape)
+    return explicit
+
+
 class MergeReshapes(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
@@ -54,8 +78,8 @@ class MergeReshapes(ir.passes.InPlacePass):
                 continue
             source = node.inputs[0].producer() if node.inputs[0] is not None else None
             if source is not None and source.op_type == "Reshape" and source.domain == "":
-                entries = _shape_entries(node)
-                if entries is not None and 0 not in entries and not _allows_zero(source):
+                entries = _zeros_made_explicit(node, model.graph)
+                if entries is not None and not _allows_zero(source):
                     node.replace_input_with(0, source.inputs[0])
                     modified = True
                     if not source.outputs[0].uses() and not source.outputs[0].is_graph_output():
