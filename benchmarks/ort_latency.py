@@ -1,6 +1,8 @@
 """ONNX Runtime latency of onnxport's graphs against torch.onnx dynamo=True's, at the same
 opset (18 and 23), on the transformers of the model zoo and a few CNNs: ratios per model
-(onnxport / torch.onnx, smaller is faster) and their geometric mean per family.
+(onnxport / torch.onnx, smaller is faster) and their geometric mean per family. Where onnxslim
+is installed, each exporter's graph after onnxslim runs too, and onnxport is also compared
+with torch.onnx + onnxslim (latency and node count).
 
 All sessions of one model run in one process, in turns (round robin), single-threaded, and
 the medians over many rounds are compared, so that load on a shared machine hits them alike.
@@ -26,6 +28,29 @@ from export_bench import _import_model_zoo, error_summary, ort_feeds, register_c
 TRANSFORMERS = ["bert", "gpt2", "llama", "t5"]
 CNNS = ["resnet18", "mobilenet_v2", "vit_b_16"]
 EXPORTERS = ("onnxport", "torch.onnx")
+
+
+def onnxslim_module():
+    try:
+        import onnxslim
+    except ImportError:
+        return None
+    return onnxslim
+
+
+def slimmed(path: str) -> str:
+    """``path`` after onnxslim, written beside it."""
+    import onnx
+
+    out = path.replace(".onnx", "-slim.onnx")
+    onnx.save(onnxslim_module().slim(onnx.load(path)), out)
+    return out
+
+
+def node_count(path: str) -> int:
+    import onnx
+
+    return len(onnx.load(path, load_external_data=False).graph.node)
 
 
 def export(exporter: str, model, args, kwargs, opset: int, path: str) -> None:
@@ -56,12 +81,17 @@ def latencies(model_name: str, opsets: list[int], folder: str, seconds: float) -
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     runners, results = {}, {}
+    variants = EXPORTERS + tuple(f"{e}+onnxslim" for e in EXPORTERS if onnxslim_module())
     for opset in opsets:
-        for exporter in EXPORTERS:
+        for exporter in variants:
             key = (exporter, opset)
             path = os.path.join(folder, f"{model_name}-{exporter}-{opset}.onnx")
             try:
-                export(exporter, model, args, kwargs, opset, path)
+                if exporter.endswith("+onnxslim"):
+                    path = slimmed(path.replace("+onnxslim", ""))
+                else:
+                    export(exporter, model, args, kwargs, opset, path)
+                results[("nodes", exporter, opset)] = node_count(path)
                 session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
                 feeds = ort_feeds(session, model, args, kwargs)
                 for _ in range(3):
@@ -82,6 +112,14 @@ def latencies(model_name: str, opsets: list[int], folder: str, seconds: float) -
     return results
 
 
+def _ratio_cell(results: dict, mine_key, theirs_key) -> tuple[str, float | None]:
+    mine, theirs = results.get(mine_key), results.get(theirs_key)
+    if isinstance(mine, float) and isinstance(theirs, float):
+        return f"{mine / theirs:6.2f}x ({mine * 1e3:6.2f} / {theirs * 1e3:6.2f})", mine / theirs
+    error = mine if isinstance(mine, str) else theirs
+    return f"error: {str(error)[:60]}", None
+
+
 def geometric_mean(values: list[float]) -> float | None:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
@@ -99,32 +137,42 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     models = options.models.split(",")
     opsets = [int(o) for o in options.opsets.split(",")]
-    ratios: dict[tuple[str, int], float] = {}
-    print(f"{'model':14s}" + "".join(f"{f'opset {o}: onnxport / torch.onnx (ms)':>40s}"
-                                      for o in opsets), flush=True)
+    slim = onnxslim_module() is not None
+    if not slim:
+        print("onnxslim is not installed: the comparisons after onnxslim are left out")
+    # What onnxport's graph is compared with: torch.onnx's, and torch.onnx's after onnxslim.
+    baselines = ["torch.onnx"] + (["torch.onnx+onnxslim"] if slim else [])
+    ratios: dict[tuple[str, str, int], float] = {}
+    header = "".join(f"{f'opset {o}: onnxport / {b} (ms)':>46s}" for b in baselines
+                     for o in opsets)
+    print(f"{'model':14s}{header}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         for name in models:
             results = latencies(name, opsets, folder, options.seconds)
             cells = []
-            for opset in opsets:
-                mine, theirs = results.get(("onnxport", opset)), results.get(("torch.onnx", opset))
-                if isinstance(mine, float) and isinstance(theirs, float):
-                    ratios[(name, opset)] = mine / theirs
-                    cells.append(f"{mine / theirs:6.2f}x ({mine * 1e3:6.2f} / {theirs * 1e3:6.2f})")
-                else:
-                    error = mine if isinstance(mine, str) else theirs
-                    cells.append(f"error: {str(error)[:60]}")
-            print(f"{name:14s}" + "".join(f"{cell:>40s}" for cell in cells), flush=True)
-            for key in ("onnxport", "torch.onnx"):
+            for baseline in baselines:
                 for opset in opsets:
-                    if isinstance(results.get((key, opset)), str):
-                        print(f"  {key} opset {opset}: {results[(key, opset)]}")
-    for family, members in (("transformers", TRANSFORMERS), ("CNN/ViT", CNNS)):
-        line = []
-        for opset in opsets:
-            mean = geometric_mean([ratios[(m, opset)] for m in members if (m, opset) in ratios])
-            line.append(f"opset {opset}: {mean:.2f}x" if mean else f"opset {opset}: -")
-        print(f"geomean {family:12s} " + ", ".join(line))
+                    cell, ratio = _ratio_cell(results, ("onnxport", opset), (baseline, opset))
+                    cells.append(cell)
+                    if ratio is not None:
+                        ratios[(baseline, name, opset)] = ratio
+            print(f"{name:14s}" + "".join(f"{cell:>46s}" for cell in cells), flush=True)
+            counts = ", ".join(f"{exporter} {results[('nodes', exporter, opset)]}"
+                               for opset in opsets for exporter in EXPORTERS
+                               + (("onnxport+onnxslim", "torch.onnx+onnxslim") if slim else ())
+                               if ("nodes", exporter, opset) in results)
+            print(f"  nodes ({'/'.join(map(str, opsets))}): {counts}")
+            for key in results:
+                if key[0] != "nodes" and isinstance(results[key], str):
+                    print(f"  {key[0]} opset {key[1]}: {results[key]}")
+    for baseline in baselines:
+        for family, members in (("transformers", TRANSFORMERS), ("CNN/ViT", CNNS)):
+            line = []
+            for opset in opsets:
+                mean = geometric_mean([ratios[(baseline, m, opset)] for m in members
+                                       if (baseline, m, opset) in ratios])
+                line.append(f"opset {opset}: {mean:.2f}x" if mean else f"opset {opset}: -")
+            print(f"geomean vs {baseline:20s} {family:12s} " + ", ".join(line))
     return 0
 
 

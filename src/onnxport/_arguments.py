@@ -23,7 +23,7 @@ DEFAULT_OPSET = 18
 # The flags of export(); None is accepted where it means "automatic" or "not given".
 _FLAGS = ("export_params", "keep_initializers_as_inputs", "dynamo", "report", "optimize",
           "verify", "profile", "dump_exported_program", "fallback", "do_constant_folding",
-          "autograd_inlining")
+          "autograd_inlining", "fused_ops")
 _OPTIONAL_FLAGS = ("verbose", "external_data")
 
 

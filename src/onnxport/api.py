@@ -63,6 +63,7 @@ def export(
     dynamic_shapes: Any = None,
     report: bool = False,
     optimize: bool = True,
+    fused_ops: bool = True,
     verify: bool = False,
     profile: bool = False,
     dump_exported_program: bool = False,
@@ -158,7 +159,7 @@ def export(
                 onnx_model = translate_graph(
                     context, registry, opset, export_params=export_params,
                     keep_initializers_as_inputs=keep_initializers_as_inputs,
-                    custom_opsets=custom_opsets,
+                    custom_opsets=custom_opsets, fused_ops=fused_ops,
                 )
                 _arguments.check_against_model(onnx_model, captured.input_names,
                                                (input_names or [])[:len(captured.input_names)],
@@ -166,7 +167,7 @@ def export(
                 _rename_output_dims(onnx_model, captured.output_dim_names)
             if optimize:
                 with stage("optimize"):
-                    passes.optimize(onnx_model)
+                    passes.optimize(onnx_model, fused_ops=fused_ops)
             # Not an optimization: without it a bfloat16 Conv (before opset 22) is invalid ONNX.
             # Before the functions are outlined: it rewrites the main graph only.
             passes.CastUnsupportedTypes()(onnx_model)

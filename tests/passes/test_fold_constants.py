@@ -167,3 +167,24 @@ def test_pass_reports_no_change_when_only_large_fills_are_left():
     result = FoldConstants()(model)
     assert not result.modified
     assert [n.op_type for n in model.graph] == ["ConstantOfShape", "Add"]
+
+
+def test_gather_elements_of_constants_is_folded():
+    # BERT's token-type path: a [1, 512] buffer gathered by a [1, S] slice of positions.
+    class TokenTypes(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("types", torch.arange(512).reshape(1, 512) % 3)
+            self.register_buffer("positions", torch.arange(512).reshape(1, 512))
+            self.embedding = torch.nn.Embedding(3, 4)
+
+        def forward(self, x):
+            index = self.positions[:, 2:x.shape[1] + 2]
+            types = torch.gather(self.types, 1, index).expand(x.shape[0], -1)
+            return self.embedding(types) + x
+
+    model, x = TokenTypes(), torch.randn(2, 6, 4)
+    program = onnxport.export(model, (x,))
+    ops = [n.op_type for n in program.model.graph]
+    assert "GatherElements" not in ops, ops
+    torch.testing.assert_close(program(x)[0], model(x))

@@ -52,3 +52,26 @@ def test_look_alikes_stay(function):
     program = onnxport.export(function, (x, y), opset_version=23)
     assert "RMSNormalization" not in _op_types(program)
     torch.testing.assert_close(program(x, y)[0], function(x, y), rtol=1e-5, atol=1e-6)
+
+
+def test_fused_ops_false_keeps_llama_decomposed_at_opset_23():
+    import model_zoo
+
+    model, args, kwargs = model_zoo.build("llama")
+    program = onnxport.export(model, args, kwargs=kwargs, opset_version=23, fused_ops=False)
+    ops = {n.op_type for n in program.model.graph}
+    # Users who want graphs any opset-23 runtime runs: no fused op of opset 23.
+    assert not ops & {"Attention", "RMSNormalization", "RotaryEmbedding"}, ops
+    assert "Softmax" in ops and "ReduceMean" in ops
+    with torch.no_grad():
+        expected = model(*args, **kwargs)
+    expected = [t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    for actual, wanted in zip(program(*args, **kwargs), expected, strict=True):
+        torch.testing.assert_close(actual, wanted, rtol=1e-3, atol=1e-4)
+
+
+def test_fused_ops_must_be_a_bool():
+    from onnxport.errors import InvalidExportOptionsError
+
+    with pytest.raises(InvalidExportOptionsError, match="fused_ops"):
+        onnxport.export(torch.nn.ReLU(), (torch.randn(2),), fused_ops="no")

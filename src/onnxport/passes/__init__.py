@@ -5,21 +5,27 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
+from onnxport.passes.attention_3d import Attention3D
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.fold_constants import FoldConstants
+from onnxport.passes.flat_rowwise import FlatRowwise
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMatMul
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
+from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
+from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
 
 
-def optimize(model: ir.Model) -> ir.Model:
-    """Run the clean-up passes over ``model`` in place and return it."""
+def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
+    """Run the clean-up passes over ``model`` in place and return it. ``fused_ops=False`` keeps
+    opset 23's RMSNormalization and RotaryEmbedding out (the decomposed, portable forms)."""
+    fusions = [FuseRMSNormalization(), FuseRotaryEmbedding()] if fused_ops else []
     manager = ir.passes.PassManager(
         [
             FoldWeightTranspose(),
@@ -28,10 +34,14 @@ def optimize(model: ir.Model) -> ir.Model:
             FuseDynamicQuantizedMatMul(),
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
-            FuseRMSNormalization(),
-            FuseRotaryEmbedding(),
+            *fusions,
             AttentionGroupedHeads(),
             SharedMaskBias(),
+            MergeReshapes(),
+            Attention3D(),
+            FlatRowwise(),
+            MergeReshapes(),
+            ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
             common.CommonSubexpressionEliminationPass(),
             common.RemoveUnusedNodesPass(),
@@ -43,7 +53,8 @@ def optimize(model: ir.Model) -> ir.Model:
 
 
 __all__ = [
-    "AttentionGroupedHeads", "CastUnsupportedTypes", "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
-    "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding",
-    "ReciprocalToDiv", "SharedMaskBias", "optimize",
+    "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "FlatRowwise",
+    "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
+    "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding",
+    "MergeReshapes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "optimize",
 ]

@@ -134,6 +134,13 @@ def _evaluate(node: ir.Node, opset: int, fills: dict[ir.Value, _Fill]) -> list[n
             return None  # folding would store a second copy of a weight that stays in use
     if any(_static_size(v) > OUTPUT_LIMIT for v in node.outputs):
         return None  # known to be too large: do not compute it only to throw it away
+    feeds_in = [fills[v].array() if v in fills else v.const_value.numpy() if v is not None
+                else None for v in inputs]
+    if node.op_type in _NUMPY_EVALUATORS:
+        try:
+            return [np.asarray(_NUMPY_EVALUATORS[node.op_type](node, *feeds_in))]
+        except Exception:  # malformed: leave it to ONNX Runtime, which will say so
+            return None
     from onnx.reference import ReferenceEvaluator
 
     proto = ir.serde.serialize_node(node)
@@ -147,6 +154,22 @@ def _evaluate(node: ir.Node, opset: int, fills: dict[ir.Value, _Fill]) -> list[n
     if any(np.asarray(r).size > OUTPUT_LIMIT for r in results):
         return None
     return [np.asarray(r) for r in results]
+
+
+def _gather_elements(node: ir.Node, data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    axis_attr = node.attributes.get("axis")
+    axis = axis_attr.value if axis_attr is not None else 0
+    axis = axis + data.ndim if axis < 0 else axis
+    indices = np.where(indices < 0, indices + data.shape[axis], indices)
+    # The index may be smaller than the data along every axis, not only `axis`.
+    data = data[tuple(slice(0, n) if i != axis else slice(None)
+                      for i, n in enumerate(indices.shape))]
+    return np.take_along_axis(data, indices, axis=axis)
+
+
+# Ops whose onnx.reference implementation is wrong for inputs torch exports: GatherElements
+# with data wider than its index on another axis than `axis` (BERT's token-type ids) fails there.
+_NUMPY_EVALUATORS = {"GatherElements": _gather_elements}
 
 
 def _static_size(value: ir.Value) -> int:

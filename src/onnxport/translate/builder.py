@@ -60,6 +60,8 @@ class GraphBuilder:
         # Loop bodies) read them by name from the enclosing scope.
         self.root_graph = graph
         self.opset = opset
+        # False: opset 23's Attention, RMSNormalization... are not used (export(fused_ops=)).
+        self.fused_ops = True
         self.custom_opsets = dict(custom_opsets or {})
         # ONNX functions the graph calls (from symbolic functions' g.onnxscript_op).
         self.functions: dict[tuple, ir.Function] = {}

@@ -66,11 +66,14 @@ def translate_graph(
     export_params: bool = True,
     keep_initializers_as_inputs: bool = False,
     custom_opsets: dict[str, int] | None = None,
+    fused_ops: bool = True,
 ) -> ir.Model:
     """Translate the captured graph into an ONNX model at ``opset`` (``custom_opsets``: the
-    versions of custom domains, 1 for those not named)."""
+    versions of custom domains, 1 for those not named; ``fused_ops=False``: no opset-23 fused
+    ops, their decomposed forms instead)."""
     graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
     g = GraphBuilder(graph, opset, custom_opsets)
+    g.fused_ops = fused_ops
     translator = _Translator(context, registry, g)
     translator.check_supported()
     translator.run(export_params, keep_initializers_as_inputs)

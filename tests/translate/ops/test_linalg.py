@@ -58,8 +58,14 @@ def test_linear_on_2d_input_is_one_gemm():
     assert op_types(program) == ["Gemm"]
 
 
-def test_linear_on_3d_input_is_matmul_add_with_a_folded_weight():
+def test_linear_on_3d_input_is_rows_through_gemm():
+    # Reshape to rows, Gemm, Reshape back: the form ONNX Runtime fuses MatMul+Add into.
     program = check(torch.nn.Linear(6, 3), torch.randn(2, 4, 6))
+    assert op_types(program) == ["Reshape", "Gemm", "Reshape"]
+
+
+def test_linear_on_1d_input_is_matmul_add_with_a_folded_weight():
+    program = check(torch.nn.Linear(6, 3), torch.randn(6))
     assert op_types(program) == ["MatMul", "Add"]
 
 

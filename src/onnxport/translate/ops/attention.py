@@ -30,7 +30,7 @@ def _heads_shape(g, x, repeats):
 def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
-    if g.opset >= 23 and rank(query) == 4:
+    if g.opset >= 23 and g.fused_ops and rank(query) == 4:
         return _fused_attention(g, query, key, value, attn_mask, is_causal, scale)
     return _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)[0]
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+import onnx_ir as ir
+
 from onnxport.translate.ops._helpers import rank
 from onnxport.translate.registry import translates
 
@@ -11,11 +15,45 @@ def linear(g, input, weight, bias=None):
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
     if rank(input) == 2 and rank(weight) == 2:
         return g.op("Gemm", input, weight, bias, transB_i=1)
+    if _flattens_to_gemm(g, input, weight):
+        return _linear_as_gemm(g, input, weight, bias)
     # A transpose of a weight used once is folded into the stored weight by a pass.
     out = g.op("MatMul", input, g.op("Transpose", weight, perm_i=[1, 0]) if rank(weight) == 2 else weight)
     if bias is not None:
         out = g.op("Add", out, bias)
     return out
+
+
+def _flattens_to_gemm(g, input, weight) -> bool:
+    return (g.opset >= 11 and rank(input) >= 3 and rank(weight) == 2
+            and isinstance(input.shape[-1], int) and input.dtype in _GEMM_DTYPES)
+
+
+_GEMM_DTYPES = {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16}
+
+
+def _linear_as_gemm(g, input, weight, bias):
+    """[..., K] -> Reshape [M, K] -> Gemm -> Reshape [..., N]: the form ONNX Runtime's own
+    MatMul+Add fusion makes, here once, so that passes.FlatRowwise can keep the rows flat from
+    one Gemm to the next and drop the Reshapes in between."""
+    leading, features = list(input.shape)[:-1], input.shape[-1]
+    outputs = weight.shape[0]
+    rows = g.op("Reshape", input, g.const([-1, features]))
+    count = math.prod(leading) if all(isinstance(d, int) for d in leading) else None
+    rows.shape = ir.Shape([count if count is not None else ir.SymbolicDim(None), features])
+    product = g.op("Gemm", rows, weight, bias, transB_i=1)
+    product.shape = ir.Shape([rows.shape[0], outputs])
+    symbolic = [i for i, d in enumerate(leading) if not isinstance(d, int)]
+    if len(symbolic) <= 1 and isinstance(outputs, int):
+        # One unknown dimension is what -1 stands for: no Shape subgraph needed.
+        return g.op("Reshape", product, g.const([-1 if i in symbolic else d
+                                                  for i, d in enumerate(leading)] + [outputs]))
+    size = g.op("Shape", input, end_i=-1) if g.opset >= 15 else g.op(
+        "Slice", g.op("Shape", input), g.const([0]), g.const([-1]))
+    last = g.const([outputs]) if isinstance(outputs, int) else g.op(
+        "Shape", weight, start_i=0, end_i=1) if g.opset >= 15 else g.op(
+        "Slice", g.op("Shape", weight), g.const([0]), g.const([1]))
+    return g.op("Reshape", product, g.op("Concat", size, last, axis_i=0))
 
 
 @translates("aten::matmul", "aten::mm", "aten::bmm")

@@ -133,7 +133,7 @@ def rms_norm(g, input, normalized_shape, weight=None, eps=None):
         eps = torch.finfo(_torch_dtype(compute)).eps
     r = rank(input)
     axis = r - len(normalized_shape)
-    if g.opset >= 23:
+    if g.opset >= 23 and g.fused_ops:
         # stash_type: the statistics in float32, as torch's.
         scale = _ones_or(g, weight, normalized_shape, input.dtype, like=input, axis=axis)
         return g.op("RMSNormalization", input, scale, axis_i=axis, epsilon_f=eps)
