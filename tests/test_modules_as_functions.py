@@ -161,7 +161,10 @@ def test_nodes_a_pass_made_belong_to_the_module_around_their_readers():
     program = onnxport.dynamo_export(model, *args, **kwargs)
 
     assert not program.diagnostics.of_rule("OPX0008")
-    assert [n.op_type for n in program.model.graph if n.domain] == ["LlamaModel", "Linear"]
+    # The head's Linear may be numbered (Linear_3): its body, on 2-D rows, differs from those
+    # of the Linears inside the layers.
+    calls = [n.op_type for n in program.model.graph if n.domain]
+    assert len(calls) == 2 and calls[0] == "LlamaModel" and calls[1].startswith("Linear"), calls
     with torch.no_grad():
         expected = model(*args, **kwargs)[0]  # the logits
     torch.testing.assert_close(_run(program, *args, *kwargs.values())[0], expected,
