@@ -700,7 +700,10 @@ def _shape_as_tensor(tensor: torch.Tensor) -> torch.Tensor:
 
 _RUNTIME_ASSERTS = (torch.ops.aten._assert_scalar.default,
                     torch.ops.aten.sym_constrain_range_for_size.default)
-_SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
+# (ScalarImplicit: how the tracer reads back a size it made a tensor for arange's end, in
+# torchvision's RPN.)
+_SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default,
+                 torch.ops.aten.ScalarImplicit.default)
 _SHAPE_READS = (torch.ops.aten.sym_size, torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel,
                 torch.ops.aten.sym_numel.default, torch.ops.aten._shape_as_tensor.default,
                 _shape_as_tensor)

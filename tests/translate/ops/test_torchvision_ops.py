@@ -152,11 +152,6 @@ def _small_faster_rcnn():
                       rpn_post_nms_top_n_test=50, box_detections_per_img=20).eval()
 
 
-@pytest.mark.xfail(strict=True, raises=onnxport.errors.CaptureError,
-                   reason="regressed by the direct tracer (faster dynamo=False, h-tsfast): a "
-                          "boolean-mask index then unbind in the RPN becomes data-dependent "
-                          "(u4) where torch.jit.trace's route fixed it in a static export; "
-                          "passed with the torch.jit.trace route before that merge")
 def test_small_faster_rcnn_traced():
     # Static: the traced transform bakes the example's resize in (dynamic image sizes fail at
     # capture, see benchmarks/detection_models.py).
