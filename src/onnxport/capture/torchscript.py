@@ -744,6 +744,11 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
             graph_module._onnxport_parameters = set(state.name_to_param)
             graph_module._onnxport_buffers = set(state.name_to_buffer)
     except Exception as error:
+        cause = error
+        while cause is not None and not isinstance(cause, CaptureError):
+            cause = cause.__cause__
+        if cause is not None:  # ours, naming the construct and its line
+            raise CaptureError(str(cause)) from error
         raise CaptureError(
             f"the traced TorchScript graph could not be turned into ATen calls: "
             f"{type(error).__name__}: {_first_lines(str(error))}\nThe stage that failed is "
@@ -786,6 +791,7 @@ def _converter_class():
 
     class Converter(TS2FXGraphConverter):
         def convert_prim_Loop(self, node):
+            _check_loop_condition(self, node)
             trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
             if isinstance(trip_count, int):
                 return super().convert_prim_Loop(node)  # unrolled, as torch's converter does
@@ -809,16 +815,7 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: torch.fx.Node
     torchvision scripts when traced: one iteration per detection) as one :data:`prim_loop`
     call, its body a subgraph: ONNX Loop in translation."""
     inputs = list(node.inputs())
-    condition = next(next(node.blocks()).outputs())
-    start = converter.get_fx_value_by_ir_value(inputs[1])
-    where = (node.sourceRange().splitlines() or ["?"])[0].strip()
-    if not (isinstance(start, (bool, int)) and start and (
-            condition.node().kind() == "prim::Constant" and condition.toIValue()
-            or condition.debugName() == inputs[1].debugName())):
-        raise CaptureError(
-            f"a `while` loop whose condition is computed in the loop "
-            f"({where}) is not supported yet; a `for` loop over "
-            "range(n) is")
+    where = _loop_line(node)
     carried = [converter.get_fx_value_by_ir_value(value) for value in inputs[2:]]
     names = list(converter._identify_inputs_as_arguments(node))
     for block in node.blocks():
@@ -834,6 +831,22 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: torch.fx.Node
     for k, output in enumerate(node.outputs()):
         converter.name_to_node[output.debugName()] = converter.fx_graph.call_function(
             operator.getitem, (loop, k))
+
+
+def _loop_line(node: torch._C.Node) -> str:
+    return (node.sourceRange().splitlines() or ["?"])[0].strip()
+
+
+def _check_loop_condition(converter: Any, node: torch._C.Node) -> None:
+    inputs = list(node.inputs())
+    condition = next(next(node.blocks()).outputs())
+    start = converter.get_fx_value_by_ir_value(inputs[1])
+    if not (isinstance(start, (bool, int)) and start and (
+            condition.node().kind() == "prim::Constant" and condition.toIValue()
+            or condition.debugName() == inputs[1].debugName())):
+        raise CaptureError(
+            f"TorchScript prim::Loop: a `while` loop whose condition is computed in the loop "
+            f"({_loop_line(node)}) is not supported yet; a `for` loop over range(n) is")
 
 
 class _PrimLoop(torch._ops.HigherOrderOperator):
