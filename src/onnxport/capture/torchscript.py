@@ -263,7 +263,12 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                     for axis in axes)
     shape_env = ShapeEnv()
     try:
+        from torch._dispatch.python import enable_python_dispatcher
+
+        # (The python dispatcher lets composite ops take sizes read from tensors, as a graph
+        # with a loop has.)
         with fx_config.patch(backed_size_oblivious=oblivious), torch.no_grad(), \
+                enable_python_dispatcher() if bodies else contextlib.nullcontext(), \
                 FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True) as mode:
             def fake(tensor, axes):  # only the dims asked for become symbols
                 return mode.from_tensor(tensor, symbolic_context=StatelessSymbolicContext(
@@ -549,8 +554,9 @@ def _drop_runtime_asserts(program: torch.export.ExportedProgram) -> None:
     program.graph_module.recompile()
 
 
-def _depends_on_shapes_only(node: torch.fx.Node) -> bool:
-    """True when ``node`` is computed from input sizes and constants, never input values."""
+def _depends_on_shapes_only(node: torch.fx.Node, sized_by_data: set = frozenset()) -> bool:
+    """True when ``node`` is computed from input sizes and constants, never input values
+    (nor the sizes of ``sized_by_data``, tensors whose size depends on values)."""
     pending, seen = [node], set()
     while pending:
         current = pending.pop()
@@ -560,14 +566,41 @@ def _depends_on_shapes_only(node: torch.fx.Node) -> bool:
         if current.op == "placeholder":
             return False
         if current.op == "call_function" and current.target in _SHAPE_READS:
+            if current.args and current.args[0] in sized_by_data:
+                return False
             continue
         pending.extend(current.all_input_nodes)
     return True
 
 
 def _shape_reads(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    sized_by_data = _sized_by_data(graph_module)
     return [node for node in graph_module.graph.nodes
-            if node.target in _SCALAR_READS and _depends_on_shapes_only(node)]
+            if node.target in _SCALAR_READS and _depends_on_shapes_only(node, sized_by_data)]
+
+
+# Ops whose result's size depends on the values of their inputs.
+_DATA_SIZED = {torch.ops.aten.nonzero.default, torch.ops.aten.masked_select.default,
+               torch.ops.aten.index.Tensor, torch.cond}
+
+
+def _sized_by_data(graph_module: torch.fx.GraphModule) -> set:
+    """In a graph with a loop, the tensors whose size depends on values (after a boolean
+    index, NMS, the loop itself...): a read of their size is the loop's count or alike, and
+    stays symbolic (it is fixed in other graphs, which torch.export captures again)."""
+    nodes = graph_module.graph.nodes
+    if not any(node.target is prim_loop for node in nodes):
+        return set()
+    sized: set = set()
+    for node in nodes:
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if target in _DATA_SIZED or target is prim_loop or (
+                getattr(target, "namespace", None) == "torchvision") or any(
+                n in sized for n in node.all_input_nodes if n.target not in _SHAPE_READS):
+            sized.add(node)
+    return sized
 
 
 def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
