@@ -262,3 +262,76 @@ def test_tiny_bert_with_dynamic_batch_and_sequence():
         got = program(ids, mask)
         _close(got[0], want.last_hidden_state)
         _close(got[1], want.pooler_output)
+
+
+# -- scripted loops (prim::Loop) whose count is known at run time only: ONNX Loop ----------
+@torch.jit.script
+def _add_iterations(x, y):
+    for i in range(int(y)):
+        x = x + i
+    return x
+
+
+class LoopModel2(torch.nn.Module):
+    """The scripted loop of torch.onnx's TorchScript page, called from a traced model."""
+
+    def forward(self, x, y):
+        return _add_iterations(x, y)
+
+
+@pytest.mark.parametrize("scripted", [False, True])
+def test_scripted_loop_runs_other_counts(scripted):
+    model = torch.jit.script(LoopModel2()) if scripted else LoopModel2()
+    x = torch.ones(2, 3, dtype=torch.long)
+    program = onnxport.export(model, (x, torch.tensor(5)), dynamo=False)
+    assert "Loop" in [node.op_type for node in program.model.graph]
+    for count in (5, 0, 9):
+        assert torch.equal(program(x, torch.tensor(count))[0], LoopModel2()(x, torch.tensor(count)))
+
+
+@torch.jit._script_if_tracing
+def _stack_rows(rows: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    # Grows by one row per iteration, and each row is resized to a size read from the data,
+    # as torchvision's paste-masks loop does: the carried tensor changes shape in the loop.
+    out = torch.zeros(0, 4)
+    for i in range(rows.size(0)):
+        width = int(torch.clamp(scale[i], 1, 4))
+        row = torch.cat((rows[i, :width], torch.zeros(4 - width)))
+        out = torch.cat((out, row.unsqueeze(0)))
+    return out
+
+
+class KeptRows(torch.nn.Module):
+    def forward(self, x):
+        kept = x[x[:, 0] > 0]  # a data-dependent number of rows: the loop's count
+        return _stack_rows(kept, kept[:, 1].abs() * 4)
+
+
+def test_loop_of_a_function_scripted_when_traced_runs_other_counts():
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TracingWarning)
+        program = onnxport.export(KeptRows(), (x,), dynamo=False, input_names=["x"],
+                                  dynamic_axes={"x": {0: "n"}})
+    assert "Loop" in [node.op_type for node in program.model.graph]
+    counts = set()
+    for seed in range(4):
+        x = torch.randn(6 + seed, 4, generator=torch.Generator().manual_seed(seed))
+        counts.add(int((x[:, 0] > 0).sum()))
+        _close(program(x)[0], KeptRows()(x))
+    assert len(counts) > 1
+
+
+def test_a_scripted_while_loop_is_refused_with_its_line():
+    @torch.jit.script
+    def halve(x):
+        while bool(x.sum() > 1):
+            x = x / 2
+        return x
+
+    class Halve(torch.nn.Module):
+        def forward(self, x):
+            return halve(x)
+
+    with pytest.raises(CaptureError, match="while"):
+        onnxport.export(Halve(), (torch.ones(3) * 8,), dynamo=False)

@@ -219,30 +219,16 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
         DimDynamic, ShapeEnv, StatelessSymbolicContext)
     from torch._export.verifier import TrainingIRVerifier
 
-    graph = torch.fx.Graph()
-    remap: dict[torch.fx.Node, torch.fx.Node] = {}
-    for node in graph_module.graph.nodes:
-        if node.target is operator.getitem and isinstance(node.args[0], (list, tuple)):
-            # An item of a list the converter built (a list unpacked): that item itself.
-            item = node.args[0][node.args[1]]
-            if not isinstance(item, torch.fx.Node):
-                return None
-            remap[node] = remap[item]
-            continue
-        size = _size_read_back(node)
-        if size is not None:
-            remap[node] = remap[size]
-            continue
-        if node.op == "call_function":
-            target = _overload_of(node)
-            if target is None:
-                return None
-        elif node.op not in ("placeholder", "get_attr", "output"):
-            return None  # a call_module: a branch or loop body of a scripted model
-        remap[node] = graph.node_copy(node, lambda n: remap[n])
-        if node.op == "call_function":
-            remap[node].target = target
-    attributes = [node for node in graph.nodes if node.op == "get_attr"]
+    graph = _aten_graph(graph_module)
+    if graph is None:
+        return None
+    bodies = {node.target: _aten_module(_attribute(graph_module, node.target))
+              for node in graph.nodes if node.op == "get_attr"
+              and isinstance(_attribute(graph_module, node.target), torch.fx.GraphModule)}
+    if None in bodies.values():
+        return None
+    attributes = [node for node in graph.nodes if node.op == "get_attr"
+                  and node.target not in bodies]
     parameters = getattr(graph_module, "_onnxport_parameters", set())
     state_dict, constants, weight_specs, weight_values = {}, {}, [], []
     first_input = next((n for n in graph.nodes if n.op == "placeholder"), None)
@@ -277,7 +263,12 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                     for axis in axes)
     shape_env = ShapeEnv()
     try:
+        from torch._dispatch.python import enable_python_dispatcher
+
+        # (The python dispatcher lets composite ops take sizes read from tensors, as a graph
+        # with a loop has.)
         with fx_config.patch(backed_size_oblivious=oblivious), torch.no_grad(), \
+                enable_python_dispatcher() if bodies else contextlib.nullcontext(), \
                 FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True) as mode:
             def fake(tensor, axes):  # only the dims asked for become symbols
                 return mode.from_tensor(tensor, symbolic_context=StatelessSymbolicContext(
@@ -292,6 +283,14 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                     value = (mode.from_tensor(next(weights), static_shapes=True)
                              if len(values) < len(attributes)
                              else fakes[len(values) - len(attributes)])
+                elif node.op == "get_attr":  # a loop body, propagated with its loop
+                    value = bodies[node.target]
+                elif node.target is prim_loop:
+                    args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+                    value = _propagate_loop(shape_env, *args)
+                elif node.target is torch.ops.higher_order.cond and bodies:
+                    args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+                    value = _propagate_cond(shape_env, *args)
                 elif node.op == "call_function":
                     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
                                                          lambda n: values[n])
@@ -299,9 +298,18 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 else:
                     continue
                 values[node] = value
-                node.meta["val"] = value
-    except Exception:  # torch.export tells what is wrong, or copes
+                if node.op != "get_attr":
+                    node.meta["val"] = value
+    except Exception as error:  # torch.export tells what is wrong, or copes
+        if bodies:  # torch.export cannot run a prim_loop: say what failed here
+            raise CaptureError(
+                f"the traced graph, which has a loop or branch of scripted code, could not be "
+                f"propagated at {node.format_node()} ({_source_of(node)}): "
+                f"{type(error).__name__}: {_first_lines(str(error), 2)}") from error
         return None
+    # Symbols read from tensors are bound to the nodes that made them; translation's
+    # decompositions trace with this shape env again and must not find them pending.
+    shape_env.pending_fresh_unbacked_symbols.clear()
     symbols = []
     for k, axes in enumerate(dynamic):
         for axis in axes or {}:
@@ -309,9 +317,11 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
             if not isinstance(size, torch.SymInt) or not size.node.expr.is_Symbol:
                 return None
             symbols.append(size.node.expr)
-    if any(shape_env.replace(symbol) != symbol for symbol in symbols) or any(
-            str(symbol).startswith("u") for symbol in shape_env.var_to_range):
-        return None  # fixed or equated by the graph, or read back from a tensor
+    if any(shape_env.replace(symbol) != symbol for symbol in symbols) or (any(
+            str(symbol).startswith("u") for symbol in shape_env.var_to_range) and not bodies):
+        # Fixed or equated by the graph, or read back from a tensor. (A graph with a loop
+        # has no other way: its sizes read back from tensors stay data-dependent.)
+        return None
 
     user_specs = [InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None)
                   for node in inputs]
@@ -320,12 +330,170 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
     in_spec = pytree.tree_flatten((tuple(tensors), {}))[1]
     try:  # the weights are inputs now: the graph needs no attribute of a root module
         return torch.export.ExportedProgram(
-            {}, graph, ExportGraphSignature(weight_specs + user_specs, output_specs),
+            dict(bodies), graph, ExportGraphSignature(weight_specs + user_specs, output_specs),
             state_dict, {symbol: shape_env.var_to_range[symbol] for symbol in symbols},
             [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
             constants=constants, verifiers=[TrainingIRVerifier])
     except Exception:
         return None
+
+
+def _aten_graph(graph_module: torch.fx.GraphModule) -> torch.fx.Graph | None:
+    """The converted graph with each call on its ATen overload, the lists the converter
+    unpacks and the sizes the tracer read back resolved; None when a call is no ATen op."""
+    graph = torch.fx.Graph()
+    remap: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in graph_module.graph.nodes:
+        if node.target is operator.getitem and isinstance(node.args[0], (list, tuple)):
+            # An item of a list the converter built (a list unpacked): that item itself.
+            item = node.args[0][node.args[1]]
+            if not isinstance(item, torch.fx.Node):
+                return None
+            remap[node] = remap[item]
+            continue
+        size = _size_read_back(node)
+        if size is not None:
+            remap[node] = remap[size]
+            continue
+        if node.op == "call_function":
+            target = (prim_loop if node.target is prim_loop else
+                      torch.ops.higher_order.cond if node.target is torch.cond else
+                      _overload_of(node))
+            if target is None:
+                return None
+        elif node.op not in ("placeholder", "get_attr", "output"):
+            return None  # a call_module: a branch or loop body of a scripted model
+        if node.op == "call_function" and target is torch.ops.aten.IntImplicit.default:
+            # A tensor's value as an int (a box's size in torchvision's paste loop): on fake
+            # tensors IntImplicit guards on the value, _local_scalar_dense makes it a symbol.
+            target = torch.ops.aten._local_scalar_dense.default
+        remap[node] = graph.node_copy(node, lambda n: remap[n])
+        if node.op == "call_function":
+            remap[node].target = target
+        if node.target is torch.cond and not _returns_several(_attribute(graph_module,
+                                                                         node.args[1].target)):
+            # The converter uses a one-output cond as that output; torch's cond returns a
+            # tuple.
+            with graph.inserting_after(remap[node]):
+                remap[node] = graph.call_function(operator.getitem, (remap[node], 0))
+    return graph
+
+
+def _returns_several(module: torch.fx.GraphModule) -> bool:
+    output = next(n for n in module.graph.nodes if n.op == "output")
+    return isinstance(output.args[0], (list, tuple))
+
+
+def _attribute(module: torch.nn.Module, path: str) -> Any:
+    for part in path.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def _aten_module(body: torch.fx.GraphModule) -> torch.fx.GraphModule | None:
+    graph = _aten_graph(body)
+    if graph is None or any(node.op == "get_attr" and not isinstance(
+            _attribute(body, node.target), torch.Tensor) for node in graph.nodes):
+        return None  # (a loop in a loop, a branch in a loop: not yet)
+    return torch.fx.GraphModule(body, graph)
+
+
+def _propagate_loop(shape_env: Any, body: torch.fx.GraphModule, trip_count: Any,
+                    carried: tuple, outer: tuple) -> tuple:
+    """What :data:`prim_loop` returns, on fake tensors; each body node gets its
+    ``meta["val"]``. A dim of a carried tensor that the body changes (a tensor grown by one
+    row per iteration) is a new symbol, in the body and in the results."""
+    index = shape_env.create_unbacked_symint()
+    torch._check_is_size(index)
+
+    def run(state):
+        return _run_subgraph(body, [*outer, index, *state])[1:1 + len(state)]
+
+    general = _generalized(shape_env, list(carried), run(list(carried)), "a loop")
+    if any(g is not c for g, c in zip(general, carried)):
+        run(general)
+    return tuple(general)
+
+
+def _propagate_cond(shape_env: Any, pred: Any, true_branch: torch.fx.GraphModule,
+                    false_branch: torch.fx.GraphModule, operands: tuple) -> tuple:
+    """What ``cond`` returns, on fake tensors, each branch's nodes given their
+    ``meta["val"]``: where the branches' results differ in size (an empty result for no
+    boxes), the size is a new symbol."""
+    return tuple(_generalized(shape_env, _run_subgraph(true_branch, list(operands)),
+                              _run_subgraph(false_branch, list(operands)), "a branch"))
+
+
+def _run_subgraph(module: torch.fx.GraphModule, inputs: list) -> list:
+    # The python dispatcher: composite ops (upsample to a size read from a tensor) take
+    # symbolic sizes only through it.
+    from torch._dispatch.python import enable_python_dispatcher
+
+    with enable_python_dispatcher():
+        return _run_nodes(module, inputs)
+
+
+def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
+    values: dict[torch.fx.Node, Any] = {}
+    inputs = iter(inputs)
+    for node in list(module.graph.nodes):
+        if node.target is torch.ops.aten.sym_size.default and len(node.args) == 1:
+            # x.size() as a whole (torch.ones(x.shape) in scripted code): one size per dim,
+            # which is how translation knows sizes.
+            with module.graph.inserting_before(node):
+                sizes = [module.graph.call_function(torch.ops.aten.sym_size.int,
+                                                    (node.args[0], dim))
+                         for dim in range(values[node.args[0]].dim())]
+            for size in sizes:
+                values[size] = size.meta["val"] = values[node.args[0]].shape[size.args[1]]
+            for user in list(node.users):
+                if user.target is operator.getitem:
+                    user.replace_all_uses_with(sizes[user.args[1]])
+                    module.graph.erase_node(user)
+            for user in list(node.users):
+                user.args, user.kwargs = torch.fx.node.map_arg(
+                    (user.args, user.kwargs), lambda n: sizes if n is node else n)
+            module.graph.erase_node(node)
+            continue
+        if node.op == "placeholder":
+            value = next(inputs)
+        elif node.op == "call_function":
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
+            try:
+                value = node.target(*args, **kwargs)
+            except CaptureError:
+                raise
+            except Exception as error:
+                raise CaptureError(
+                    f"in a loop body or branch, {node.format_node()} failed: "
+                    f"{type(error).__name__}: {_first_lines(str(error), 2)}") from error
+        elif node.op == "get_attr":  # a constant the converter lifted
+            value = _attribute(module, node.target)
+        elif node.op == "output":
+            results = torch.fx.node.map_arg(node.args[0], lambda n: values[n])
+            return list(results) if isinstance(results, (list, tuple)) else [results]
+        else:
+            raise CaptureError(f"a control-flow subgraph node {node.format_node()} is not "
+                               "supported")
+        values[node] = value
+        node.meta["val"] = value
+    raise CaptureError("a control-flow subgraph has no output")
+
+
+def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
+    """``first``, with a new symbol for each dim where ``second`` has another size."""
+    general = []
+    for before, after in zip(first, second):
+        if not isinstance(before, torch.Tensor) or before.shape == after.shape:
+            general.append(before)
+            continue
+        if before.dim() != after.dim() or before.dtype != after.dtype:
+            raise CaptureError(f"{what} changes the rank or dtype of a tensor, which ONNX "
+                               "cannot express")
+        sizes = [b if b == a else shape_env.create_unbacked_symint()
+                 for b, a in zip(before.shape, after.shape)]
+        general.append(torch.empty(sizes, dtype=before.dtype, device=before.device))
+    return general
 
 
 def _size_read_back(node: torch.fx.Node) -> torch.fx.Node | None:
@@ -342,6 +510,11 @@ def _size_read_back(node: torch.fx.Node) -> torch.fx.Node | None:
         return None
     size = source.args[0]
     if isinstance(size, torch.fx.Node) and size.target in _SHAPE_READS:
+        return size
+    if isinstance(size, torch.fx.Node) and source.kwargs.get("dtype") in _INDEX_TYPES and \
+            node.target is torch.ops.aten.IntImplicit.default:
+        # An int made a tensor and read back (torchvision passes the image size to a
+        # scripted loop so): that int.
         return size
     return None
 
@@ -381,8 +554,9 @@ def _drop_runtime_asserts(program: torch.export.ExportedProgram) -> None:
     program.graph_module.recompile()
 
 
-def _depends_on_shapes_only(node: torch.fx.Node) -> bool:
-    """True when ``node`` is computed from input sizes and constants, never input values."""
+def _depends_on_shapes_only(node: torch.fx.Node, sized_by_data: set = frozenset()) -> bool:
+    """True when ``node`` is computed from input sizes and constants, never input values
+    (nor the sizes of ``sized_by_data``, tensors whose size depends on values)."""
     pending, seen = [node], set()
     while pending:
         current = pending.pop()
@@ -392,14 +566,41 @@ def _depends_on_shapes_only(node: torch.fx.Node) -> bool:
         if current.op == "placeholder":
             return False
         if current.op == "call_function" and current.target in _SHAPE_READS:
+            if current.args and current.args[0] in sized_by_data:
+                return False
             continue
         pending.extend(current.all_input_nodes)
     return True
 
 
 def _shape_reads(graph_module: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    sized_by_data = _sized_by_data(graph_module)
     return [node for node in graph_module.graph.nodes
-            if node.target in _SCALAR_READS and _depends_on_shapes_only(node)]
+            if node.target in _SCALAR_READS and _depends_on_shapes_only(node, sized_by_data)]
+
+
+# Ops whose result's size depends on the values of their inputs.
+_DATA_SIZED = {torch.ops.aten.nonzero.default, torch.ops.aten.masked_select.default,
+               torch.ops.aten.index.Tensor, torch.cond}
+
+
+def _sized_by_data(graph_module: torch.fx.GraphModule) -> set:
+    """In a graph with a loop, the tensors whose size depends on values (after a boolean
+    index, NMS, the loop itself...): a read of their size is the loop's count or alike, and
+    stays symbolic (it is fixed in other graphs, which torch.export captures again)."""
+    nodes = graph_module.graph.nodes
+    if not any(node.target is prim_loop for node in nodes):
+        return set()
+    sized: set = set()
+    for node in nodes:
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if target in _DATA_SIZED or target is prim_loop or (
+                getattr(target, "namespace", None) == "torchvision") or any(
+                n in sized for n in node.all_input_nodes if n.target not in _SHAPE_READS):
+            sized.add(node)
+    return sized
 
 
 def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
@@ -562,6 +763,10 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            if _drop_raising_branches(state.ts_graph):
+                # What the checks were about (a rank, an optional argument) is constant now.
+                torch._C._jit_pass_constant_propagation(state.ts_graph)
+                torch._C._jit_pass_dce(state.ts_graph)
             paths = _lift_attributes(state)
             blocks, attribute_names = get_block_to_lifted_attrs(state.ts_graph)
             attribute_names.update(paths)
@@ -572,6 +777,11 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
             graph_module._onnxport_parameters = set(state.name_to_param)
             graph_module._onnxport_buffers = set(state.name_to_buffer)
     except Exception as error:
+        cause = error
+        while cause is not None and not isinstance(cause, CaptureError):
+            cause = cause.__cause__
+        if cause is not None:  # ours, naming the construct and its line
+            raise CaptureError(str(cause)) from error
         raise CaptureError(
             f"the traced TorchScript graph could not be turned into ATen calls: "
             f"{type(error).__name__}: {_first_lines(str(error))}\nThe stage that failed is "
@@ -613,6 +823,13 @@ def _converter_class():
     from torch._export.converter import TS2FXGraphConverter
 
     class Converter(TS2FXGraphConverter):
+        def convert_prim_Loop(self, node):
+            _check_loop_condition(self, node)
+            trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
+            if isinstance(trip_count, int):
+                return super().convert_prim_Loop(node)  # unrolled, as torch's converter does
+            _convert_loop(self, node, trip_count)
+
         def convert_node(self, node):
             last = next(iter(reversed(self.fx_graph.nodes)), None)
             super().convert_node(node)
@@ -624,6 +841,88 @@ def _converter_class():
                     fx_node.meta.update(meta)
 
     return Converter
+
+
+def _convert_loop(converter: Any, node: torch._C.Node, trip_count: torch.fx.Node) -> None:
+    """A ``for`` loop whose count is a value of the run (``range(masks.size(0))`` in a function
+    torchvision scripts when traced: one iteration per detection) as one :data:`prim_loop`
+    call, its body a subgraph: ONNX Loop in translation."""
+    inputs = list(node.inputs())
+    where = _loop_line(node)
+    carried = [converter.get_fx_value_by_ir_value(value) for value in inputs[2:]]
+    names = list(converter._identify_inputs_as_arguments(node))
+    for block in node.blocks():
+        names += sorted(set(converter.blocks_to_lifted_attrs[block]) - set(names))
+    (body,), (body_converter,) = converter._convert_block_to_subgraph(node, names)
+    if body_converter.name_update_from_subblock_to_parent:
+        raise CaptureError(
+            f"a loop ({where}) writes in place to tensors made "
+            "before it, which ONNX Loop cannot express; return the updated tensors instead")
+    outer = [converter.get_fx_value_by_fqn(name) for name in names]
+    loop = converter.fx_graph.call_function(
+        prim_loop, (body, trip_count, tuple(carried), tuple(outer)))
+    for k, output in enumerate(node.outputs()):
+        converter.name_to_node[output.debugName()] = converter.fx_graph.call_function(
+            operator.getitem, (loop, k))
+
+
+def _loop_line(node: torch._C.Node) -> str:
+    return (node.sourceRange().splitlines() or ["?"])[0].strip()
+
+
+def _check_loop_condition(converter: Any, node: torch._C.Node) -> None:
+    inputs = list(node.inputs())
+    condition = next(next(node.blocks()).outputs())
+    start = converter.get_fx_value_by_ir_value(inputs[1])
+    if not (isinstance(start, (bool, int)) and start and (
+            condition.node().kind() == "prim::Constant" and condition.toIValue()
+            or condition.debugName() == inputs[1].debugName())):
+        raise CaptureError(
+            f"TorchScript prim::Loop: a `while` loop whose condition is computed in the loop "
+            f"({_loop_line(node)}) is not supported yet; a `for` loop over range(n) is")
+
+
+class _PrimLoop(torch._ops.HigherOrderOperator):
+    """``prim_loop(body, trip_count, carried, outer)``: ``trip_count`` times, ``body(*outer, i,
+    *carried)`` returns (condition, *carried); the last carried values are the results. Unlike
+    torch's while_loop, the carried tensors may change shape from one iteration to the next
+    (torchvision grows its pasted masks by one per iteration with cat), as in ONNX Loop."""
+
+    def __init__(self):
+        super().__init__("onnxport_prim_loop")
+
+    def __call__(self, body, trip_count, carried, outer):
+        carried = list(carried)
+        for i in range(int(trip_count)):
+            carried = list(body(*outer, i, *carried)[1:1 + len(carried)])
+        return tuple(carried)
+
+
+prim_loop = _PrimLoop()
+
+
+def _drop_raising_branches(block: Any) -> bool:
+    """Inline the other branch of each ``prim::If`` one of whose branches always raises (the
+    argument checks of scripted code, ``interpolate``'s rank dispatch): ONNX has no exceptions,
+    and the checks read ranks and strings that only a run knows."""
+    changed = False
+    for node in list(block.nodes()):
+        for sub_block in node.blocks():
+            changed = _drop_raising_branches(sub_block) or changed
+        if node.kind() != "prim::If":
+            continue
+        branches = list(node.blocks())
+        raises = [any(n.kind() == "prim::RaiseException" for n in b.nodes()) for b in branches]
+        if raises.count(True) != 1:
+            continue
+        kept = branches[raises.index(False)]
+        for inner in list(kept.nodes()):
+            inner.moveBefore(node)
+        for output, value in zip(node.outputs(), kept.returnNode().inputs()):
+            output.replaceAllUsesWith(value)
+        node.destroy()
+        changed = True
+    return changed
 
 
 def _provenance(node: torch._C.Node) -> dict[str, Any]:
@@ -700,7 +999,10 @@ def _shape_as_tensor(tensor: torch.Tensor) -> torch.Tensor:
 
 _RUNTIME_ASSERTS = (torch.ops.aten._assert_scalar.default,
                     torch.ops.aten.sym_constrain_range_for_size.default)
-_SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
+# (ScalarImplicit: how the tracer reads back a size it made a tensor for arange's end, in
+# torchvision's RPN.)
+_SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default,
+                 torch.ops.aten.ScalarImplicit.default, torch.ops.aten.IntImplicit.default)
 _SHAPE_READS = (torch.ops.aten.sym_size, torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel,
                 torch.ops.aten.sym_numel.default, torch.ops.aten._shape_as_tensor.default,
                 _shape_as_tensor)

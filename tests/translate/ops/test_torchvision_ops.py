@@ -152,11 +152,6 @@ def _small_faster_rcnn():
                       rpn_post_nms_top_n_test=50, box_detections_per_img=20).eval()
 
 
-@pytest.mark.xfail(strict=True, raises=onnxport.errors.CaptureError,
-                   reason="regressed by the direct tracer (faster dynamo=False, h-tsfast): a "
-                          "boolean-mask index then unbind in the RPN becomes data-dependent "
-                          "(u4) where torch.jit.trace's route fixed it in a static export; "
-                          "passed with the torch.jit.trace route before that merge")
 def test_small_faster_rcnn_traced():
     # Static: the traced transform bakes the example's resize in (dynamic image sizes fail at
     # capture, see benchmarks/detection_models.py).
@@ -174,3 +169,57 @@ def test_small_faster_rcnn_traced():
     torch.testing.assert_close(actual["scores"], expected["scores"], rtol=1e-3, atol=1e-4)
     torch.testing.assert_close(actual["boxes"], expected["boxes"], rtol=1e-3, atol=1e-3)
     assert torch.equal(actual["labels"], expected["labels"])
+
+
+# -- Mask and Keypoint R-CNN: torchvision scripts their paste and heatmap loops ------------
+def _small_two_stage(kind):
+    """Mask or Keypoint R-CNN on _small_faster_rcnn's backbone. Traced, the masks are pasted
+    and the keypoints read by loops torchvision scripts (one iteration per detection): an ONNX
+    Loop whose count is the number of detections."""
+    from torchvision.models.detection import KeypointRCNN, MaskRCNN
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.keypoint_rcnn import (
+        KeypointRCNNHeads, KeypointRCNNPredictor)
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+    from torchvision.ops import MultiScaleRoIAlign
+
+    faster = _small_faster_rcnn()  # seeds; its backbone, anchors and settings are reused
+    pool = MultiScaleRoIAlign(["0", "1"], 7, 2)
+    common = dict(min_size=64, max_size=64, rpn_anchor_generator=faster.rpn.anchor_generator,
+                  box_roi_pool=pool, box_head=TwoMLPHead(8 * 7 * 7, 32), box_score_thresh=0.0,
+                  rpn_pre_nms_top_n_test=100, rpn_post_nms_top_n_test=8,
+                  # A low NMS threshold: the number of detections depends on the image.
+                  box_nms_thresh=0.2, box_detections_per_img=100)
+    if kind == "mask":
+        return MaskRCNN(faster.backbone, box_predictor=FastRCNNPredictor(32, 4), mask_roi_pool=pool,
+                        mask_head=MaskRCNNHeads(8, (8,), 1),
+                        mask_predictor=MaskRCNNPredictor(8, 8, 4), **common).eval()
+    return KeypointRCNN(faster.backbone, box_predictor=FastRCNNPredictor(32, 2),
+                        keypoint_roi_pool=pool, keypoint_head=KeypointRCNNHeads(8, (8,)),
+                        keypoint_predictor=KeypointRCNNPredictor(8, 3), **common).eval()
+
+
+@pytest.mark.parametrize("kind", ["mask", "keypoint"])
+def test_small_two_stage_rcnn_traced_pastes_in_a_loop(kind):
+    model = _small_two_stage(kind)
+    first = torch.rand(3, 64, 64, generator=torch.Generator().manual_seed(0))
+    program = onnxport.export(model, ([first],), dynamo=False)
+    assert "Loop" in op_types(program)
+    counts = set()
+    for seed in (0, 2):  # the same size (a static export), another number of detections
+        image = torch.rand(3, 64, 64, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            expected = model([image])[0]
+        actual = dict(zip(expected, program([image])))
+        counts.add(len(expected["scores"]))
+        # Scores differ here: sorting by score aligns the detections of both runtimes.
+        for result in (expected, actual):
+            order = torch.argsort(result["scores"], descending=True)
+            result.update({k: v[order] for k, v in result.items()})
+        assert torch.equal(actual["labels"], expected["labels"])
+        for key in expected:
+            if expected[key].dtype.is_floating_point:
+                # Boxes and keypoints are in pixels.
+                atol = 1e-3 if key in ("boxes", "keypoints") else 1e-4
+                torch.testing.assert_close(actual[key], expected[key], rtol=1e-3, atol=atol)
+    assert len(counts) == 2, counts

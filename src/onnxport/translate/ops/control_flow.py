@@ -121,3 +121,36 @@ def scan(g, combine_graph, init, xs, additional_inputs=()):
 def map_impl(g, body_graph, xs, additional_inputs=()):
     """map_impl(GraphModule f, Tensor[] xs, Tensor[] additional_inputs) -> Tensor[]"""
     return _scan(g, body_graph, [], list(xs), list(additional_inputs))
+
+
+@translates("higher_order::onnxport_prim_loop", since_opset=11)
+def prim_loop(g, body_graph, trip_count, carried, outer=()):
+    """onnxport_prim_loop(GraphModule body, SymInt trip_count, Tensor[] carried,
+    Any[] outer) -> Tensor[]
+
+    A TorchScript ``for i in range(n)`` loop (capture/torchscript.py): the body takes the
+    outer values, the iteration number and the carried values, and returns a condition (always
+    true) and the next carried values, whose shapes may change from one iteration to the next
+    (ONNX Loop allows that; torch's while_loop does not)."""
+    carried = list(carried)
+    metas = body_graph.input_metas
+    body = g.subgraph(body_graph.name)
+    iteration = body.add_input(f"{body_graph.name}_iteration", ir.DataType.INT64, [])
+    body.add_input(f"{body_graph.name}_condition", ir.DataType.BOOL, [])
+    inputs = []
+    for i, meta in enumerate(metas[len(metas) - len(carried):]):
+        value = body.add_input(f"{body_graph.name}_carried_{i}", None, None)
+        body_graph.set_meta(value, meta)
+        inputs.append(value)
+    # The iteration number is a SymInt in the body, which lives as a 1-D [1] int64 tensor.
+    outputs = body_graph.translate(body, [*outer, as_1d(body, iteration), *inputs])
+    body.add_output(_condition(body, outputs[0]))
+    for value in outputs[1:1 + len(carried)]:
+        body.add_output(value)
+    if isinstance(trip_count, ir.Value):
+        count = g.op("Reshape", cast(g, trip_count, ir.DataType.INT64),
+                     g.const([], ir.DataType.INT64))
+    else:
+        count = g.const(int(trip_count))
+    results = g.op("Loop", count, None, *carried, body_g=body.graph, outputs=len(carried))
+    return (results,) if len(carried) == 1 else results

@@ -322,6 +322,10 @@ def select(g, self, dim, index):
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
     axis = normalize_axis(dim, rank(self))
     index_value = as_tensor(g, index, dtype=ir.DataType.INT64)
+    if isinstance(index, ir.Value) and (index.shape is None or len(index.shape) == 1):
+        # A SymInt index (a loop's iteration number) lives as a [1] tensor; select drops
+        # the axis, so Gather takes it as a scalar.
+        index_value = g.op("Reshape", index_value, g.const([], ir.DataType.INT64))
     return g.op("Gather", self, index_value, axis_i=axis)
 
 
