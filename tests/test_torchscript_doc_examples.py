@@ -436,9 +436,6 @@ class LoopModel2(torch.nn.Module):
         return loop(x, y)
 
 
-@pytest.mark.xfail(reason="torch's TorchScript-to-FX converter (capture) cannot take a "
-                   "prim::Loop whose trip count is an input: 'TS2EPConverter failed for node "
-                   "prim::Loop'", strict=True)
 def test_1x_loop_model2_scripted_loop_stays_dynamic(tmp_path):
     model = LoopModel2()
     dummy_input = torch.ones(2, 3, dtype=torch.long)
