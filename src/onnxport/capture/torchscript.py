@@ -20,6 +20,7 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.pytree_names import bookkeeping_outputs
 from onnxport.capture.pytree_names import output_names as output_names_of
 from onnxport.capture.torch_export import (
     CapturedProgram, _first_lines, capture_torch_export, parameter_names,
@@ -73,8 +74,10 @@ class _TracedCall(torch.nn.Module):
         names = output_names_of(spec)
         if len(names) != len(leaves):
             names = [None] * len(leaves)
+        dropped = bookkeeping_outputs(spec)  # a KV cache's token count and window
         results, self.output_names = [], []
-        for leaf, name in zip(leaves, names):
+        for leaf, name in [(leaf, name) for k, (leaf, name) in enumerate(zip(leaves, names))
+                           if k not in dropped]:
             if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, torch.Tensor):
                 leaf = torch.tensor(leaf)
             if isinstance(leaf, torch.Tensor):
