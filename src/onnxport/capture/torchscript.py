@@ -692,11 +692,12 @@ def _converter_class():
         def convert_node(self, node):
             last = next(iter(reversed(self.fx_graph.nodes)), None)
             super().convert_node(node)
-            meta = _provenance(node)
+            meta = None  # read only for nodes that made calls: most (constants, lists) make none
             for fx_node in reversed(self.fx_graph.nodes):
                 if fx_node is last:
                     break
                 if fx_node.op == "call_function":
+                    meta = _provenance(node) if meta is None else meta
                     fx_node.meta.update(meta)
 
     return Converter
