@@ -32,22 +32,13 @@ def run_one(name: str) -> dict:
     import torch
 
     import onnxport
-    from onnxport import api
+    from onnxport.capture.pytree_names import exported_leaves
 
     model_zoo = _zoo()
     row = {"model": name, "status": "", "diff_batch1": None, "diff_batch3": None,
            "export_seconds": None, "strategy": "", "dynamic": False, "warnings": 0}
     case = model_zoo.batch1_case(name)
     args, kwargs = case.make_inputs(1)
-    strategies = []
-    capture = api.capture_torch_export
-
-    def recording_capture(*a, **k):  # the strategy is not on ONNXProgram yet
-        captured = capture(*a, **k)
-        strategies.append(captured.strategy)
-        return captured
-
-    api.capture_torch_export = recording_capture
     start = time.perf_counter()
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -59,10 +50,8 @@ def run_one(name: str) -> dict:
         row["status"] = f"export failed: {type(error).__name__}: {str(error).splitlines()[0][:300]}"
         row["error"] = str(error)[:3000]
         return row
-    finally:
-        api.capture_torch_export = capture
     row["export_seconds"] = round(time.perf_counter() - start, 1)
-    row["strategy"] = strategies[0] if strategies else ""
+    row["strategy"] = program.capture_strategy or ""
     fixed = [str(w.message) for w in caught
              if issubclass(w.category, onnxport.errors.DynamicDimensionFixedWarning)]
     row["warnings"] = len(fixed)
@@ -77,8 +66,7 @@ def run_one(name: str) -> dict:
         try:
             with torch.no_grad():
                 expected = case.model(*args, **kwargs)
-            expected = [t for t in torch.utils._pytree.tree_leaves(expected)
-                        if isinstance(t, torch.Tensor)]
+            expected = [t for t in exported_leaves(expected) if isinstance(t, torch.Tensor)]
             actual = program(*args, **kwargs)
         except Exception as error:
             row["status"] = f"run failed at batch {batch}: {type(error).__name__}: " \

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from onnxport.capture import hf_cache
-from onnxport.capture.pytree_names import output_names, tensor_leaves
+from onnxport.capture.pytree_names import (
+    bookkeeping_outputs, exported_leaves, output_names, tensor_leaves)
 
 transformers = pytest.importorskip("transformers")
 
@@ -49,3 +50,61 @@ def test_plain_tuple_outputs_keep_no_name():
 
 def test_unknown_cache_context_names_leaves_by_position():
     assert hf_cache.cache_leaf_names({"unexpected": "form"}, 2) == ["0", "1"]
+
+
+def test_sliding_window_layers_keep_their_bookkeeping_out_of_the_outputs():
+    hf_cache.register_cache_pytrees()
+    cache = transformers.DynamicCache(config=transformers.MistralConfig(
+        num_hidden_layers=2, hidden_size=16, num_attention_heads=2, num_key_value_heads=2,
+        sliding_window=4))
+    _filled(cache, layers=2, past=3)
+    outputs = transformers.modeling_outputs.CausalLMOutputWithPast(
+        logits=torch.randn(1, 2, 5), past_key_values=cache)
+    leaves, spec = torch.utils._pytree.tree_flatten(outputs)
+    names = output_names(spec)
+    assert [names[k] for k in sorted(bookkeeping_outputs(spec))] == [
+        "present.0._sliding_window_tensor", "present.1._sliding_window_tensor"]
+    assert [leaf is layer.keys for leaf, layer in zip(exported_leaves(outputs)[1::2],
+                                                      cache.layers)] == [True, True]
+
+
+def _sliding_window_model(name):
+    small = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64)
+    if name == "mistral":  # every layer slides, over fewer tokens than the inputs have
+        config = transformers.MistralConfig(sliding_window=6, **small)
+        return transformers.MistralForCausalLM(config).eval()
+    # Qwen2 slides from layer max_window_layers on: one full layer, one sliding
+    config = transformers.Qwen2Config(use_sliding_window=True, sliding_window=6,
+                                      max_window_layers=1, **small)
+    return transformers.Qwen2ForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("name,dynamo", [("mistral", True), ("qwen2", True), ("mistral", False)])
+def test_sliding_window_model_exports_its_kv_cache_as_keys_and_values(name, dynamo):
+    import onnxport
+
+    torch.manual_seed(0)
+    model = _sliding_window_model(name)
+
+    def inputs(batch, sequence):
+        generator = torch.Generator().manual_seed(batch * 100 + sequence)
+        return {"input_ids": torch.randint(0, 100, (batch, sequence), generator=generator),
+                "attention_mask": torch.ones(batch, sequence, dtype=torch.long)}
+
+    axes = {"input_ids": {0: "batch", 1: "sequence"},
+            "attention_mask": {0: "batch", 1: "sequence"}}
+    program = onnxport.export(model, (), kwargs=inputs(1, 16), dynamic_axes=axes,
+                              dynamo=dynamo)
+    assert program.output_names == ["logits"] + [
+        f"present.{layer}.{role}" for layer in range(2) for role in ("key", "value")]
+    # Batch 1 as exported, then batch 3 at a sequence still longer than the window, then one
+    # shorter than it.
+    for batch, sequence in [(1, 16), (3, 11), (3, 4)]:
+        kwargs = inputs(batch, sequence)
+        with torch.no_grad():
+            expected = exported_leaves(model(**kwargs))
+        actual = program(**kwargs)
+        assert len(actual) == len(expected) == 5
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)

@@ -13,6 +13,11 @@ from typing import Any
 _RENAMED = {"keys": "key", "values": "value",
             "self_attention_cache": "decoder", "cross_attention_cache": "encoder"}
 _DROPPED = {"layers"}
+# Tensors a cache layer keeps as a copy of a configuration number (the window of a sliding-window
+# layer), not state a caller feeds back: no ONNX output.
+_CONFIG_COPIES = {"_sliding_window_tensor"}
+# The number of tokens a layer has seen.
+_COUNTERS = {"cumulative_length"}
 
 
 @functools.cache
@@ -55,26 +60,56 @@ def cache_leaf_names(context: Any, count: int) -> list[str]:
     """One name per flattened leaf of a cache, from the context transformers flattens it to
     (``{"_t": "obj", "s": {"layers": [{"_t": "obj", "s": {"keys": {"_t": "tensor", "i": 0}...``);
     the leaf's position when that context has another form."""
-    names: dict[int, str] = {}
+    names = {i: _name(parts) for i, (parts, _, _) in _leaves(context).items()}
+    return [names.get(i, str(i)) for i in range(count)]
 
-    def walk(node: Any, parts: list) -> None:
+
+def cache_bookkeeping_leaves(context: Any) -> set[int]:
+    """The positions of a cache's leaves that are its bookkeeping rather than its state: the
+    token count of a dynamic layer (``cumulative_length``, a Python int in eager, so no output
+    there, but a symbolic number under torch.export and a tensor under the tracer) and tensors
+    copied from the configuration (``_sliding_window_tensor``). They get no ONNX output. (A
+    static layer's ``cumulative_length`` is a tensor it updates in place: state, kept.)"""
+    return {i for i, (parts, tag, owner) in _leaves(context).items()
+            if tag == "sym" or (parts and parts[-1] in _CONFIG_COPIES)
+            or (parts and parts[-1] in _COUNTERS and _is_dynamic_layer(owner))}
+
+
+def _is_dynamic_layer(path: str | None) -> bool:
+    module_name, _, qualname = (path or "").partition(":")
+    owner = getattr(sys.modules.get(module_name), qualname, None)
+    try:
+        from transformers.cache_utils import DynamicLayer
+    except ImportError:
+        return False
+    return isinstance(owner, type) and issubclass(owner, DynamicLayer)
+
+
+def _leaves(context: Any) -> dict[int, tuple[list, str, str | None]]:
+    """Each leaf's position -> (its path of attribute names, keys and indices; its tag; the
+    class path of the object holding it)."""
+    leaves: dict[int, tuple[list, str, str | None]] = {}
+
+    def walk(node: Any, parts: list, owner: str | None) -> None:
         if isinstance(node, dict):
             tag = node.get("_t")
             if tag in ("tensor", "sym") and isinstance(node.get("i"), int):
-                names[node["i"]] = _name(parts)
-            elif tag in ("obj", "map"):
-                walk(node.get("s", node.get("v")), parts)
+                leaves[node["i"]] = (parts, tag, owner)
+            elif tag == "obj":
+                walk(node.get("s"), parts, node.get("p"))
+            elif tag == "map":
+                walk(node.get("v"), parts, owner)
             elif tag in ("seq", "items"):
-                walk(node.get("v"), parts)
+                walk(node.get("v"), parts, owner)
             elif tag is None:
                 for key, child in node.items():
-                    walk(child, parts + [key])
+                    walk(child, parts + [key], owner)
         elif isinstance(node, list):
             for i, child in enumerate(node):
-                walk(child, parts + [i])
+                walk(child, parts + [i], owner)
 
-    walk(context, [])
-    return [names.get(i, str(i)) for i in range(count)]
+    walk(context, [], None)
+    return leaves
 
 
 def _name(parts: list) -> str:

@@ -59,6 +59,34 @@ def output_names(spec: pytree.TreeSpec) -> list[str | None]:
     return names
 
 
+def bookkeeping_outputs(spec: pytree.TreeSpec) -> set[int]:
+    """The positions among ``spec``'s leaves of a KV cache's bookkeeping (a sliding-window
+    layer's token count and window), which the export leaves out of the ONNX outputs."""
+    dropped: set[int] = set()
+
+    def walk(node: pytree.TreeSpec, start: int) -> None:
+        bookkeeping = (hf_cache.cache_bookkeeping_leaves(node.context)
+                       if hf_cache.is_cache_type(node.type) else set())
+        for k, child in enumerate(node.children()):
+            if k in bookkeeping:
+                dropped.update(range(start, start + child.num_leaves))
+            elif not child.is_leaf():
+                walk(child, start)
+            start += child.num_leaves
+
+    if not spec.is_leaf():
+        walk(spec, 0)
+    return dropped
+
+
+def exported_leaves(value: Any) -> list:
+    """The leaves of a model's output that the export makes ONNX outputs of (Nones aside): all
+    but a KV cache's bookkeeping, so that eager outputs line up with ONNX Runtime's."""
+    leaves, spec = pytree.tree_flatten(value)
+    dropped = bookkeeping_outputs(spec)
+    return [leaf for k, leaf in enumerate(leaves) if k not in dropped]
+
+
 def _child_keys(node_type: Any, context: Any, count: int) -> list[str]:
     """The name of each child of a pytree node: its key, field or cache role, else position."""
     if hf_cache.is_cache_type(node_type):

@@ -26,6 +26,7 @@ from onnxport.capture.dynamic import as_auto, map_dims, requested_dims, tensor_i
 from onnxport.capture import quantized_modules
 from onnxport.capture.specialization import (FixedDim, describe, failure_location,
                                               fixed_dims, recording_guards, static_size)
+from onnxport.capture.pytree_names import bookkeeping_outputs
 from onnxport.capture.pytree_names import output_names as output_names_of
 from onnxport.errors import CaptureError, DynamicDimensionFixedWarning, InvalidExportOptionsError
 
@@ -545,11 +546,13 @@ def _describe(program, dim_names, input_names, output_names, output_dim_names,
     every_output = [i for i, spec in enumerate(signature.output_specs)
                     if spec.kind == OutputKind.USER_OUTPUT]
     readable = output_names_of(program.call_spec.out_spec) if program.call_spec.out_spec else []
+    dropped = bookkeeping_outputs(program.call_spec.out_spec) if readable else set()
     if len(readable) != len(every_output):
-        readable = [None] * len(every_output)
+        readable, dropped = [None] * len(every_output), set()
     # A None the model returns is no value at all: it has no ONNX output, and the outputs after
     # it keep their own names (ONNX Runtime's list is eager's tensors in order, Nones skipped).
-    kept = [k for k, i in enumerate(every_output) if results[i] is not None]
+    # Neither has a KV cache's bookkeeping (a sliding window's token count).
+    kept = [k for k, i in enumerate(every_output) if results[i] is not None and k not in dropped]
     user_outputs = [every_output[k] for k in kept]
     given = list(output_names or [])
     if len(kept) < len(every_output) and len(given) == len(every_output):

@@ -20,6 +20,7 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.pytree_names import bookkeeping_outputs
 from onnxport.capture.pytree_names import output_names as output_names_of
 from onnxport.capture.torch_export import (
     CapturedProgram, _first_lines, capture_torch_export, parameter_names,
@@ -73,8 +74,10 @@ class _TracedCall(torch.nn.Module):
         names = output_names_of(spec)
         if len(names) != len(leaves):
             names = [None] * len(leaves)
+        dropped = bookkeeping_outputs(spec)  # a KV cache's token count and window
         results, self.output_names = [], []
-        for leaf, name in zip(leaves, names):
+        for leaf, name in [(leaf, name) for k, (leaf, name) in enumerate(zip(leaves, names))
+                           if k not in dropped]:
             if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, torch.Tensor):
                 leaf = torch.tensor(leaf)
             if isinstance(leaf, torch.Tensor):
@@ -129,9 +132,10 @@ def capture_tracing(
         {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
         for position in range(len(tensors))
     ]
-    if not any(dynamic):
-        _fix_scalar_reads(graph_module, tensors, _shape_reads(graph_module))
     program = _propagated(graph_module, tensors, dynamic)
+    if program is None and not any(dynamic):
+        _fix_scalar_reads(graph_module, tensors, _shape_reads(graph_module))
+        program = _propagated(graph_module, tensors, dynamic)
     if program is None:
         program = _export_traced(graph_module, tensors, dynamic)
         _drop_runtime_asserts(program)
@@ -262,6 +266,10 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
     oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
                     for axis in axes)
     shape_env = ShapeEnv()
+    kept_numbers = [  # the numbers the tracer kept as constant tensors (read before faking)
+        int(weight) if spec.kind == InputKind.CONSTANT_TENSOR and weight.dim() == 0
+        and weight.dtype in _INDEX_TYPES else None
+        for weight, spec in zip(weight_values, weight_specs)]
     try:
         from torch._dispatch.python import enable_python_dispatcher
 
@@ -277,12 +285,16 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
 
             fakes = [fake(tensor, dynamic[k] or {}) for k, tensor in enumerate(tensors)]
             values: dict[torch.fx.Node, Any] = {}
-            weights = iter(weight_values)
+            numbers: dict[torch.fx.Node, Any] = {}  # 0-d integer tensors holding a size
+            weights = iter(zip(weight_values, kept_numbers))
             for node in graph.nodes:
-                if node.op == "placeholder":
-                    value = (mode.from_tensor(next(weights), static_shapes=True)
-                             if len(values) < len(attributes)
-                             else fakes[len(values) - len(attributes)])
+                if node.op == "placeholder" and len(values) < len(attributes):
+                    weight, number = next(weights)
+                    value = mode.from_tensor(weight, static_shapes=True)
+                    if number is not None:
+                        numbers[node] = number
+                elif node.op == "placeholder":
+                    value = fakes[len(values) - len(attributes)]
                 elif node.op == "get_attr":  # a loop body, propagated with its loop
                     value = bodies[node.target]
                 elif node.target is prim_loop:
@@ -294,7 +306,17 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 elif node.op == "call_function":
                     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
                                                          lambda n: values[n])
-                    value = node.target(*args, **kwargs)
+                    number = _size_number(node, args, kwargs, numbers)
+                    if node.target in _NUMBER_READS and number is not None:
+                        value = number
+                        if isinstance(number, int):  # a static size: the number itself
+                            _replace_uses(node, number)
+                        else:  # a symbolic one: still read from the tensor at run time
+                            node.target = torch.ops.aten._local_scalar_dense.default
+                    else:
+                        value = node.target(*args, **kwargs)
+                        if number is not None:
+                            numbers[node] = number
                 else:
                     continue
                 values[node] = value
@@ -307,6 +329,9 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 f"propagated at {node.format_node()} ({_source_of(node)}): "
                 f"{type(error).__name__}: {_first_lines(str(error), 2)}") from error
         return None
+    for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.
     shape_env.pending_fresh_unbacked_symbols.clear()
@@ -494,6 +519,57 @@ def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
                  for b, a in zip(before.shape, after.shape)]
         general.append(torch.empty(sizes, dtype=before.dtype, device=before.device))
     return general
+
+
+def _size_number(node: torch.fx.Node, args: tuple, kwargs: dict,
+                 numbers: dict[torch.fx.Node, Any]) -> Any:
+    """The integer a node's 0-d integer tensor holds, or that a read of such a tensor gives,
+    when it is computed from sizes alone (the tracer keeps ``x.size(-1) // 2`` as tensors), so
+    that reading it back is that size (symbolic or not) rather than an unknown number; else
+    None."""
+    target = node.target
+    if target in _SCALAR_TENSORS:
+        number = args[0] if args else None
+        dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+        if isinstance(number, (int, torch.SymInt)) and not isinstance(number, bool) and \
+                dtype in (None, *_INDEX_TYPES):
+            return number
+        return None
+    if target in _NUMBER_READS or (target is torch.ops.aten._to_copy.default and set(kwargs) <=
+                                   {"dtype"} and kwargs.get("dtype") in _INDEX_TYPES):
+        source = node.args[0] if len(node.args) == 1 else None
+        if isinstance(source, int) and not isinstance(source, bool):
+            return source  # a read made a number already
+        return numbers.get(source) if isinstance(source, torch.fx.Node) else None
+    if target is torch.ops.aten._to_copy.default:
+        return None
+    operation = _NUMBER_ARITHMETIC.get(target)
+    alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) == 3 else 1)
+    if operation is None or len(node.args) not in (2, 3) or alpha != 1 or \
+            set(node.kwargs) - {"alpha"}:
+        return None
+    operands = [numbers.get(a) if isinstance(a, torch.fx.Node) else a for a in node.args[:2]]
+    if all(isinstance(o, (int, torch.SymInt)) and not isinstance(o, bool) for o in operands):
+        return operation(*operands)
+    return None
+
+
+def _replace_uses(node: torch.fx.Node, number: int) -> None:
+    for user in list(node.users):
+        user.args, user.kwargs = torch.fx.node.map_arg(
+            (user.args, user.kwargs), lambda n: number if n is node else n)
+
+
+_NUMBER_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default,
+                 torch.ops.aten.ScalarImplicit.default)
+_NUMBER_ARITHMETIC = {
+    torch.ops.aten.add.Tensor: operator.add, torch.ops.aten.sub.Tensor: operator.sub,
+    torch.ops.aten.mul.Tensor: operator.mul, torch.ops.aten.floor_divide.default: operator.floordiv,
+    torch.ops.aten.add.Scalar: operator.add, torch.ops.aten.sub.Scalar: operator.sub,
+    torch.ops.aten.mul.Scalar: operator.mul, torch.ops.aten.rsub.Scalar: lambda a, b: b - a,
+    torch.ops.aten.rsub.Tensor: lambda a, b: b - a,
+    torch.ops.aten.remainder.Scalar: operator.mod, torch.ops.aten.remainder.Tensor: operator.mod,
+}
 
 
 def _size_read_back(node: torch.fx.Node) -> torch.fx.Node | None:
@@ -833,11 +909,12 @@ def _converter_class():
         def convert_node(self, node):
             last = next(iter(reversed(self.fx_graph.nodes)), None)
             super().convert_node(node)
-            meta = _provenance(node)
+            meta = None  # read only for nodes that made calls: most (constants, lists) make none
             for fx_node in reversed(self.fx_graph.nodes):
                 if fx_node is last:
                     break
                 if fx_node.op == "call_function":
+                    meta = _provenance(node) if meta is None else meta
                     fx_node.meta.update(meta)
 
     return Converter

@@ -105,13 +105,15 @@ def eager_outputs(model: Any, args: tuple, kwargs: dict) -> list[Output]:
     exporter does: tensors and numbers in order, None skipped (it is no ONNX output)."""
     from torch.export import ExportedProgram
 
+    from onnxport.capture.pytree_names import exported_leaves
+
     function = model.module() if isinstance(model, ExportedProgram) else model
     # The model may write into its inputs; ONNX Runtime must see them as they were given.
     args, kwargs = pytree.tree_map_only(torch.Tensor, torch.clone, (args, kwargs))
     module = function if isinstance(function, torch.nn.Module) else None
     with preserved_state(module), torch.no_grad():
         result = function(*args, **kwargs)
-    return [leaf for leaf in pytree.tree_leaves(result)
+    return [leaf for leaf in exported_leaves(result)
             if isinstance(leaf, (torch.Tensor, bool, int, float))]
 
 
