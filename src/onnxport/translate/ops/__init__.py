@@ -13,6 +13,7 @@ from onnxport.translate.ops import (  # noqa: F401
     reductions,
     resize,
     shape,
+    special,
     symbolic,
     torchvision_ops,
 )

@@ -1,0 +1,148 @@
+"""Special functions ONNX has no single op for, or has for floats only: inverse hyperbolics,
+erfc, exp2, log10, frac, signbit, logit, logaddexp2, cumprod, logcumsumexp."""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+
+from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, normalize_axis
+from onnxport.translate.registry import translates
+
+
+def _float_of(g, x: ir.Value) -> ir.Value:
+    """``x`` in the float dtype torch computes a float function of it in."""
+    out = expected_dtype(g)
+    if x.dtype in FLOAT_TYPES:
+        return x
+    return cast(g, x, out if out in FLOAT_TYPES else ir.DataType.FLOAT)
+
+
+def _float_unary(onnx_op: str, name: str):
+    def translation(g, self):
+        return g.op(onnx_op, _float_of(g, self))
+
+    translation.__name__ = onnx_op.lower()
+    translation.__doc__ = f"{name}(Tensor self) -> Tensor  (ONNX {onnx_op})"
+    translates(f"aten::{name}", f"prims::{name}", since_opset=9)(translation)
+
+
+for _op, _name in [("Acosh", "acosh"), ("Asinh", "asinh"), ("Atanh", "atanh")]:
+    _float_unary(_op, _name)
+
+
+@translates("aten::erfc", "prims::erfc", "aten::special_erfc")
+def erfc(g, self):
+    """erfc(Tensor self) -> Tensor"""
+    x = _float_of(g, self)
+    return g.op("Sub", g.const(1.0, x.dtype), g.op("Erf", x))
+
+
+@translates("aten::exp2", "prims::exp2", "aten::special_exp2")
+def exp2(g, self):
+    """exp2(Tensor self) -> Tensor"""
+    x = _float_of(g, self)
+    return g.op("Pow", g.const(2.0, x.dtype), x)
+
+
+@translates("aten::log10", "prims::log10")
+def log10(g, self):
+    """log10(Tensor self) -> Tensor"""
+    x = _float_of(g, self)
+    return g.op("Div", g.op("Log", x), g.const(math.log(10.0), x.dtype))
+
+
+@translates("aten::frac")
+def frac(g, self):
+    """frac(Tensor self) -> Tensor"""
+    # x - trunc(x): Floor above zero, Ceil elsewhere.
+    trunc = g.op("Where", g.op("Greater", self, g.const(0.0, self.dtype)),
+                 g.op("Floor", self), g.op("Ceil", self))
+    return g.op("Sub", self, trunc)
+
+
+@translates("aten::signbit", "prims::signbit")
+def signbit(g, self):
+    """signbit(Tensor self) -> Tensor"""
+    if self.dtype == ir.DataType.BOOL:
+        return g.op("Equal", self, g.op("Not", self))  # all false
+    zero = g.const(0, self.dtype)
+    negative = g.op("Less", self, zero)
+    if self.dtype not in FLOAT_TYPES:
+        return negative
+    # -0.0 has its sign bit set: 1 / -0.0 is -inf. (The sign of a NaN is out of reach
+    # without a bit cast; torch's own samples hold no negative NaN.)
+    negative_zero = g.op("And", g.op("Equal", self, zero),
+                         g.op("Less", g.op("Div", g.const(1.0, self.dtype), self), zero))
+    return g.op("Or", negative, negative_zero)
+
+
+@translates("aten::logit", "aten::special_logit")
+def logit(g, self, eps=None):
+    """logit(Tensor self, float? eps=None) -> Tensor"""
+    x = _float_of(g, self)
+    if eps is not None:
+        x = g.op("Clip", x, g.const(float(eps), x.dtype), g.const(1.0 - float(eps), x.dtype))
+    return g.op("Log", g.op("Div", x, g.op("Sub", g.const(1.0, x.dtype), x)))
+
+
+@translates("aten::logaddexp2")
+def logaddexp2(g, self, other):
+    """logaddexp2(Tensor self, Tensor other) -> Tensor"""
+    a, b = _float_of(g, self), _float_of(g, other)
+    # max + log2(1 + 2^-(|a - b|)); where both are the same infinity, that infinity (a - b
+    # would be NaN).
+    larger = g.op("Max", a, b)
+    gap = g.op("Neg", g.op("Abs", g.op("Sub", a, b)))
+    log2_term = g.op("Div", g.op("Log", g.op("Add", g.const(1.0, a.dtype),
+                                                g.op("Pow", g.const(2.0, a.dtype), gap))),
+                     g.const(math.log(2.0), a.dtype))
+    result = g.op("Add", larger, log2_term)
+    same = g.op("Equal", a, b)
+    return g.op("Where", same, g.op("Add", a, g.const(1.0, a.dtype)), result)
+
+
+@translates("aten::logcumsumexp")
+def logcumsumexp(g, self, dim):
+    """logcumsumexp(Tensor self, int dim) -> Tensor"""
+    x = _float_of(g, self)
+    rank = len(self.shape) if self.shape is not None else 1
+    axis = g.const(normalize_axis(dim, max(rank, 1)), ir.DataType.INT64)
+    if rank == 0:
+        return g.op("Identity", x)
+    # Shifted by the maximum along the axis so that Exp does not overflow; an all -inf
+    # slice keeps -inf (its shift is 0, not -inf).
+    peak = g.op("ReduceMax", x, g.op("Unsqueeze", axis, g.const([0], ir.DataType.INT64)),
+                keepdims_i=1)
+    finite = g.op("Where", g.op("IsInf", peak), g.const(0.0, x.dtype), peak)
+    summed = g.op("CumSum", g.op("Exp", g.op("Sub", x, finite)), axis)
+    return g.op("Add", g.op("Log", summed), finite)
+
+
+@translates("aten::cumprod")
+def cumprod(g, self, dim, *, dtype=None):
+    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
+    out = expected_dtype(g)
+    x = cast(g, self, out) if out is not None else self
+    rank = len(self.shape) if self.shape is not None else 1
+    if rank == 0:
+        return g.op("Identity", x)
+    axis = normalize_axis(dim, rank)
+    length = self.shape[axis]
+    if not isinstance(length, int):
+        from onnxport.errors import TranslationError
+
+        raise TranslationError("aten::cumprod: a dynamic length along the product's axis has "
+                               "no translation yet; export with that axis static")
+    # A running product: slice by slice along the axis (exact, zeros and signs included, which
+    # exp(cumsum(log|x|)) is not).
+    pieces = [g.op("Slice", x, g.const([i], ir.DataType.INT64),
+                   g.const([i + 1], ir.DataType.INT64), g.const([axis], ir.DataType.INT64))
+              for i in range(length)]
+    if not pieces:
+        return g.op("Identity", x)
+    running = [pieces[0]]
+    for piece in pieces[1:]:
+        running.append(g.op("Mul", running[-1], piece))
+    return running[0] if len(running) == 1 else g.op("Concat", *running, axis_i=axis)
