@@ -115,6 +115,9 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per op")
     parser.add_argument("--json", default="op_conformance.json")
     parser.add_argument("--fresh", action="store_true", help="ignore results already in --json")
+    parser.add_argument("--write-expected", metavar="PATH",
+                        help="write the expected-failures table of onnxport at opset 18 from "
+                             "these results (reasons already in the table are kept)")
     options = parser.parse_args(argv)
 
     from onnxport.conformance import results, samples
@@ -154,7 +157,43 @@ def main(argv=None) -> int:
         document["summary"] = _summaries(results, document["results"], plan)
         _write(options.json, document)
     _print(document["summary"], plan)
+    if options.write_expected:
+        _write_expected(options.write_expected, document["results"])
     return 0
+
+
+def _write_expected(path: str, by_op: dict) -> None:
+    """The side table as Python source: one line per failing (op, dtype), with its reason."""
+    from onnxport.conformance import results
+    from onnxport.conformance.expected import EXPECTED_FAILURES
+
+    lines = []
+    for op in sorted(by_op):
+        by_dtype = by_op[op].get("onnxport", {}).get("18", {})
+        for dtype in ("float32", "int64", "bool"):
+            status = results.dtype_status(by_dtype.get(dtype, []))
+            if status is None or status[0] == "pass":
+                continue
+            reason = EXPECTED_FAILURES.get((op, dtype)) or _reason(*status)
+            lines.append(f"    ({op!r}, {dtype!r}): {reason!r},")
+    with open(path) as stream:
+        text = stream.read()
+    head = text[:text.index("EXPECTED_FAILURES")]
+    with open(path, "w") as stream:
+        stream.write(head + "EXPECTED_FAILURES: dict[tuple[str, str], str] = {\n"
+                     + "\n".join(lines) + "\n}\n")
+    print(f"wrote {len(lines)} expected failures to {path}")
+
+
+def _reason(kind: str, detail: str) -> str:
+    """A one-line reason from a failure's detail (the first line that says something)."""
+    import re
+
+    text = " ".join(detail.split())
+    text = re.sub(r"export: (UnsupportedOpsError|TranslationError|CaptureError): ", "", text)
+    text = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"\s*used at \S+ ?", " ", text)
+    return f"{kind}: {text[:140]}"
 
 
 def _summaries(results, by_op: dict, plan) -> dict:

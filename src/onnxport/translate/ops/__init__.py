@@ -4,6 +4,7 @@ from onnxport.translate.ops import (  # noqa: F401
     attention,
     control_flow,
     conv_pool,
+    counting,
     creation,
     elementwise,
     indexing,
