@@ -27,6 +27,15 @@ RANDOM_OPS = frozenset({
     "new_empty", "new_empty_strided", "empty_permuted"})
 
 
+# Ops whose eager call OpInfo seeds (wrapper_set_seed), random in the samples that ask for
+# dropout: eager repeats itself, an exported graph (inference: no dropout) does not.
+RANDOM_SAMPLES: dict[str, Callable[[Any], bool]] = {
+    "nn.functional.scaled_dot_product_attention": lambda s: s.kwargs.get("dropout_p", 0.0) > 0,
+    "nn.functional.multi_head_attention_forward": lambda s: (
+        len(s.args) > 9 and s.args[9] > 0 and s.kwargs.get("training", True)),
+}
+
+
 def _dim_arg(position: int, default: int | None = -1) -> Callable[[Any], int | None]:
     def find(sample) -> int | None:
         if "dim" in sample.kwargs:
@@ -57,10 +66,11 @@ class Case:
     module: torch.nn.Module
     inputs: tuple[torch.Tensor, ...]
     tie_dim: Callable[[], int | None] | None = None
+    random_at_run_time: bool = False
 
     @property
     def random(self) -> bool:
-        return self.op in RANDOM_OPS
+        return self.op in RANDOM_OPS or self.random_at_run_time
 
     @property
     def key(self) -> str:
@@ -138,8 +148,9 @@ def cases(op: str, dtype: str, limit: int = SAMPLES_PER_DTYPE) -> Iterator[Case]
             module = _module_class(len(slots))(opinfo.op, spec, constants, slots)
             inputs = tuple(leaves[i].detach().clone() for i in slots)
             tie = TIE_OPS.get(op)
+            random = RANDOM_SAMPLES.get(op, lambda s: False)(sample)
             yield Case(op, dtype, index, module.eval(), inputs,
-                       (lambda s=sample, t=tie: t(s)) if tie else None)
+                       (lambda s=sample, t=tie: t(s)) if tie else None, random)
     except Exception:
         # A sample generator that fails for this dtype offers no samples.
         return
