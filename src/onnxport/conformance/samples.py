@@ -20,7 +20,7 @@ SAMPLES_PER_DTYPE = 4
 # results differ between two seeds are found at run time too (Case.random).
 RANDOM_OPS = frozenset({
     "bernoulli", "multinomial", "normal", "normal.number_mean", "rand_like", "randn_like",
-    "randint_like", "randint", "nn.functional.dropout", "nn.functional.dropout2d",
+    "randint_like", "randint", "rand", "randn", "normal.in_place", "nn.functional.dropout", "nn.functional.dropout2d",
     "nn.functional.dropout3d", "nn.functional.alpha_dropout",
     "nn.functional.feature_alpha_dropout.with_train", "nn.functional.rrelu", "uniform",
     "exponential", "geometric", "cauchy", "log_normal", "empty", "empty_like", "empty_strided",

@@ -10,6 +10,7 @@ from onnxport.translate.ops import (  # noqa: F401
     indexing,
     linalg,
     normalization,
+    random,
     recurrent,
     reductions,
     resize,
