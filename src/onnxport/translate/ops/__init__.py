@@ -14,6 +14,7 @@ from onnxport.translate.ops import (  # noqa: F401
     recurrent,
     reductions,
     resize,
+    selection,
     shape,
     special,
     symbolic,
