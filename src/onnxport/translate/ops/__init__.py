@@ -9,6 +9,7 @@ from onnxport.translate.ops import (  # noqa: F401
     elementwise,
     indexing,
     linalg,
+    matrix_functions,
     normalization,
     random,
     recurrent,
