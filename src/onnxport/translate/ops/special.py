@@ -146,3 +146,59 @@ def cumprod(g, self, dim, *, dtype=None):
     for piece in pieces[1:]:
         running.append(g.op("Mul", running[-1], piece))
     return running[0] if len(running) == 1 else g.op("Concat", *running, axis_i=axis)
+
+
+@translates("aten::angle")
+def angle(g, self):
+    """angle(Tensor self) -> Tensor"""
+    # Of a real number: pi below zero, 0 elsewhere, NaN kept.
+    x = _float_of(g, self)
+    zero = g.const(0.0, x.dtype)
+    result = g.op("Where", g.op("Less", x, zero), g.const(math.pi, x.dtype), zero)
+    return g.op("Where", g.op("IsNaN", x), x, result)
+
+
+@translates("aten::hypot", "prims::hypot")
+def hypot(g, self, other):
+    """hypot(Tensor self, Tensor other) -> Tensor"""
+    a, b = _float_of(g, self), _float_of(g, other)
+    # Scaled by the larger magnitude so that squares do not overflow; inf wins over NaN.
+    a, b = g.op("Abs", a), g.op("Abs", b)
+    large, small = g.op("Max", a, b), g.op("Min", a, b)
+    zero = g.const(0.0, a.dtype)
+    ratio = g.op("Where", g.op("Equal", large, zero), zero, g.op("Div", small, large))
+    result = g.op("Mul", large, g.op("Sqrt", g.op("Add", g.const(1.0, a.dtype),
+                                                  g.op("Mul", ratio, ratio))))
+    infinite = g.op("Or", g.op("IsInf", a), g.op("IsInf", b))
+    return g.op("Where", infinite, g.const(float("inf"), a.dtype), result)
+
+
+@translates("aten::copysign.Tensor", "aten::copysign")
+def copysign(g, self, other):
+    """copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
+    if not isinstance(other, ir.Value):
+        other = g.const(float(other), ir.DataType.FLOAT)
+    magnitude = g.op("Abs", _float_of(g, self))
+    negative = signbit(g, _float_of(g, other))
+    return g.op("Where", negative, g.op("Neg", magnitude), magnitude)
+
+
+def _alias(target: str, *names: str) -> None:
+    """Register the library's translation of ``target`` for ``names`` too (prims that torch's
+    decompositions produce and that mean the same)."""
+    from onnxport.translate.registry import _DEFAULT
+
+    for translation in _DEFAULT._translations.get(target, ()):
+        for name in names:
+            _DEFAULT.register(name, translation.function, translation.since_opset)
+
+
+# prims with the same meaning (and arguments) as the ATen op. Not prims::div: it truncates
+# integers, aten::div does not.
+for _name in ["abs", "sqrt", "rsqrt", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+              "ceil", "floor", "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan",
+              "sinh", "cosh", "tanh", "neg", "sign", "trunc", "round", "erf", "sigmoid",
+              "atan2", "fmod", "remainder", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
+              "ge", "pow", "isfinite", "mul", "sub", "add", "reciprocal"]:
+    _alias(f"aten::{_name}", f"prims::{_name}")
+_alias("aten::squeeze", "aten::squeeze_")
