@@ -202,3 +202,145 @@ for _name in ["abs", "sqrt", "rsqrt", "bitwise_and", "bitwise_or", "bitwise_xor"
               "ge", "pow", "isfinite", "mul", "sub", "add", "reciprocal"]:
     _alias(f"aten::{_name}", f"prims::{_name}")
 _alias("aten::squeeze", "aten::squeeze_")
+
+
+# -- gamma family: computed in double (shift up, then the asymptotic series) ---------------
+_D = ir.DataType.DOUBLE
+_SHIFT = 8  # lgamma/digamma move x up by this many steps before the asymptotic series
+
+
+def _in_double(g, self) -> tuple[ir.Value, ir.DataType]:
+    out = expected_dtype(g)
+    out = out if out in FLOAT_TYPES else ir.DataType.FLOAT
+    return cast(g, self, _D), out
+
+
+def _c(g, value: float) -> ir.Value:
+    return g.const(float(value), _D)
+
+
+def _nonpositive_integer(g, x) -> ir.Value:
+    return g.op("And", g.op("LessOrEqual", x, _c(g, 0.0)), g.op("Equal", x, g.op("Floor", x)))
+
+
+def _reflected(g, x):
+    """(x < 0.5, y): y = 1 - x below 0.5, else x, so that y >= 0.5."""
+    below = g.op("Less", x, _c(g, 0.5))
+    return below, g.op("Where", below, g.op("Sub", _c(g, 1.0), x), x)
+
+
+def _lgamma_positive(g, y) -> ir.Value:
+    """lgamma(y) for y >= 0.5: lgamma(y + 8) - log(y (y+1) ... (y+7)), Stirling's series."""
+    logs = [g.op("Log", g.op("Add", y, _c(g, k)) if k else y) for k in range(_SHIFT)]
+    z = g.op("Add", y, _c(g, _SHIFT))
+    inverse = g.op("Reciprocal", z)
+    inverse2 = g.op("Mul", inverse, inverse)
+    series = _c(g, -1.0 / 1680)
+    for coefficient in (1.0 / 1260, -1.0 / 360, 1.0 / 12):
+        series = g.op("Add", g.op("Mul", series, inverse2), _c(g, coefficient))
+    stirling = g.op("Add", g.op("Sub", g.op("Mul", g.op("Sub", z, _c(g, 0.5)), g.op("Log", z)), z),
+                    g.op("Add", _c(g, 0.5 * math.log(2 * math.pi)), g.op("Mul", series, inverse)))
+    return g.op("Sub", stirling, g.op("Sum", *logs) if len(logs) > 1 else logs[0])
+
+
+@translates("aten::lgamma", "prims::lgamma")
+def lgamma(g, self):
+    """lgamma(Tensor self) -> Tensor"""
+    x, out = _in_double(g, self)
+    below, y = _reflected(g, x)
+    positive = _lgamma_positive(g, y)
+    # Reflection: lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x).
+    sine = g.op("Abs", g.op("Sin", g.op("Mul", x, _c(g, math.pi))))
+    reflected = g.op("Sub", g.op("Log", g.op("Div", _c(g, math.pi), sine)), positive)
+    result = g.op("Where", below, reflected, positive)
+    # Poles at 0, -1, -2...; lgamma(-inf) is inf too.
+    pole = g.op("Or", _nonpositive_integer(g, x), g.op("IsInf", x))
+    result = g.op("Where", pole, _c(g, float("inf")), result)
+    return cast(g, result, out)
+
+
+def _digamma_double(g, x) -> ir.Value:
+    below, y = _reflected(g, x)
+    # digamma(y) = digamma(y + 8) - sum 1 / (y + k); the asymptotic series at y + 8.
+    steps = [g.op("Reciprocal", g.op("Add", y, _c(g, k)) if k else y) for k in range(_SHIFT)]
+    z = g.op("Add", y, _c(g, _SHIFT))
+    inverse2 = g.op("Reciprocal", g.op("Mul", z, z))
+    series = _c(g, -1.0 / 132)
+    for coefficient in (1.0 / 240, -1.0 / 252, 1.0 / 120, -1.0 / 12):
+        series = g.op("Add", g.op("Mul", series, inverse2), _c(g, coefficient))
+    asymptotic = g.op("Sub", g.op("Add", g.op("Log", z), g.op("Mul", series, inverse2)),
+                      g.op("Div", _c(g, 0.5), z))
+    positive = g.op("Sub", asymptotic, g.op("Sum", *steps))
+    # Reflection: digamma(x) = digamma(1 - x) - pi / tan(pi x).
+    # (pi cos / sin: ONNX Runtime has no double Tan.)
+    angle = g.op("Mul", x, _c(g, math.pi))
+    reflected = g.op("Sub", positive, g.op("Div", g.op("Mul", _c(g, math.pi), g.op("Cos", angle)),
+                                           g.op("Sin", angle)))
+    result = g.op("Where", below, reflected, positive)
+    # torch: -inf at 0, NaN at the negative integers.
+    result = g.op("Where", _nonpositive_integer(g, x), _c(g, float("nan")), result)
+    return g.op("Where", g.op("Equal", x, _c(g, 0.0)), _c(g, float("-inf")), result)
+
+
+@translates("aten::digamma", "prims::digamma", "aten::special_psi")
+def digamma(g, self):
+    """digamma(Tensor self) -> Tensor"""
+    x, out = _in_double(g, self)
+    return cast(g, _digamma_double(g, x), out)
+
+
+# B_2j / (2j)! for the Euler-Maclaurin tail of the Hurwitz zeta function.
+_BERNOULLI_TERMS = [1.0 / 12, -1.0 / 720, 1.0 / 30240, -1.0 / 1209600, 1.0 / 47900160,
+                    -691.0 / 1307674368000]
+_ZETA_TERMS = 20
+
+
+def _hurwitz_zeta(g, s, q) -> ir.Value:
+    """zeta(s, q) = sum over k >= 0 of (q + k)^-s, in double, as cephes computes it: a direct
+    sum of 20 terms, then the Euler-Maclaurin tail."""
+    terms = [g.op("Pow", g.op("Add", q, _c(g, k)) if k else q, g.op("Neg", s))
+             for k in range(_ZETA_TERMS)]
+    a = g.op("Add", q, _c(g, _ZETA_TERMS))
+    a_to_minus_s = g.op("Pow", a, g.op("Neg", s))
+    tail = g.op("Add", g.op("Div", g.op("Mul", a, a_to_minus_s), g.op("Sub", s, _c(g, 1.0))),
+                g.op("Mul", _c(g, 0.5), a_to_minus_s))
+    # term_j = B_2j/(2j)! * s (s+1) ... (s+2j-2) * a^(-s-2j+1)
+    rising = s
+    power = g.op("Div", a_to_minus_s, a)
+    inverse2 = g.op("Reciprocal", g.op("Mul", a, a))
+    for j, coefficient in enumerate(_BERNOULLI_TERMS):
+        if j:
+            rising = g.op("Mul", rising, g.op("Mul", g.op("Add", s, _c(g, 2 * j - 1)),
+                                                g.op("Add", s, _c(g, 2 * j))))
+            power = g.op("Mul", power, inverse2)
+        tail = g.op("Add", tail, g.op("Mul", _c(g, coefficient), g.op("Mul", rising, power)))
+    result = g.op("Add", g.op("Sum", *terms), tail)
+    # cephes: inf at s == 1 and at the poles q = 0, -1, ...; NaN for s < 1, and for q < 0
+    # with a fractional s.
+    result = g.op("Where", _nonpositive_integer(g, q), _c(g, float("inf")), result)
+    fractional = g.op("Not", g.op("Equal", s, g.op("Floor", s)))
+    nan = g.op("Or", g.op("Less", s, _c(g, 1.0)),
+               g.op("And", g.op("Less", q, _c(g, 0.0)), fractional))
+    result = g.op("Where", nan, _c(g, float("nan")), result)
+    return g.op("Where", g.op("Equal", s, _c(g, 1.0)), _c(g, float("inf")), result)
+
+
+@translates("aten::special_zeta", "prims::zeta")
+def zeta(g, self, other):
+    """special_zeta(Tensor self, Tensor other) -> Tensor"""
+    out = expected_dtype(g)
+    out = out if out in FLOAT_TYPES else ir.DataType.FLOAT
+    s = cast(g, self if isinstance(self, ir.Value) else g.const(float(self), _D), _D)
+    q = cast(g, other if isinstance(other, ir.Value) else g.const(float(other), _D), _D)
+    return cast(g, _hurwitz_zeta(g, s, q), out)
+
+
+@translates("aten::polygamma", "aten::special_polygamma")
+def polygamma(g, n, self):
+    """polygamma(int n, Tensor self) -> Tensor"""
+    x, out = _in_double(g, self)
+    if n == 0:
+        return cast(g, _digamma_double(g, x), out)
+    # psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x)
+    factor = (-1.0) ** (n + 1) * math.factorial(n)
+    return cast(g, g.op("Mul", _c(g, factor), _hurwitz_zeta(g, _c(g, n + 1.0), x)), out)
