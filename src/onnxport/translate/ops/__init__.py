@@ -7,6 +7,7 @@ from onnxport.translate.ops import (  # noqa: F401
     counting,
     creation,
     elementwise,
+    index_reduce,
     indexing,
     linalg,
     matrix_functions,
