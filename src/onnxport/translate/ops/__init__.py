@@ -10,6 +10,7 @@ from onnxport.translate.ops import (  # noqa: F401
     index_reduce,
     indexing,
     linalg,
+    losses,
     matrix_functions,
     normalization,
     random,

@@ -115,3 +115,57 @@ def searchsorted(g, sorted_sequence, self, *, out_int32=False, right=False, side
     if rank(self) == 0:
         count = g.op("Squeeze", count, g.const([0], _I64))
     return cast(g, count, ir.DataType.INT32 if out_int32 else _I64)
+
+
+def _cumulative_extreme(g, self, dim, largest: bool):
+    """cummax/cummin for a static length n along ``dim``: an n x n lower-triangular mask
+    picks the prefix of each position; the index is the last position holding the extreme
+    (torch's choice among ties)."""
+    if rank(self) == 0:
+        return g.op("Identity", self), g.const(0, _I64)
+    r = rank(self)
+    axis = normalize_axis(dim, r)
+    n = self.shape[axis]
+    if not isinstance(n, int):
+        from onnxport.errors import TranslationError
+
+        raise TranslationError("aten::cummax/cummin: a dynamic length along the axis has no "
+                               "translation yet; export with that axis static")
+    perm = [i for i in range(r) if i != axis] + [axis]
+    inverse = [perm.index(i) for i in range(r)]
+    x = g.op("Transpose", self, perm_i=perm)
+    compute = self.dtype if self.dtype != ir.DataType.BOOL else ir.DataType.UINT8
+    x = cast(g, x, compute)
+    import torch
+
+    prefix = g.const(torch.tril(torch.ones(n, n, dtype=torch.bool)))
+    positions = g.const(torch.arange(n).reshape(1, n))
+    if compute in FLOAT_TYPES:
+        fill = float("-inf") if largest else float("inf")
+    else:
+        info = torch.iinfo({ir.DataType.UINT8: torch.uint8}.get(compute, torch.int64))
+        fill = info.min if largest else info.max
+    rows = g.op("Unsqueeze", x, g.const([-2], _I64))  # [..., 1, n]: row i sees x[j <= i]
+    masked = g.op("Where", prefix, rows, g.const(fill, compute))
+    reduce = "ReduceMax" if largest else "ReduceMin"
+    values = g.op(reduce, masked, g.const([-1], _I64), keepdims_i=1)  # [..., n, 1]
+    hits = g.op("And", prefix, g.op("Equal", rows, values))
+    index = g.op("ReduceMax", g.op("Where", hits, positions, g.const(-1, _I64)),
+                 g.const([-1], _I64), keepdims_i=0)
+    values = g.op("Squeeze", values, g.const([-1], _I64))
+    values = g.op("Transpose", cast(g, values, self.dtype), perm_i=inverse)
+    index = g.op("Transpose", index, perm_i=inverse)
+    index.dtype = _I64
+    return values, index
+
+
+@translates("aten::cummax")
+def cummax(g, self, dim):
+    """cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    return _cumulative_extreme(g, self, dim, largest=True)
+
+
+@translates("aten::cummin")
+def cummin(g, self, dim):
+    """cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    return _cumulative_extreme(g, self, dim, largest=False)
