@@ -93,3 +93,48 @@ def masked_scatter(g, self, mask, source):
     padded = g.op("Concat", flat_source, cast(g, g.const([0], _I64), self.dtype), axis_i=0)
     picked = g.op("Reshape", g.op("Gather", padded, order, axis_i=0), shape)
     return g.op("Where", mask, picked, self)
+
+
+@translates("aten::embedding_bag", "aten::embedding_bag.padding_idx",
+            "aten::_embedding_bag_forward_only", "aten::_embedding_bag")
+def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # Bag b holds the indices from offsets[b] on: a [bags, n] membership matrix, then a
+    # MatMul (sum, mean) or a masked ReduceMax (max).
+    indices = cast(g, indices, _I64)
+    starts = cast(g, offsets, _I64)
+    if include_last_offset:
+        starts = g.op("Slice", starts, g.const([0], _I64), g.const([-1], _I64))
+    count_of_indices = g.op("Shape", indices)
+    positions = g.op("Range", g.const(0, _I64), g.op("Squeeze", count_of_indices),
+                     g.const(1, _I64))
+    started = g.op("LessOrEqual", g.op("Unsqueeze", starts, g.const([1], _I64)),
+                   g.op("Unsqueeze", positions, g.const([0], _I64)))  # [bags, n]
+    bag_of = g.op("Sub", g.op("ReduceSum", cast(g, started, _I64), g.const([0], _I64),
+                              keepdims_i=0), g.const(1, _I64))
+    bags = g.op("Range", g.const(0, _I64), g.op("Squeeze", g.op("Shape", starts)),
+                g.const(1, _I64))
+    member = g.op("Equal", g.op("Unsqueeze", bags, g.const([1], _I64)),
+                  g.op("Unsqueeze", bag_of, g.const([0], _I64)))
+    if padding_idx is not None and padding_idx >= 0:
+        kept = g.op("Not", g.op("Equal", indices, g.const(int(padding_idx), _I64)))
+        member = g.op("And", member, g.op("Unsqueeze", kept, g.const([0], _I64)))
+    rows = g.op("Gather", weight, indices, axis_i=0)  # [n, dim]
+    if per_sample_weights is not None:
+        rows = g.op("Mul", rows, g.op("Unsqueeze", per_sample_weights, g.const([1], _I64)))
+    sizes = g.op("ReduceSum", cast(g, member, _I64), g.const([1], _I64), keepdims_i=1)
+    if mode == 2:
+        masked = g.op("Where", g.op("Unsqueeze", member, g.const([2], _I64)),
+                      g.op("Unsqueeze", rows, g.const([0], _I64)),
+                      g.const(float("-inf"), weight.dtype))
+        out = g.op("ReduceMax", masked, g.const([1], _I64), keepdims_i=0)
+        # An empty bag is zeros in torch.
+        out = g.op("Where", g.op("Greater", sizes, g.const(0, _I64)), out,
+                   g.const(0.0, weight.dtype))
+    else:
+        out = g.op("MatMul", cast(g, member, weight.dtype), rows)
+        if mode == 1:
+            out = g.op("Div", out, cast(g, g.op("Max", sizes, g.const(1, _I64)), weight.dtype))
+    # offset2bag, bag_size and max_indices are torch's bookkeeping for the backward pass.
+    return out, bag_of, g.op("Squeeze", sizes, g.const([1], _I64)), bag_of
