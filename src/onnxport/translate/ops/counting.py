@@ -138,3 +138,44 @@ def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq=False, mode=0,
             out = g.op("Div", out, cast(g, g.op("Max", sizes, g.const(1, _I64)), weight.dtype))
     # offset2bag, bag_size and max_indices are torch's bookkeeping for the backward pass.
     return out, bag_of, g.op("Squeeze", sizes, g.const([1], _I64)), bag_of
+
+
+@translates("aten::_unique2", "aten::unique_dim", since_opset=11)
+def unique(g, self, sorted=True, return_inverse=False, return_counts=False):
+    """_unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)"""
+    # torch sorts on the CPU whatever ``sorted`` says; ONNX Unique without an axis flattens.
+    x = self
+    if self.dtype == ir.DataType.BOOL:
+        x = cast(g, self, _I64)  # no bool kernel in ONNX Runtime
+    values, _, inverse, counts = g.op("Unique", x, sorted_i=1, outputs=4)
+    values.dtype, inverse.dtype, counts.dtype = x.dtype, _I64, _I64
+    inverse = g.op("Reshape", inverse, g.op("Shape", self))
+    return cast(g, values, self.dtype), inverse, counts
+
+
+@translates("aten::unique_consecutive")
+def unique_consecutive(g, self, return_inverse=False, return_counts=False, dim=None):
+    """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)"""
+    if dim is not None:
+        from onnxport.errors import TranslationError
+
+        raise TranslationError("aten::unique_consecutive with dim has no translation yet; "
+                               "call it without dim (on the flattened tensor)")
+    flat = g.op("Reshape", self, g.const([-1], _I64))
+    # An element starts a run when it differs from the one before it.
+    previous = g.op("Slice", flat, g.const([0], _I64), g.const([-1], _I64))
+    following = g.op("Slice", flat, g.const([1], _I64), g.const([2**62], _I64))
+    differs = g.op("Not", g.op("Equal", following, previous))
+    size = g.op("Shape", flat)
+    first = g.op("Expand", g.const([True]), g.op("Min", size, g.const([1], _I64)))
+    starts_run = g.op("Concat", first, differs, axis_i=0)
+    values = g.op("Compress", flat, starts_run, axis_i=0)
+    inverse = g.op("Sub", g.op("CumSum", cast(g, starts_run, _I64), g.const(0, _I64)),
+                   g.const(1, _I64))
+    inverse = g.op("Reshape", inverse, g.op("Shape", self))
+    positions = g.op("Range", g.const(0, _I64), g.op("Squeeze", size), g.const(1, _I64))
+    starts = g.op("Compress", positions, starts_run, axis_i=0)
+    ends = g.op("Concat", g.op("Slice", starts, g.const([1], _I64), g.const([2**62], _I64)),
+                size, axis_i=0)
+    counts = g.op("Sub", ends, starts)
+    return values, inverse, counts
