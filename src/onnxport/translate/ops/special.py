@@ -344,3 +344,62 @@ def polygamma(g, n, self):
     # psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x)
     factor = (-1.0) ** (n + 1) * math.factorial(n)
     return cast(g, g.op("Mul", _c(g, factor), _hurwitz_zeta(g, _c(g, n + 1.0), x)), out)
+
+
+_ERFINV_CENTRAL = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                   0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
+_ERFINV_TAIL = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
+
+
+def _horner(g, coefficients, w):
+    p = _c(g, coefficients[0])
+    for coefficient in coefficients[1:]:
+        p = g.op("Add", g.op("Mul", p, w), _c(g, coefficient))
+    return p
+
+
+def _erfinv_double(g, x):
+    """Giles' approximation (single-precision accurate), evaluated in double."""
+    w = g.op("Neg", g.op("Log", g.op("Mul", g.op("Sub", _c(g, 1.0), x),
+                                      g.op("Add", _c(g, 1.0), x))))
+    central = _horner(g, _ERFINV_CENTRAL, g.op("Sub", w, _c(g, 2.5)))
+    tail = _horner(g, _ERFINV_TAIL, g.op("Sub", g.op("Sqrt", w), _c(g, 3.0)))
+    result = g.op("Mul", g.op("Where", g.op("Less", w, _c(g, 5.0)), central, tail), x)
+    # erfinv(+-1) = +-inf (the polynomial would give NaN there).
+    edge = g.op("Equal", g.op("Abs", x), _c(g, 1.0))
+    return g.op("Where", edge, g.op("Mul", x, _c(g, float("inf"))), result)
+
+
+@translates("aten::erfinv", "prims::erf_inv", "aten::special_erfinv")
+def erfinv(g, self):
+    """erfinv(Tensor self) -> Tensor"""
+    x, out = _in_double(g, self)
+    return cast(g, _erfinv_double(g, x), out)
+
+
+@translates("aten::special_ndtri", "prims::ndtri")
+def ndtri(g, self):
+    """special_ndtri(Tensor self) -> Tensor"""
+    x, out = _in_double(g, self)
+    # ndtri(p) = sqrt(2) erfinv(2p - 1)
+    z = _erfinv_double(g, g.op("Sub", g.op("Mul", x, _c(g, 2.0)), _c(g, 1.0)))
+    return cast(g, g.op("Mul", z, _c(g, math.sqrt(2.0))), out)
+
+
+_ERFC_POLY = [0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
+              0.09678418, 0.37409196, 1.00002368, -1.26551223]
+
+
+@translates("aten::special_erfcx", "prims::erfcx")
+def erfcx(g, self):
+    """special_erfcx(Tensor self) -> Tensor"""
+    x, out = _in_double(g, self)
+    # erfc(|x|) = t exp(-x^2 + P(t)) with t = 1 / (1 + |x|/2) (Numerical Recipes' erfcc,
+    # relative error < 1.2e-7), so exp(x^2) erfc(|x|) = t exp(P(t)) has no overflow.
+    t = g.op("Reciprocal", g.op("Add", _c(g, 1.0), g.op("Mul", _c(g, 0.5), g.op("Abs", x))))
+    scaled = g.op("Mul", t, g.op("Exp", _horner(g, _ERFC_POLY, t)))
+    # Below zero erfc(x) = 2 - erfc(|x|).
+    negative = g.op("Sub", g.op("Mul", _c(g, 2.0), g.op("Exp", g.op("Mul", x, x))), scaled)
+    result = g.op("Where", g.op("Less", x, _c(g, 0.0)), negative, scaled)
+    return cast(g, result, out)
