@@ -403,3 +403,49 @@ def erfcx(g, self):
     negative = g.op("Sub", g.op("Mul", _c(g, 2.0), g.op("Exp", g.op("Mul", x, x))), scaled)
     result = g.op("Where", g.op("Less", x, _c(g, 0.0)), negative, scaled)
     return cast(g, result, out)
+
+
+# Abramowitz & Stegun 9.8.1-9.8.4 (relative error below 1e-6), highest power first.
+_I0_SMALL = [0.0045813, 0.0360768, 0.2659732, 1.2067492, 3.0899424, 3.5156229, 1.0]
+_I0_LARGE = [0.00392377, -0.01647633, 0.02635537, -0.02057706, 0.00916281, -0.00157565,
+             0.00225319, 0.01328592, 0.39894228]
+_I1_SMALL = [0.00032411, 0.00301532, 0.02658733, 0.15084934, 0.51498869, 0.87890594, 0.5]
+_I1_LARGE = [-0.00420059, 0.01787654, -0.02895312, 0.02282967, -0.01031555, 0.00163801,
+             -0.00362018, -0.03988024, 0.39894228]
+
+
+def _bessel_i(g, x, order: int, scaled: bool):
+    """I0 or I1 of x (times exp(-|x|) when ``scaled``), in double."""
+    a = g.op("Abs", x)
+    t = g.op("Div", a, _c(g, 3.75))
+    small = _horner(g, _I0_SMALL if order == 0 else _I1_SMALL, g.op("Mul", t, t))
+    if order == 1:
+        small = g.op("Mul", small, a)
+    if scaled:
+        small = g.op("Mul", small, g.op("Exp", g.op("Neg", a)))
+    # Beyond 3.75: sqrt(x) exp(-x) I(x) is a polynomial in 3.75 / x.
+    large = g.op("Div", _horner(g, _I0_LARGE if order == 0 else _I1_LARGE,
+                               g.op("Div", _c(g, 3.75), a)), g.op("Sqrt", a))
+    if not scaled:
+        large = g.op("Mul", large, g.op("Exp", a))
+    result = g.op("Where", g.op("Less", a, _c(g, 3.75)), small, large)
+    if order == 1:
+        result = g.op("Where", g.op("Less", x, _c(g, 0.0)), g.op("Neg", result), result)
+    return result
+
+
+def _bessel(order: int, scaled: bool, *names: str):
+    def translation(g, self):
+        x, out = _in_double(g, self)
+        return cast(g, _bessel_i(g, x, order, scaled), out)
+
+    translation.__name__ = f"bessel_i{order}{'e' if scaled else ''}"
+    translation.__doc__ = f"{names[0].split('::')[1]}(Tensor self) -> Tensor"
+    translates(*names)(translation)
+
+
+_bessel(0, False, "aten::i0", "prims::bessel_i0", "aten::special_i0",
+        "aten::special_modified_bessel_i0")
+_bessel(0, True, "aten::special_i0e", "prims::bessel_i0e")
+_bessel(1, False, "aten::special_i1", "prims::bessel_i1", "aten::special_modified_bessel_i1")
+_bessel(1, True, "aten::special_i1e", "prims::bessel_i1e")
