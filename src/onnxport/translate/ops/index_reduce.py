@@ -61,3 +61,17 @@ def index_reduce(g, self, dim, index, source, reduce, *, include_self=True):
     if scalar:
         result = g.op("Squeeze", result, g.const([0], _I64))
     return result
+
+
+@translates("aten::put", since_opset=16)
+def put(g, self, index, source, accumulate=False):
+    """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
+    # self as if flattened; negative indices count from the end.
+    flat = g.op("Reshape", self, g.const([-1], _I64))
+    index = g.op("Reshape", cast(g, index, _I64), g.const([-1], _I64))
+    size = g.op("Shape", flat)
+    index = g.op("Where", g.op("Less", index, g.const(0, _I64)), g.op("Add", index, size), index)
+    values = g.op("Reshape", source, g.const([-1], _I64))
+    result = g.op("ScatterElements", flat, index, values, axis_i=0,
+                  reduction_s="add" if accumulate else "none")
+    return g.op("Reshape", result, g.op("Shape", self))

@@ -39,3 +39,26 @@ def bilinear(g, input1, input2, weight, bias=None):
     """bilinear(Tensor input1, Tensor input2, Tensor weight, Tensor? bias=None) -> Tensor"""
     out = g.op("Einsum", input1, weight, input2, equation_s="...i,oij,...j->...o")
     return out if bias is None else g.op("Add", out, bias)
+
+
+@translates("aten::_cdist_forward", "aten::cdist")
+def cdist(g, x1, x2, p=2.0, compute_mode=None):
+    """_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor"""
+    # All pairwise differences [..., P, R, M], then the p-norm over M (exact, no mm trick).
+    difference = g.op("Abs", g.op("Sub", g.op("Unsqueeze", x1, g.const([-2])),
+                                  g.op("Unsqueeze", x2, g.const([-3]))))
+    last = g.const([-1])
+    if p == 0:
+        nonzero = g.op("Cast", g.op("Not", g.op("Equal", difference, g.const(0.0, x1.dtype))),
+                       to_i=int(x1.dtype))
+        return g.op("ReduceSum", nonzero, last, keepdims_i=0)
+    if p == 1:
+        return g.op("ReduceSum", difference, last, keepdims_i=0)
+    if p == 2:
+        return g.op("Sqrt", g.op("ReduceSum", g.op("Mul", difference, difference), last,
+                                 keepdims_i=0))
+    if p == float("inf"):
+        return g.op("ReduceMax", difference, last, keepdims_i=0)
+    powered = g.op("Pow", difference, g.const(float(p), x1.dtype))
+    return g.op("Pow", g.op("ReduceSum", powered, last, keepdims_i=0),
+                g.const(1.0 / float(p), x1.dtype))

@@ -136,3 +136,22 @@ def multinomial(g, self, num_samples, replacement=False, *, generator=None):
     if one_row:
         drawn = g.op("Squeeze", drawn, g.const([0], ir.DataType.INT64))
     return drawn
+
+
+@translates("aten::rrelu_with_noise", "aten::rrelu")
+def rrelu_with_noise(g, self, *args, lower=0.125, upper=1.0 / 3, training=False, **_):
+    """rrelu_with_noise(Tensor self, Tensor noise, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False, Generator? generator=None) -> Tensor"""
+    rest = [a for a in args if not isinstance(a, ir.Value)]  # (noise is a tensor)
+    if rest:
+        lower = rest[0]
+    if len(rest) > 1:
+        upper = rest[1]
+    if len(rest) > 2:
+        training = rest[2]
+    if training:
+        # A slope per element, uniform in [lower, upper].
+        slope = g.op("RandomUniformLike", self, low_f=float(lower), high_f=float(upper))
+    else:
+        slope = g.const((float(lower) + float(upper)) / 2, self.dtype)
+    negative = g.op("Less", self, g.const(0.0, self.dtype))
+    return g.op("Where", negative, g.op("Mul", self, slope), self)

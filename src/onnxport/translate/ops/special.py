@@ -449,3 +449,24 @@ _bessel(0, False, "aten::i0", "prims::bessel_i0", "aten::special_i0",
 _bessel(0, True, "aten::special_i0e", "prims::bessel_i0e")
 _bessel(1, False, "aten::special_i1", "prims::bessel_i1", "aten::special_modified_bessel_i1")
 _bessel(1, True, "aten::special_i1e", "prims::bessel_i1e")
+
+
+@translates("aten::frexp.Tensor", "aten::frexp", "prims::frexp")
+def frexp(g, self):
+    """frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
+    x = cast(g, self, _D)
+    magnitude = g.op("Abs", x)
+    zero = g.op("Equal", magnitude, _c(g, 0.0))
+    safe = g.op("Where", zero, _c(g, 1.0), magnitude)
+    exponent = g.op("Add", g.op("Floor", g.op("Div", g.op("Log", safe), _c(g, math.log(2.0)))),
+                    _c(g, 1.0))
+    mantissa = g.op("Div", x, g.op("Pow", _c(g, 2.0), exponent))
+    # Log's rounding can leave |mantissa| at 1 or under 0.5: one step back into [0.5, 1).
+    high = g.op("GreaterOrEqual", g.op("Abs", mantissa), _c(g, 1.0))
+    low = g.op("Less", g.op("Abs", mantissa), _c(g, 0.5))
+    mantissa = g.op("Where", high, g.op("Div", mantissa, _c(g, 2.0)),
+                    g.op("Where", low, g.op("Mul", mantissa, _c(g, 2.0)), mantissa))
+    exponent = g.op("Add", exponent, g.op("Sub", cast(g, high, _D), cast(g, low, _D)))
+    mantissa = g.op("Where", zero, x, mantissa)
+    exponent = g.op("Where", zero, _c(g, 0.0), exponent)
+    return cast(g, mantissa, self.dtype), cast(g, exponent, ir.DataType.INT32)
