@@ -13,6 +13,7 @@ from onnxport.translate.ops import (  # noqa: F401
     losses,
     matrix_functions,
     normalization,
+    polynomials,
     random,
     recurrent,
     reductions,
