@@ -169,3 +169,42 @@ def cummax(g, self, dim):
 def cummin(g, self, dim):
     """cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
     return _cumulative_extreme(g, self, dim, largest=False)
+
+
+@translates("aten::mode")
+def mode(g, self, dim=-1, keepdim=False):
+    """mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    if rank(self) == 0:
+        return g.op("Identity", self), g.const(0, _I64)
+    r = rank(self)
+    axis = normalize_axis(dim, r)
+    perm = [i for i in range(r) if i != axis] + [axis]
+    x = g.op("Transpose", self, perm_i=perm)
+    # counts[..., i] = how many elements equal x[..., i]; the mode is the smallest of the
+    # most frequent values, its index the last position holding it (torch's CPU kernel).
+    same = g.op("Equal", g.op("Unsqueeze", x, g.const([-1], _I64)),
+                g.op("Unsqueeze", x, g.const([-2], _I64)))
+    counts = g.op("ReduceSum", cast(g, same, _I64), g.const([-1], _I64), keepdims_i=0)
+    best = g.op("ReduceMax", counts, g.const([-1], _I64), keepdims_i=1)
+    compute = self.dtype if self.dtype != ir.DataType.BOOL else ir.DataType.UINT8
+    xc = cast(g, x, compute)
+    import torch
+
+    if compute in FLOAT_TYPES:
+        largest = float("inf")
+    else:
+        largest = torch.iinfo({ir.DataType.UINT8: torch.uint8}.get(compute, torch.int64)).max
+    candidates = g.op("Where", g.op("Equal", counts, best), xc, g.const(largest, compute))
+    value = g.op("ReduceMin", candidates, g.const([-1], _I64), keepdims_i=1)
+    length = _length(g, x, r - 1)
+    positions = g.op("Range", g.const(0, _I64), length, g.const(1, _I64))
+    index = g.op("ReduceMax", g.op("Where", g.op("Equal", xc, value), positions,
+                                   g.const(-1, _I64)), g.const([-1], _I64), keepdims_i=1)
+    inverse = [perm.index(i) for i in range(r)]
+    value = g.op("Transpose", cast(g, value, self.dtype), perm_i=inverse)
+    index = g.op("Transpose", index, perm_i=inverse)
+    if not keepdim:
+        axes = g.const([axis], _I64)
+        value, index = g.op("Squeeze", value, axes), g.op("Squeeze", index, axes)
+    index.dtype = _I64
+    return value, index

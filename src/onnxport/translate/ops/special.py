@@ -470,3 +470,50 @@ def frexp(g, self):
     mantissa = g.op("Where", zero, x, mantissa)
     exponent = g.op("Where", zero, _c(g, 0.0), exponent)
     return cast(g, mantissa, self.dtype), cast(g, exponent, ir.DataType.INT32)
+
+
+def _gcd(g, a, b):
+    """Euclid's algorithm in an ONNX Loop that stops when every remainder is 0."""
+    dtype = a.dtype
+    a, b = g.op("Abs", a), g.op("Abs", b)
+    shape = g.op("Shape", g.op("Add", a, b))
+    a, b = g.op("Expand", a, shape), g.op("Expand", b, shape)
+    zero = g.const(0, dtype)
+    body = g.subgraph("gcd_step")
+    body.add_input("gcd_i", ir.DataType.INT64, [])
+    body.add_input("gcd_cond", ir.DataType.BOOL, [])
+    x = body.add_input("gcd_a", dtype, None)
+    y = body.add_input("gcd_b", dtype, None)
+    done = body.op("Equal", y, zero)
+    safe = body.op("Where", done, body.const(1, dtype), y)
+    remainder = body.op("Where", done, zero, body.op("Mod", x, safe))
+    body.add_output(body.op("Not", body.op("Equal", body.op("ReduceMax", body.op(
+        "Concat", body.op("Reshape", remainder, body.const([-1], ir.DataType.INT64)),
+        body.const([0], dtype), axis_i=0), keepdims_i=0), zero)))
+    body.add_output(body.op("Where", done, x, y))
+    body.add_output(remainder)
+    # 100 steps bound Euclid on int64 (the worst case, Fibonacci numbers, takes 92).
+    go = g.op("Not", g.op("Equal", g.op("ReduceMax", g.op("Concat", g.op(
+        "Reshape", b, g.const([-1], ir.DataType.INT64)), g.const([0], dtype), axis_i=0),
+        keepdims_i=0), zero))
+    result, _ = g.op("Loop", g.const(100, ir.DataType.INT64), go, a, b, body_g=body.graph,
+                     outputs=2)
+    result.dtype = _.dtype = dtype
+    return result
+
+
+@translates("aten::gcd", "prims::gcd")
+def gcd(g, self, other):
+    """gcd(Tensor self, Tensor other) -> Tensor"""
+    return _gcd(g, self, other)
+
+
+@translates("aten::lcm")
+def lcm(g, self, other):
+    """lcm(Tensor self, Tensor other) -> Tensor"""
+    divisor = _gcd(g, self, other)
+    zero = g.const(0, self.dtype)
+    is_zero = g.op("Equal", divisor, zero)
+    safe = g.op("Where", is_zero, g.const(1, self.dtype), divisor)
+    result = g.op("Abs", g.op("Mul", g.op("Div", self, safe), other))
+    return g.op("Where", is_zero, zero, result)
