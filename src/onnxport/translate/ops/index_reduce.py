@@ -75,3 +75,32 @@ def put(g, self, index, source, accumulate=False):
     result = g.op("ScatterElements", flat, index, values, axis_i=0,
                   reduction_s="add" if accumulate else "none")
     return g.op("Reshape", result, g.op("Shape", self))
+
+
+@translates("aten::diagonal_scatter")
+def diagonal_scatter(g, self, src, offset=0, dim1=0, dim2=1):
+    """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
+    import torch
+
+    r = rank(self)
+    d1, d2 = normalize_axis(dim1, r), normalize_axis(dim2, r)
+    n1, n2 = self.shape[d1], self.shape[d2]
+    if not (isinstance(n1, int) and isinstance(n2, int)):
+        from onnxport.errors import TranslationError
+
+        raise TranslationError("aten::diagonal_scatter needs static sizes along dim1 and dim2")
+    # With dim1, dim2 moved last, position (i, j) with j - i == offset takes src[..., k],
+    # k counting along the diagonal.
+    perm = [i for i in range(r) if i not in (d1, d2)] + [d1, d2]
+    inverse = [perm.index(i) for i in range(r)]
+    moved = g.op("Transpose", self, perm_i=perm)
+    rows, cols = torch.meshgrid(torch.arange(n1), torch.arange(n2), indexing="ij")
+    on_diagonal = (cols - rows) == offset
+    along = torch.where(on_diagonal, torch.minimum(rows, cols), torch.zeros_like(rows))
+    if src.shape is not None and len(src.shape) and src.shape[-1] == 0:
+        return g.op("Identity", self)
+    picked = g.op("Gather", src, g.const(along.reshape(-1)), axis_i=-1)
+    shape = g.op("Concat", g.op("Shape", src, end_i=-1), g.const([n1, n2], _I64), axis_i=0)
+    picked = g.op("Reshape", picked, shape)
+    result = g.op("Where", g.const(on_diagonal), cast(g, picked, self.dtype), moved)
+    return g.op("Transpose", result, perm_i=inverse)
