@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype
+from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, reduce
 from onnxport.translate.registry import translates
 
 _I64 = ir.DataType.INT64
@@ -128,7 +128,7 @@ def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq=False, mode=0,
         masked = g.op("Where", g.op("Unsqueeze", member, g.const([2], _I64)),
                       g.op("Unsqueeze", rows, g.const([0], _I64)),
                       g.const(float("-inf"), weight.dtype))
-        out = g.op("ReduceMax", masked, g.const([1], _I64), keepdims_i=0)
+        out = reduce(g, "ReduceMax", masked, [1], False)
         # An empty bag is zeros in torch.
         out = g.op("Where", g.op("Greater", sizes, g.const(0, _I64)), out,
                    g.const(0.0, weight.dtype))

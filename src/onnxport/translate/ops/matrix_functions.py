@@ -3,6 +3,7 @@ bilinear (one Einsum)."""
 
 from __future__ import annotations
 
+from onnxport.translate.ops._helpers import reduce
 from onnxport.translate.registry import translates
 
 
@@ -58,7 +59,7 @@ def cdist(g, x1, x2, p=2.0, compute_mode=None):
         return g.op("Sqrt", g.op("ReduceSum", g.op("Mul", difference, difference), last,
                                  keepdims_i=0))
     if p == float("inf"):
-        return g.op("ReduceMax", difference, last, keepdims_i=0)
+        return reduce(g, "ReduceMax", difference, [-1], False)
     powered = g.op("Pow", difference, g.const(float(p), x1.dtype))
     return g.op("Pow", g.op("ReduceSum", powered, last, keepdims_i=0),
                 g.const(1.0 / float(p), x1.dtype))

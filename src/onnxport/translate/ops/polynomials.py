@@ -112,7 +112,7 @@ def _register(family: str, shifted: bool = False) -> None:
     translation.__name__ = name
     translation.__doc__ = f"special_{name}(Tensor x, Tensor n) -> Tensor"
     translates(f"aten::special_{name}", f"aten::special_{name}.x_scalar",
-               f"aten::special_{name}.n_scalar", since_opset=16)(translation)
+               f"aten::special_{name}.n_scalar", since_opset=13)(translation)
 
 
 for _family in _FAMILIES:

@@ -24,6 +24,8 @@ def _uniform(g, shape: ir.Value, low: float, high: float, dtype: ir.DataType) ->
 
 def _normal(g, shape: ir.Value, mean: float, std: float, dtype: ir.DataType) -> ir.Value:
     like = _float_like(g, shape, dtype)
+    # (ONNX Runtime 1.32 has no CPU kernel for the opset-22 versions of the Random* ops: at
+    # opset 22 and above the model is valid ONNX but does not run there.)
     return g.op("RandomNormalLike", like, mean_f=float(mean), scale_f=float(std))
 
 

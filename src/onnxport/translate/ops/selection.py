@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, normalize_axis, rank
+from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, normalize_axis, rank, reduce
 from onnxport.translate.ops.reductions import sort
 from onnxport.translate.registry import translates
 
@@ -147,11 +147,10 @@ def _cumulative_extreme(g, self, dim, largest: bool):
         fill = info.min if largest else info.max
     rows = g.op("Unsqueeze", x, g.const([-2], _I64))  # [..., 1, n]: row i sees x[j <= i]
     masked = g.op("Where", prefix, rows, g.const(fill, compute))
-    reduce = "ReduceMax" if largest else "ReduceMin"
-    values = g.op(reduce, masked, g.const([-1], _I64), keepdims_i=1)  # [..., n, 1]
+    values = reduce(g, "ReduceMax" if largest else "ReduceMin", masked, [-1], True)  # [.., n, 1]
     hits = g.op("And", prefix, g.op("Equal", rows, values))
-    index = g.op("ReduceMax", g.op("Where", hits, positions, g.const(-1, _I64)),
-                 g.const([-1], _I64), keepdims_i=0)
+    index = reduce(g, "ReduceMax", g.op("Where", hits, positions, g.const(-1, _I64)), [-1],
+                   False)
     values = g.op("Squeeze", values, g.const([-1], _I64))
     values = g.op("Transpose", cast(g, values, self.dtype), perm_i=inverse)
     index = g.op("Transpose", index, perm_i=inverse)
@@ -185,7 +184,7 @@ def mode(g, self, dim=-1, keepdim=False):
     same = g.op("Equal", g.op("Unsqueeze", x, g.const([-1], _I64)),
                 g.op("Unsqueeze", x, g.const([-2], _I64)))
     counts = g.op("ReduceSum", cast(g, same, _I64), g.const([-1], _I64), keepdims_i=0)
-    best = g.op("ReduceMax", counts, g.const([-1], _I64), keepdims_i=1)
+    best = reduce(g, "ReduceMax", counts, [-1], True)
     compute = self.dtype if self.dtype != ir.DataType.BOOL else ir.DataType.UINT8
     xc = cast(g, x, compute)
     import torch
@@ -195,11 +194,11 @@ def mode(g, self, dim=-1, keepdim=False):
     else:
         largest = torch.iinfo({ir.DataType.UINT8: torch.uint8}.get(compute, torch.int64)).max
     candidates = g.op("Where", g.op("Equal", counts, best), xc, g.const(largest, compute))
-    value = g.op("ReduceMin", candidates, g.const([-1], _I64), keepdims_i=1)
+    value = reduce(g, "ReduceMin", candidates, [-1], True)
     length = _length(g, x, r - 1)
     positions = g.op("Range", g.const(0, _I64), length, g.const(1, _I64))
-    index = g.op("ReduceMax", g.op("Where", g.op("Equal", xc, value), positions,
-                                   g.const(-1, _I64)), g.const([-1], _I64), keepdims_i=1)
+    index = reduce(g, "ReduceMax", g.op("Where", g.op("Equal", xc, value), positions,
+                                        g.const(-1, _I64)), [-1], True)
     inverse = [perm.index(i) for i in range(r)]
     value = g.op("Transpose", cast(g, value, self.dtype), perm_i=inverse)
     index = g.op("Transpose", index, perm_i=inverse)

@@ -7,7 +7,9 @@ import math
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, normalize_axis
+from onnxport.translate.ops._helpers import (
+    FLOAT_TYPES, cast, expected_dtype, normalize_axis, reduce,
+)
 from onnxport.translate.registry import translates
 
 
@@ -108,13 +110,13 @@ def logcumsumexp(g, self, dim):
     """logcumsumexp(Tensor self, int dim) -> Tensor"""
     x = _float_of(g, self)
     rank = len(self.shape) if self.shape is not None else 1
-    axis = g.const(normalize_axis(dim, max(rank, 1)), ir.DataType.INT64)
+    axis_number = normalize_axis(dim, max(rank, 1))
+    axis = g.const(axis_number, ir.DataType.INT64)
     if rank == 0:
         return g.op("Identity", x)
     # Shifted by the maximum along the axis so that Exp does not overflow; an all -inf
     # slice keeps -inf (its shift is 0, not -inf).
-    peak = g.op("ReduceMax", x, g.op("Unsqueeze", axis, g.const([0], ir.DataType.INT64)),
-                keepdims_i=1)
+    peak = reduce(g, "ReduceMax", x, [axis_number], True)
     finite = g.op("Where", g.op("IsInf", peak), g.const(0.0, x.dtype), peak)
     summed = g.op("CumSum", g.op("Exp", g.op("Sub", x, finite)), axis)
     return g.op("Add", g.op("Log", summed), finite)
