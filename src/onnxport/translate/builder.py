@@ -15,6 +15,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor, from_torch_dtype
+from onnxport.translate import runtime_types
 
 _SUFFIX_TYPES = {
     "f": (ir.AttributeType.FLOAT, ir.AttributeType.FLOATS),
@@ -93,6 +94,10 @@ class GraphBuilder:
         input_values = [self._as_value(v) for v in inputs]
         while input_values and input_values[-1] is None:
             input_values.pop()
+        compute = runtime_types.compute_dtype(domain, op_type, input_values)
+        if compute is not None:
+            return runtime_types.cast_around(self, op_type, input_values, compute, outputs,
+                                             attributes)
         attrs = [_make_attribute(k, v) for k, v in attributes.items() if v is not None]
         node = ir.Node(
             domain,

@@ -211,8 +211,17 @@ def _sum_pool(g, x, kernel_size, stride, padding, spatial, divisor):
     padded = x
     if any(pads) or any(ends):
         padded = g.op("Pad", x, g.const([0, 0] + pads + [0, 0] + ends, ir.DataType.INT64))
-    average = g.op("AveragePool", padded, kernel_shape_i=kernel, strides_i=strides)
-    out = g.op("Mul", average, g.const(math.prod(kernel) / divisor, x.dtype))
+    if x.dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
+                   ir.DataType.BFLOAT16):
+        average = g.op("AveragePool", padded, kernel_shape_i=kernel, strides_i=strides)
+        out = g.op("Mul", average, g.const(math.prod(kernel) / divisor, x.dtype))
+    else:
+        # Integers: the exact window sum, then torch's truncating integer division.
+        average = g.op("AveragePool", g.op("Cast", padded, to_i=int(ir.DataType.FLOAT)),
+                       kernel_shape_i=kernel, strides_i=strides)
+        total = g.op("Round", g.op("Mul", average, g.const(float(math.prod(kernel)),
+                                                           ir.DataType.FLOAT)))
+        out = g.op("Div", g.op("Cast", total, to_i=int(x.dtype)), g.const(divisor, x.dtype))
     # Windows that start in the end padding are not windows for torch.
     expected_full = [(n + p + e - k) // s + 1 for n, p, e, k, s in
                      zip(sizes, pads, ends, kernel, strides)]

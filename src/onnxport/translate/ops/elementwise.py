@@ -266,18 +266,6 @@ def prelu(g, self, weight):
     return g.op("PRelu", self, weight)
 
 
-@translates("aten::logit")
-def logit(g, self, eps=None):
-    """logit(Tensor self, float? eps=None) -> Tensor"""
-    x = self
-    if eps is not None:
-        # torch's kernel: x < eps ? eps : (x > 1 - eps ? 1 - eps : x); unlike Clip this picks
-        # eps (not 1 - eps) below eps when eps > 0.5.
-        low, high = g.const(eps, self.dtype), g.const(1 - eps, self.dtype)
-        x = g.op("Where", g.op("Less", self, low), low, g.op("Min", self, high))
-    return g.op("Log", g.op("Div", x, g.op("Sub", g.const(1.0, self.dtype), x)))
-
-
 @translates("aten::expm1", "prims::expm1")
 def expm1(g, self):
     """expm1(Tensor self) -> Tensor"""

@@ -58,7 +58,8 @@ def cumprod(g, self, dim, *, dtype=None):
 _SUM, _MEAN, _MAX = 0, 1, 2
 
 
-@translates("aten::embedding_bag", "aten::_embedding_bag", "aten::embedding_bag.padding_idx")
+@translates("aten::embedding_bag", "aten::_embedding_bag", "aten::embedding_bag.padding_idx",
+            "aten::_embedding_bag_forward_only")
 def embedding_bag(g, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
     """embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)

@@ -1,0 +1,159 @@
+"""Random and uninitialized tensors: ONNX's RandomUniform(Like)/RandomNormal(Like) draw the
+numbers (their values differ from torch's generator, their shapes and dtypes do not); empty
+tensors are zeros."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, shape_list
+from onnxport.translate.ops.creation import _filled
+from onnxport.translate.registry import translates
+
+
+def _float_like(g, shape: ir.Value, dtype: ir.DataType) -> ir.Value:
+    """A float tensor of ``shape`` (zeros) for the *Like random ops to take the shape from."""
+    compute = dtype if dtype in FLOAT_TYPES else ir.DataType.FLOAT
+    return g.op("ConstantOfShape", shape, value=ir.tensor([0.0], dtype=compute))
+
+
+def _uniform(g, shape: ir.Value, low: float, high: float, dtype: ir.DataType) -> ir.Value:
+    like = _float_like(g, shape, dtype)
+    return g.op("RandomUniformLike", like, low_f=float(low), high_f=float(high))
+
+
+def _normal(g, shape: ir.Value, mean: float, std: float, dtype: ir.DataType) -> ir.Value:
+    like = _float_like(g, shape, dtype)
+    # (ONNX Runtime 1.32 has no CPU kernel for the opset-22 versions of the Random* ops: at
+    # opset 22 and above the model is valid ONNX but does not run there.)
+    return g.op("RandomNormalLike", like, mean_f=float(mean), scale_f=float(std))
+
+
+def _integers(g, shape: ir.Value, low, high, dtype: ir.DataType) -> ir.Value:
+    """Integers uniform in [low, high): the floor of a uniform float in that range."""
+    drawn = g.op("Floor", _uniform(g, shape, low, high, ir.DataType.FLOAT))
+    # A draw of exactly ``high`` (float rounding) goes back into the range.
+    drawn = g.op("Min", drawn, g.const(float(high) - 1.0, ir.DataType.FLOAT))
+    return cast(g, drawn, dtype)
+
+
+@translates("aten::rand_like")
+def rand_like(g, self, **_):
+    """rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    dtype = expected_dtype(g)
+    return cast(g, _uniform(g, g.op("Shape", self), 0.0, 1.0, dtype), dtype)
+
+
+@translates("aten::randn_like")
+def randn_like(g, self, **_):
+    """randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    dtype = expected_dtype(g)
+    return cast(g, _normal(g, g.op("Shape", self), 0.0, 1.0, dtype), dtype)
+
+
+@translates("aten::rand")
+def rand(g, size, *_, **__):
+    """rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    dtype = expected_dtype(g)
+    return cast(g, _uniform(g, shape_list(g, list(size)), 0.0, 1.0, dtype), dtype)
+
+
+@translates("aten::randn")
+def randn(g, size, *_, **__):
+    """randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    dtype = expected_dtype(g)
+    return cast(g, _normal(g, shape_list(g, list(size)), 0.0, 1.0, dtype), dtype)
+
+
+@translates("prims::uniform")
+def prims_uniform(g, shape, *, low, high, dtype=None, device=None, generator=None, **_):
+    """uniform(SymInt[] shape, *, Scalar low, Scalar high, ScalarType dtype, Device device, Generator? generator=None) -> Tensor"""
+    out = expected_dtype(g)
+    return cast(g, _uniform(g, shape_list(g, list(shape)), low, high, out), out)
+
+
+@translates("prims::normal")
+def prims_normal(g, shape, *, mean, std, dtype=None, device=None, requires_grad=False,
+                 generator=None, **_):
+    """normal(SymInt[] shape, *, Scalar mean, Scalar std, ScalarType dtype, Device device, bool requires_grad, Generator? generator=None) -> Tensor"""
+    out = expected_dtype(g)
+    return cast(g, _normal(g, shape_list(g, list(shape)), mean, std, out), out)
+
+
+@translates("aten::randint")
+def randint(g, high, size, *_, **__):
+    """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _integers(g, shape_list(g, list(size)), 0, high, expected_dtype(g))
+
+
+@translates("aten::randint.low")
+def randint_low(g, low, high, size, *_, **__):
+    """randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _integers(g, shape_list(g, list(size)), low, high, expected_dtype(g))
+
+
+@translates("aten::randint_like")
+def randint_like(g, self, high, *_, **__):
+    """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    return _integers(g, g.op("Shape", self), 0, high, expected_dtype(g))
+
+
+@translates("aten::randint_like.low_dtype")
+def randint_like_low(g, self, low, high, *_, **__):
+    """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    return _integers(g, g.op("Shape", self), low, high, expected_dtype(g))
+
+
+@translates("prims::empty_strided", "aten::empty_strided", "aten::empty_permuted",
+            "aten::new_empty_strided")
+def empty_strided(g, *args, **_):
+    """empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # Uninitialized memory in torch: any values will do, zeros are the cheapest. (The size is
+    # the first list argument: new_empty_strided's first argument is a tensor.)
+    size = next(a for a in args if isinstance(a, (list, tuple)))
+    return _filled(g, list(size), 0, expected_dtype(g))
+
+
+@translates("aten::multinomial")
+def multinomial(g, self, num_samples, replacement=False, *, generator=None):
+    """multinomial(Tensor self, SymInt num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor"""
+    probs = self if self.dtype in FLOAT_TYPES else cast(g, self, ir.DataType.FLOAT)
+    one_row = self.shape is not None and len(self.shape) == 1
+    if one_row:
+        probs = g.op("Unsqueeze", probs, g.const([0], ir.DataType.INT64))
+    log_probs = g.op("Log", probs)
+    if replacement:
+        # ONNX Multinomial takes unnormalized log-probabilities.
+        drawn = g.op("Multinomial", log_probs, sample_size_i=int(num_samples),
+                     dtype_i=int(ir.DataType.INT64))
+        drawn.dtype = ir.DataType.INT64
+    else:
+        # Without replacement: the k largest of log p + Gumbel noise (the Gumbel-top-k trick)
+        # are a draw of k distinct categories with torch's distribution.
+        uniform = g.op("RandomUniformLike", log_probs, low_f=1e-20, high_f=1.0)
+        gumbel = g.op("Neg", g.op("Log", g.op("Neg", g.op("Log", uniform))))
+        _, drawn = g.op("TopK", g.op("Add", log_probs, gumbel),
+                        g.const([int(num_samples)], ir.DataType.INT64), axis_i=-1, outputs=2)
+        drawn.dtype = ir.DataType.INT64
+    if one_row:
+        drawn = g.op("Squeeze", drawn, g.const([0], ir.DataType.INT64))
+    return drawn
+
+
+@translates("aten::rrelu_with_noise", "aten::rrelu")
+def rrelu_with_noise(g, self, *args, lower=0.125, upper=1.0 / 3, training=False, **_):
+    """rrelu_with_noise(Tensor self, Tensor noise, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False, Generator? generator=None) -> Tensor"""
+    rest = [a for a in args if not isinstance(a, ir.Value)]  # (noise is a tensor)
+    if rest:
+        lower = rest[0]
+    if len(rest) > 1:
+        upper = rest[1]
+    if len(rest) > 2:
+        training = rest[2]
+    if training:
+        # A slope per element, uniform in [lower, upper].
+        slope = g.op("RandomUniformLike", self, low_f=float(lower), high_f=float(upper))
+    else:
+        slope = g.const((float(lower) + float(upper)) / 2, self.dtype)
+    negative = g.op("Less", self, g.const(0.0, self.dtype))
+    return g.op("Where", negative, g.op("Mul", self, slope), self)

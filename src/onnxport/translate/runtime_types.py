@@ -1,0 +1,56 @@
+"""Casts around ONNX ops whose input dtype is valid ONNX but has no ONNX Runtime CPU kernel
+(Max of bools, Conv of int64...): torch computes these, so the graph computes them in a dtype
+the runtime has and casts the result back."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+_D = ir.DataType
+_SMALL = {_D.UINT8, _D.INT8, _D.INT32, _D.INT64, _D.FLOAT, _D.DOUBLE, _D.FLOAT16}
+_FLOATS = {_D.FLOAT, _D.FLOAT16}
+
+# op type -> (positions of the inputs of the data type T, dtypes ONNX Runtime's CPU kernels
+# take for T), from probing ONNX Runtime 1.2x sessions op by op.
+_KERNELS: dict[str, tuple[tuple[int, ...], set]] = {
+    "Max": ((0, 1, 2, 3), _SMALL), "Min": ((0, 1, 2, 3), _SMALL),
+    "Where": ((1, 2), _SMALL), "Sign": ((0,), _SMALL), "Clip": ((0, 1, 2), _SMALL),
+    "Abs": ((0,), _SMALL), "Add": ((0, 1), _SMALL), "Mul": ((0, 1), _SMALL), "ReduceMax": ((0,), _SMALL), "ReduceMin": ((0,), _SMALL),
+    "Conv": ((0, 1, 2), _FLOATS), "ConvTranspose": ((0, 1, 2), _FLOATS),
+    "AveragePool": ((0,), _FLOATS), "MaxPool": ((0,), {_D.UINT8, _D.INT8, *_FLOATS, _D.DOUBLE}),
+    "Gemm": ((0, 1, 2), {*_FLOATS, _D.DOUBLE}),
+}
+# The dtype to compute in, first that the kernel takes: exact for bools (uint8) and for
+# integers below 2**53 (double); Conv and AveragePool have float32 only (exact below 2**24).
+_PREFERRED = {_D.BOOL: (_D.UINT8, _D.INT32, _D.FLOAT)}
+_PREFERRED_OTHERS = (_D.DOUBLE, _D.FLOAT)
+
+
+def compute_dtype(domain: str, op_type: str, inputs) -> ir.DataType | None:
+    """The dtype to cast ``op_type``'s T inputs to, None when the runtime takes them as they are."""
+    if domain not in ("", "ai.onnx") or op_type not in _KERNELS:
+        return None
+    positions, supported = _KERNELS[op_type]
+    dtypes = {inputs[i].dtype for i in positions if i < len(inputs) and inputs[i] is not None}
+    if len(dtypes) != 1:
+        return None
+    (dtype,) = dtypes
+    if dtype is None or dtype in supported:
+        return None
+    for candidate in _PREFERRED.get(dtype, _PREFERRED_OTHERS):
+        if candidate in supported:
+            return candidate
+    return None
+
+
+def cast_around(g, op_type: str, inputs: list, compute: ir.DataType, outputs: int, attributes):
+    """``op_type`` on ``inputs`` computed in ``compute``; its first output cast back."""
+    positions, _ = _KERNELS[op_type]
+    original = next(inputs[i].dtype for i in positions if i < len(inputs) and inputs[i] is not None)
+    cast_inputs = [g.op("Cast", value, to_i=int(compute))
+                   if i in positions and value is not None else value
+                   for i, value in enumerate(inputs)]
+    result = g.op(op_type, *cast_inputs, outputs=outputs, **attributes)
+    first = result[0] if outputs > 1 else result
+    back = g.op("Cast", first, to_i=int(original))
+    return (back, *result[1:]) if outputs > 1 else back
