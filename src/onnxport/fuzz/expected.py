@@ -103,17 +103,6 @@ TABLE: list[ExpectedFailure] = [
                    and any(i.fill == "special" for i in p.inputs)),
         _witness(["F.max_pool2d(x0, 2, stride=1)"], [((1, 2, 4, 5), "float32", "special")])),
     ExpectedFailure(
-        # atan2(x, x) is pi/4 in eager for every x; ONNX Runtime's Atan is 1 ulp apart between
-        # its vector lanes and its scalar tail, so an index over those tied values (max(dim)[1],
-        # argmax) picks another of the tied elements. Not a wrong model: the fuzzer compares
-        # indices exactly, and should compare them tie-aware (the values at the indices).
-        "index-over-atan2-near-ties", "fuzzer limitation: index outputs are compared exactly, "
-        "not tie-aware (issue 8 asks for tie-aware comparison)",
-        lambda p: (_uses(r"torch\.atan2\(")(p)
-                   and _uses(r"\)\[1\]|torch\.arg(max|min)\(")(p)),
-        _witness(["torch.max(torch.atan2(x0, x0), -2, keepdim=True)[1]"],
-                 [((3, 2), "float32", "positive")])),
-    ExpectedFailure(
         # Bilinear/bicubic upsampling of inf: ONNX Runtime's Resize gives NaN (0 * inf from the
         # zero-weight neighbour) where torch keeps inf.
         "interpolate-of-infinities", "found by the fuzzer (issue 6 item 2), not fixed yet",
