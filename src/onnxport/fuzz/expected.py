@@ -75,19 +75,6 @@ TABLE: list[ExpectedFailure] = [
                           ".cumsum(2) * 2) % x0.shape[2], x0 * 2, reduce='amax')"],
                          [((6, 4, 3), "float32", "special")]), 1822827788)),
     ExpectedFailure(
-        # torch floors as Python does: inf // x is NaN and 3 // -inf is -1; Floor(a / b) gives
-        # inf and -0.
-        "floor-division-with-infinities", "found by the fuzzer (issue 6 item 2), not fixed yet",
-        _uses(r"rounding_mode='floor'"),
-        _witness(["torch.div(x0.masked_fill(x0 > 0.5, float('inf')), 2.0, rounding_mode='floor')"],
-                 [((3, 4), "float32", "normal")])),
-    ExpectedFailure(
-        # torch's integer pow of a negative exponent is 0 (1 and -1 aside); ONNX Runtime goes
-        # through double and casts inf to int64's minimum at 0 ** -n.
-        "integer-pow-negative-exponent", "found by the fuzzer (issue 6 item 2), not fixed yet",
-        lambda p: _uses(r"torch\.pow\(")(p) and any(i.dtype in ("int64", "bool") for i in p.inputs),
-        _witness(["torch.pow(torch.gt(x0, x0), x0)"], [((3, 4), "int64", "int")])),
-    ExpectedFailure(
         # Not onnxport's: torch's fused CPU attention kernel returns numbers where a NaN in the
         # query or key makes the math NaN (ONNX Runtime's Softmax propagates it).
         "sdpa-with-nan-inputs", "torch's fused attention kernel on NaN (eager is the odd one)",

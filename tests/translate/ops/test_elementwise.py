@@ -370,3 +370,12 @@ def test_float_floor_division_of_infinities_and_zeros(dtype):
     program = check(lambda a, b: (torch.div(a, b, rounding_mode="floor"),
                                   torch.reciprocal(a // b), torch.floor_divide(a, -0.7)), a, b)
     assert "Mod" in op_types(program)
+
+
+def test_integer_pow_of_zero_by_negative_exponents_is_zero():
+    # Found by the fuzzer: ONNX Runtime's integer Pow gave int64's minimum for 0 ** -1.
+    base = torch.tensor([0, 1, -1, 2, -2, 3, 0, 0, 5, -3])
+    exponent = torch.tensor([-1, -2, -3, -1, -2, 0, 0, 3, 2, 3])
+    check(lambda b, e: (torch.pow(b, e), torch.pow(b.int(), e.int()), torch.pow(b > 0, e),
+                        torch.pow(0, e)), base, exponent)
+    assert op_types(check(lambda x: x ** 2, base)) == ["Pow"]

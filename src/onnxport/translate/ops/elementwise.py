@@ -378,9 +378,23 @@ for _op, _names in [
     ("Mul", ("aten::mul", "aten::mul_", "aten::multiply")),
     ("Max", ("aten::maximum", "aten::max.other")),
     ("Min", ("aten::minimum", "aten::min.other")),
-    ("Pow", ("aten::pow", "aten::pow_")),
 ]:
     _binary(_op, *_names)
+
+
+@translates("aten::pow", "aten::pow_")
+def pow_(g, self, exponent, *_, **__):
+    """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
+    a, b = _operands(g, self, exponent, expected_dtype(g))
+    result = g.op("Pow", a, b)
+    if (a.dtype in FLOAT_TYPES or a.dtype == ir.DataType.BOOL
+            or isinstance(exponent, (int, float)) and exponent >= 0
+            or isinstance(self, (int, float)) and self != 0):
+        return result
+    # torch's integer 0 ** -n is 0; ONNX Runtime goes through double and casts inf to the
+    # type's minimum. (Other bases agree: 1 and -1 give +-1, the rest truncate to 0.)
+    zero = g.const(0, a.dtype)
+    return g.op("Where", g.op("And", g.op("Equal", a, zero), g.op("Less", b, zero)), zero, result)
 
 for _op, _names in [
     ("Equal", ("aten::eq",)),
