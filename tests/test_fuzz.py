@@ -158,3 +158,20 @@ def test_cli_summary_and_exit_code(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "expected_for", lambda program: None)
     assert cli.main(["--cases", "1", "--out", str(tmp_path)]) == 1
     assert list(tmp_path.glob("mismatch-witness-opset18-seed0-case0.py"))
+
+
+def test_nan_patterns_match_nan_made_in_the_graph_and_only_where_it_reaches_the_op():
+    entry = next(e for e in TABLE if e.name == "max-pool-with-nan")
+    made = _program("F.max_pool2d(torch.sqrt(x0), 2, stride=1)", dims=(1, 2, 4, 5))
+    assert run(made, 18).kind == MISMATCH and entry.matches(made)
+    # The same pool over values without NaN (abs before sqrt), or a NaN made after the pool,
+    # is not the known failure.
+    assert not entry.matches(_program("F.max_pool2d(torch.sqrt(x0.abs()), 2, stride=1)",
+                                      dims=(1, 2, 4, 5)))
+    after = _program("torch.sqrt(F.max_pool2d(x0, 2, stride=1))", dims=(1, 2, 4, 5))
+    assert not entry.matches(after) and run(after, 18).kind == PASS
+    sdpa = next(e for e in TABLE if e.name == "sdpa-with-nan-inputs")
+    assert sdpa.matches(_program("F.scaled_dot_product_attention(torch.log(x0), x0, x0)",
+                                 dims=(2, 3, 4)))
+    assert not sdpa.matches(_program("F.scaled_dot_product_attention(x0, x0, x0)",
+                                     dims=(2, 3, 4)))

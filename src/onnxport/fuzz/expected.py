@@ -6,12 +6,14 @@ with strict-xfail semantics: when a witness passes, its entry must leave the tab
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from typing import Callable
 
-from onnxport.fuzz.program import InputSpec, Line, Program
+import torch
 
+from onnxport.fuzz.program import InputSpec, Line, Program, evaluate
 
 
 @dataclasses.dataclass
@@ -53,6 +55,51 @@ def _may_hold_infinities(program: Program) -> bool:
             is not None)
 
 
+def _operands_of(program: Program, call: str) -> list[list[torch.Tensor]]:
+    """The eager tensor operands of each application of ``call`` (e.g. "F.max_pool2d") in the
+    program, at the example sizes and, when it has dynamic axes, at the second sizes."""
+    found = []
+    for position, line in enumerate(program.lines):
+        try:
+            tree = ast.parse(line.expr, mode="eval")
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and ast.unparse(node.func) == call):
+                continue
+            head = program.copy()
+            head.lines = head.lines[:position] + [
+                Line(f"operand{k}", "operand", ast.unparse(arg)) for k, arg in enumerate(node.args)]
+            head.outputs = [f"operand{k}" for k in range(len(node.args))]
+            for second in ([False, True] if program.dynamic_symbols() else [False]):
+                try:
+                    found.append([t for t in evaluate(head, second=second)
+                                  if isinstance(t, torch.Tensor)])
+                except Exception:  # an operand the probe cannot rebuild: not this pattern
+                    continue
+    return found
+
+
+def _reaches(calls: tuple[str, ...], holds: Callable[[torch.Tensor], bool],
+             operands: slice = slice(None)) -> Callable[[Program], bool]:
+    """Whether an operand of one of ``calls`` holds such values in eager: a NaN made inside the
+    graph (sqrt or log of a negative, 0 / 0, inf - inf) counts as much as one in an input."""
+    def matches(program: Program) -> bool:
+        if not any(call + "(" in _text(program) for call in calls):
+            return False
+        return any(holds(t) for call in calls for tensors in _operands_of(program, call)
+                   for t in tensors[operands] if t.is_floating_point())
+    return matches
+
+
+def _has_nan(t: torch.Tensor) -> bool:
+    return bool(t.isnan().any())
+
+
+def _has_nan_or_inf(t: torch.Tensor) -> bool:
+    return not bool(t.isfinite().all())
+
+
 def _seeded(program: Program, seed: int) -> Program:
     """The witness with the input values of the fuzz case it was found in."""
     program.inputs[0].seed = seed
@@ -75,19 +122,21 @@ TABLE: list[ExpectedFailure] = [
                           ".cumsum(2) * 2) % x0.shape[2], x0 * 2, reduce='amax')"],
                          [((6, 4, 3), "float32", "special")]), 1822827788)),
     ExpectedFailure(
-        # Not onnxport's: torch's fused CPU attention kernel returns numbers where a NaN in the
-        # query or key makes the math NaN (ONNX Runtime's Softmax propagates it).
-        "sdpa-with-nan-inputs", "torch's fused attention kernel on NaN (eager is the odd one)",
-        lambda p: (_uses(r"scaled_dot_product_attention")(p)
-                   and any(i.fill == "special" for i in p.inputs)),
+        # Not onnxport's: torch's fused CPU attention kernel returns numbers where a NaN or an
+        # infinity in the query, key or value makes the math NaN (ONNX Runtime's Softmax
+        # propagates it). Matched when such a value reaches the attention, from an input or
+        # made in the graph.
+        "sdpa-with-nan-inputs", "torch's fused attention kernel on NaN or inf (eager is the "
+        "odd one)",
+        _reaches(("F.scaled_dot_product_attention",), _has_nan_or_inf, slice(0, 3)),
         _witness(["F.scaled_dot_product_attention(x0, x0, x0)"],
                  [((2, 3, 4), "float32", "special")])),
     ExpectedFailure(
         # torch's max pools propagate NaN; ONNX Runtime's MaxPool skips it (as its ReduceMax).
+        # Matched when a NaN reaches the pool in eager, from an input or made in the graph.
         "max-pool-with-nan", "found by the fuzzer (issue 6 item 2), not fixed: propagating NaN "
         "costs a second MaxPool (of IsNaN) per pool in every CNN, for NaN inputs only",
-        lambda p: (_uses(r"max_pool[12]d\(")(p)
-                   and any(i.fill == "special" for i in p.inputs)),
+        _reaches(("F.max_pool1d", "F.max_pool2d"), _has_nan, slice(0, 1)),
         _witness(["F.max_pool2d(x0, 2, stride=1)"], [((1, 2, 4, 5), "float32", "special")])),
     ExpectedFailure(
         # Bilinear/bicubic upsampling of inf: ONNX Runtime's Resize gives NaN (0 * inf from the
