@@ -115,13 +115,6 @@ def _witness(lines: list[str], inputs: list[tuple], symbols=None, mode="static")
 
 TABLE: list[ExpectedFailure] = [
     ExpectedFailure(
-        # scatter_reduce's amax/amin: ONNX Runtime's ScatterElements max/min skips NaN too.
-        "scatter-reduce-max-min-with-nan", "found by the fuzzer (issue 6 item 2), not fixed yet",
-        _uses(r"reduce='am(ax|in)'"),
-        _seeded(_witness(["torch.scatter_reduce(x0, 2, (torch.ones_like(x0, dtype=torch.int64)"
-                          ".cumsum(2) * 2) % x0.shape[2], x0 * 2, reduce='amax')"],
-                         [((6, 4, 3), "float32", "special")]), 1822827788)),
-    ExpectedFailure(
         # Not onnxport's: torch's fused CPU attention kernel returns numbers where a NaN or an
         # infinity in the query, key or value makes the math NaN (ONNX Runtime's Softmax
         # propagates it). Matched when such a value reaches the attention, from an input or
