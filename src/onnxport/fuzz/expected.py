@@ -90,6 +90,24 @@ def _has_nan(t: torch.Tensor) -> bool:
     return bool(t.isnan().any())
 
 
+def _float16_near_tie(operands: list[torch.Tensor]) -> bool:
+    """Two float16 operands of a comparison that are equal or a rounding apart somewhere."""
+    if len(operands) != 2 or torch.float16 not in (operands[0].dtype, operands[1].dtype):
+        return False
+    a, b = torch.broadcast_tensors(*(t.float() for t in operands))
+    return bool(torch.isclose(a, b, rtol=2e-3, atol=0.0).any())
+
+
+_COMPARISONS = tuple(f"torch.{name}" for name in ("eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def _compares_float16_near_ties(program: Program) -> bool:
+    if not any(call + "(" in _text(program) for call in _COMPARISONS):
+        return False
+    return any(_float16_near_tie(operands) for call in _COMPARISONS
+               for operands in _operands_of(program, call))
+
+
 def _has_inf(t: torch.Tensor) -> bool:
     return bool(t.isinf().any())
 
@@ -98,11 +116,12 @@ def _has_nan_or_inf(t: torch.Tensor) -> bool:
     return not bool(t.isfinite().all())
 
 
-def _witness(lines: list[str], inputs: list[tuple], symbols=None, mode="static") -> Program:
+def _witness(lines: list[str], inputs: list[tuple], symbols=None, mode="static",
+             outputs: list[str] | None = None) -> Program:
     specs = [InputSpec(f"x{k}", dims, dtype, fill, 1234 + k)
              for k, (dims, dtype, fill) in enumerate(inputs)]
     body = [Line(f"v{k}", "witness", expr) for k, expr in enumerate(lines)]
-    return Program(specs, [], body, [body[-1].var], symbols or {}, mode)
+    return Program(specs, [], body, outputs or [body[-1].var], symbols or {}, mode)
 
 
 TABLE: list[ExpectedFailure] = [
@@ -123,6 +142,21 @@ TABLE: list[ExpectedFailure] = [
         "costs a second MaxPool (of IsNaN) per pool in every CNN, for NaN inputs only",
         _reaches(("F.max_pool1d", "F.max_pool2d"), _has_nan, slice(0, 1)),
         _witness(["F.max_pool2d(x0, 2, stride=1)"], [((1, 2, 4, 5), "float32", "special")])),
+    ExpectedFailure(
+        # Not onnxport's: ONNX Runtime's CPU runs float16 ops that have no float16 kernel
+        # (ReduceLogSumExp, Greater, ...) in float32 between Casts it inserts, and then drops
+        # a float32 -> float16 -> float32 round trip between two of them. A comparison can
+        # then see one operand unrounded and the other rounded: Greater(Gather(lse), lse) is
+        # True when the Gather is also an output. The graph is right (equal operands); matched when a comparison's float16
+        # operands are equal or a rounding apart in eager.
+        "float16-comparison-of-near-ties", "ONNX Runtime computes float16 in float32 and skips "
+        "a rounding to float16 (eager is right, the model is right)",
+        _compares_float16_near_ties,
+        _witness(["torch.logsumexp(x0, 2, keepdim=False)",
+                  "torch.index_select(v0, 0, torch.tensor([0]))", "torch.gt(v1, v0)"],
+                 [((1, 8, 2), "float16", "normal")], outputs=["v2", "v1"]),
+        # ONNX Runtime has a float16 ReduceLogSumExp for opset 18 only.
+        witness_opsets=(17, 23)),
     ExpectedFailure(
         # Bilinear/bicubic upsampling of inf: ONNX Runtime's Resize gives NaN (0 * inf from the
         # zero-weight neighbour) where torch keeps inf.
