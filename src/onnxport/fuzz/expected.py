@@ -101,11 +101,27 @@ def _float16_near_tie(operands: list[torch.Tensor]) -> bool:
 _COMPARISONS = tuple(f"torch.{name}" for name in ("eq", "ne", "lt", "le", "gt", "ge"))
 
 
-def _compares_float16_near_ties(program: Program) -> bool:
-    if not any(call + "(" in _text(program) for call in _COMPARISONS):
+def _float16_near_whole_quotient(operands: list[torch.Tensor]) -> bool:
+    """float16 operands of a rounding division whose quotient is a rounding from a whole
+    number somewhere (where floor and trunc jump)."""
+    if len(operands) != 2 or torch.float16 not in (operands[0].dtype, operands[1].dtype):
         return False
-    return any(_float16_near_tie(operands) for call in _COMPARISONS
-               for operands in _operands_of(program, call))
+    quotient = operands[0].float() / operands[1].float()
+    return bool(torch.isclose(quotient, quotient.round(), rtol=2e-3, atol=1e-3).any())
+
+
+def _float16_near_ties(program: Program) -> bool:
+    text = _text(program)
+    if any(call + "(" in text for call in _COMPARISONS) and any(
+            _float16_near_tie(operands) for call in _COMPARISONS
+            for operands in _operands_of(program, call)):
+        return True
+    return "rounding_mode=" in text and any(
+        _float16_near_whole_quotient(operands) for operands in _operands_of(program, "torch.div"))
+
+
+def _has_negative_zero(t: torch.Tensor) -> bool:
+    return bool(((t == 0) & torch.signbit(t)).any())
 
 
 def _has_inf(t: torch.Tensor) -> bool:
@@ -144,19 +160,31 @@ TABLE: list[ExpectedFailure] = [
         _witness(["F.max_pool2d(x0, 2, stride=1)"], [((1, 2, 4, 5), "float32", "special")])),
     ExpectedFailure(
         # Not onnxport's: ONNX Runtime's CPU runs float16 ops that have no float16 kernel
-        # (ReduceLogSumExp, Greater, ...) in float32 between Casts it inserts, and then drops
-        # a float32 -> float16 -> float32 round trip between two of them. A comparison can
-        # then see one operand unrounded and the other rounded: Greater(Gather(lse), lse) is
-        # True when the Gather is also an output. The graph is right (equal operands); matched when a comparison's float16
-        # operands are equal or a rounding apart in eager.
-        "float16-comparison-of-near-ties", "ONNX Runtime computes float16 in float32 and skips "
+        # (ReduceLogSumExp, CumSum, Greater, Mod, ...) in float32 between Casts it inserts,
+        # and then drops a float32 -> float16 -> float32 round trip between two of them. An op
+        # that jumps can then see one operand unrounded and the other rounded:
+        # Greater(Gather(lse), lse) is True when the Gather is also an output, and x // y is 0
+        # where eager's rounded x and y are equal. The graph is right; matched when a
+        # comparison's float16 operands are a rounding apart in eager, or a rounding
+        # division's quotient is a rounding from a whole number.
+        "float16-jump-at-near-ties", "ONNX Runtime computes float16 in float32 and skips "
         "a rounding to float16 (eager is right, the model is right)",
-        _compares_float16_near_ties,
+        _float16_near_ties,
         _witness(["torch.logsumexp(x0, 2, keepdim=False)",
                   "torch.index_select(v0, 0, torch.tensor([0]))", "torch.gt(v1, v0)"],
                  [((1, 8, 2), "float16", "normal")], outputs=["v2", "v1"]),
         # ONNX Runtime has a float16 ReduceLogSumExp for opset 18 only.
         witness_opsets=(17, 23)),
+    ExpectedFailure(
+        # torch's cumsum starts from the first element, so a prefix of -0.0s sums to -0.0;
+        # ONNX's CumSum starts from +0.0 and gives +0.0. Only a division by that zero (or
+        # atan2, copysign) tells them apart. Getting the sign exact costs a second CumSum
+        # (of an is--0.0 indicator) per cumsum, for this corner only.
+        "cumsum-of-negative-zeros", "found by the fuzzer (issue 6), not fixed: the exact sign "
+        "of a zero sum costs a second CumSum per cumsum",
+        _reaches(("torch.cumsum",), _has_negative_zero, slice(0, 1)),
+        _witness(["torch.reciprocal(torch.cumsum(torch.neg(torch.zeros_like(x0)), 0))"],
+                 [((3,), "float32", "normal")])),
     ExpectedFailure(
         # Bilinear/bicubic upsampling of inf: ONNX Runtime's Resize gives NaN (0 * inf from the
         # zero-weight neighbour) where torch keeps inf.
