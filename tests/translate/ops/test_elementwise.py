@@ -379,3 +379,15 @@ def test_integer_pow_of_zero_by_negative_exponents_is_zero():
     check(lambda b, e: (torch.pow(b, e), torch.pow(b.int(), e.int()), torch.pow(b > 0, e),
                         torch.pow(0, e)), base, exponent)
     assert op_types(check(lambda x: x ** 2, base)) == ["Pow"]
+
+
+def test_float16_floor_division_of_tensors_stays_in_float16():
+    # Found by the fuzzer: computed in float32, the Cast to float32 met the Cast ONNX Runtime
+    # puts after its float32 CumSum, and it dropped both: x // y saw y unrounded, and the
+    # last quotient (x == y in float16) was 0 instead of 1.
+    x = torch.tensor([-0.76904296875, -0.2130126953125, -0.69287109375], dtype=torch.float16)
+
+    def function(x):
+        v = F.logsigmoid(x)
+        return torch.div(v, torch.cumsum(v.flip(0), 0).flip(0), rounding_mode="floor")
+    check(function, x, opset=23)

@@ -562,9 +562,12 @@ def div(g, self, other, rounding_mode=None):
     if compute in FLOAT_TYPES:
         a, b = _operands(g, self, other, compute)
         if rounding_mode == "floor":
-            if compute == ir.DataType.FLOAT16:
-                # torch computes half in float (a scalar b unrounded): 0.7 // -0.7 is -2 in
-                # float16, as float16(0.7) / -0.7 < -1.
+            if compute == ir.DataType.FLOAT16 and not (isinstance(self, ir.Value)
+                                                       and isinstance(other, ir.Value)):
+                # torch leaves a scalar operand of half unrounded: 0.7 // -0.7 is -2 in
+                # float16, as float16(0.7) / -0.7 < -1. (Between two tensors, float16 ops
+                # keep ONNX Runtime from skipping the rounding of an operand it computed in
+                # float32.)
                 a, b = _operands(g, self, other, ir.DataType.FLOAT)
                 return cast(g, _floor_divide_float(g, a, b), ir.DataType.FLOAT16)
             return _floor_divide_float(g, a, b)
