@@ -3,6 +3,7 @@ way the expected-failures table names), and every entry of that table must still
 
 from __future__ import annotations
 
+import functools
 import os
 import runpy
 import subprocess
@@ -88,6 +89,36 @@ def test_a_wrong_translation_is_a_mismatch(monkeypatch):
     assert run(_program("torch.neg(x0)"), 18).kind == MISMATCH
 
 
+def test_index_outputs_are_compared_by_the_values_they_point_at(monkeypatch):
+    """atan2(x, x) is pi/4 everywhere in eager; ONNX Runtime's Atan differs by 1 ulp between
+    its vector lanes and its scalar tail, so its argmax picks another of the tied elements.
+    That is not a wrong model; an argmax that points at a smaller value is."""
+    from onnxport.translate import default_registry
+    from onnxport.translate.registry import Translation
+
+    ties = _program("torch.max(torch.atan2(x0, x0), -2, keepdim=True)[1]", dims=(3, 2))
+    ties.inputs[0].fill = "positive"
+    assert run(ties, 18).kind == PASS
+    for expr in ("torch.argmax(x0, 1, keepdim=False)", "torch.topk(x0, 2, dim=-1)[1]",
+                 "torch.argmax(x0)", "torch.max(x0, 0, keepdim=True)[1]"):
+        assert run(_program(expr), 18).kind == PASS, expr
+    registry = default_registry()
+
+    def negated(g, self, *args, original, **kwargs):
+        flipped = g.op("Neg", self)
+        flipped.shape, flipped.dtype = self.shape, self.dtype
+        return original(g, flipped, *args, **kwargs)
+
+    for target in ("aten::argmax", "aten::max"):  # made to pick the smallest on purpose
+        wrong = [Translation(target, functools.partial(negated, original=t.function),
+                             t.since_opset) for t in registry._translations[target]]
+        monkeypatch.setitem(registry._translations, target, wrong)
+    for expr in ("torch.argmax(x0, 1, keepdim=False)", "torch.argmax(x0)",
+                 "torch.max(x0, 0, keepdim=True)[1]"):
+        outcome = run(_program(expr), 18)
+        assert outcome.kind == MISMATCH and "values they point at" in outcome.detail, expr
+
+
 def test_reducer_shrinks_a_failure_and_writes_a_runnable_reproducer(tmp_path, capsys):
     # A known failure that is not fixed (the table's entries leave it once fixed).
     entry = next(e for e in TABLE if e.name == "max-pool-with-nan")
@@ -127,3 +158,20 @@ def test_cli_summary_and_exit_code(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "expected_for", lambda program: None)
     assert cli.main(["--cases", "1", "--out", str(tmp_path)]) == 1
     assert list(tmp_path.glob("mismatch-witness-opset18-seed0-case0.py"))
+
+
+def test_nan_patterns_match_nan_made_in_the_graph_and_only_where_it_reaches_the_op():
+    entry = next(e for e in TABLE if e.name == "max-pool-with-nan")
+    made = _program("F.max_pool2d(torch.sqrt(x0), 2, stride=1)", dims=(1, 2, 4, 5))
+    assert run(made, 18).kind == MISMATCH and entry.matches(made)
+    # The same pool over values without NaN (abs before sqrt), or a NaN made after the pool,
+    # is not the known failure.
+    assert not entry.matches(_program("F.max_pool2d(torch.sqrt(x0.abs()), 2, stride=1)",
+                                      dims=(1, 2, 4, 5)))
+    after = _program("torch.sqrt(F.max_pool2d(x0, 2, stride=1))", dims=(1, 2, 4, 5))
+    assert not entry.matches(after) and run(after, 18).kind == PASS
+    sdpa = next(e for e in TABLE if e.name == "sdpa-with-nan-inputs")
+    assert sdpa.matches(_program("F.scaled_dot_product_attention(torch.log(x0), x0, x0)",
+                                 dims=(2, 3, 4)))
+    assert not sdpa.matches(_program("F.scaled_dot_product_attention(x0, x0, x0)",
+                                     dims=(2, 3, 4)))

@@ -4,17 +4,19 @@ at the example sizes and at the second sizes of the dynamic axes; classifies the
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import logging
 import os
 import warnings
+from typing import Callable
 
 import torch
 
 import onnxport
 from onnxport.errors import (CaptureError, InvalidExportOptionsError, TranslationError,
                              UnsupportedOpsError)
-from onnxport.fuzz.program import Program, evaluate
+from onnxport.fuzz.program import Line, Program, evaluate
 
 PASS, MISMATCH, INVALID, CLEAR_ERROR, CRASH, EAGER_FAILS = (
     "pass", "mismatch", "invalid-model", "clear-error", "crash", "eager-fails")
@@ -76,7 +78,7 @@ def run(program: Program, opset: int = 18) -> Outcome:
             actual = _run_session(session, program.make_inputs(second))
         except Exception as error:
             return Outcome(INVALID, f"ONNX Runtime failed at the {where}: {_short(str(error))}")
-        problem = compare(actual, eager)
+        problem = compare(actual, eager, gatherers=_index_gatherers(program, second))
         if problem is None:
             continue
         # The float64 cross-check: when float32 eager is itself off, the case says nothing.
@@ -105,8 +107,16 @@ def _within_guards(exported, program: Program) -> bool:
         return False
 
 
-def compare(actual, expected, check_dtype: bool = True) -> str | None:
-    """None when ONNX Runtime's outputs equal eager's; else what differs first."""
+def compare(actual, expected, check_dtype: bool = True,
+            gatherers: dict[int, Callable] | None = None) -> str | None:
+    """None when ONNX Runtime's outputs equal eager's; else what differs first.
+
+    ``gatherers`` maps an output that holds indices into a value of the program (argmax,
+    max(dim)[1], topk's indices, ...) to a function giving that value's elements at given
+    indices: such an output matches when it points at the same values as eager's, so that
+    ties (and float32 near-ties within the tolerance) may be broken either way.
+    """
+    gatherers = gatherers or {}
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, eager has {len(expected)}"
     for i, (a, e) in enumerate(zip(actual, expected)):
@@ -114,6 +124,18 @@ def compare(actual, expected, check_dtype: bool = True) -> str | None:
             return f"output {i}: shape {tuple(a.shape)}, eager {tuple(e.shape)}"
         if check_dtype and a.dtype != e.dtype:
             return f"output {i}: dtype {a.dtype}, eager {e.dtype}"
+        if i in gatherers and a.dtype == e.dtype == torch.int64 and not torch.equal(a, e):
+            try:
+                at_actual, at_expected = gatherers[i](a), gatherers[i](e)
+            except (IndexError, RuntimeError) as error:  # an index out of range
+                return f"output {i} (indices): {_short(str(error), 1)}"
+            rtol, atol = tolerances(at_expected.dtype)
+            try:
+                torch.testing.assert_close(at_actual, at_expected, rtol=rtol, atol=atol,
+                                           equal_nan=True)
+            except AssertionError as error:
+                return f"output {i} (indices; the values they point at differ): {_short(str(error), 6)}"
+            continue
         rtol, atol = tolerances(e.dtype)
         try:
             torch.testing.assert_close(a.to(e.dtype), e, rtol=rtol, atol=atol, equal_nan=True,
@@ -121,6 +143,71 @@ def compare(actual, expected, check_dtype: bool = True) -> str | None:
         except AssertionError as error:
             return f"output {i}: {_short(str(error), 6)}"
     return None
+
+
+def _index_gatherers(program: Program, second: bool) -> dict[int, Callable]:
+    """For each output that is the indices of a reduction or sort over a value of the program,
+    a function from indices to that value's (float32 eager) elements at them. Other integer
+    outputs are compared exactly."""
+    gatherers = {}
+    lines = {line.var: line.expr for line in program.lines}
+    for position, var in enumerate(program.outputs):
+        spec = _index_spec(lines.get(var, ""))
+        if spec is None:
+            continue
+        source, dim, keepdim = spec
+        gatherers[position] = _gatherer(program, source, dim, keepdim, second)
+    return gatherers
+
+
+def _gatherer(program: Program, source: str, dim, keepdim: bool, second: bool) -> Callable:
+    values = []
+
+    def gather(indices: torch.Tensor) -> torch.Tensor:
+        if not values:  # eager is run again only when the indices differ
+            head = program.copy()
+            head.lines.append(Line("index_source", "index source", source))
+            head.outputs = ["index_source"]
+            values.append(evaluate(head, second=second)[0])
+        value = values[0]
+        if dim is None:
+            return value.flatten()[indices]
+        return value.gather(dim, indices if keepdim else indices.unsqueeze(dim))
+    return gather
+
+
+_INDEX_OPS = {"argmax": False, "argmin": False, "max": True, "min": True, "topk": True,
+              "sort": True}  # op -> whether its indices are element [1] of its result
+
+
+def _index_spec(expr: str) -> tuple[str, int | None, bool] | None:
+    """(source expression, dim or None for all, keepdim) when ``expr`` is an index output such as
+    ``torch.argmax(v0, 1, keepdim=False)`` or ``torch.topk(v2, 2, dim=-1)[1]``."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+        picked = isinstance(node, ast.Subscript)
+        if picked:
+            if ast.literal_eval(node.slice) != 1:
+                return None
+            node = node.value
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+                and _INDEX_OPS.get(node.func.attr) == picked
+                and node.args):
+            return None
+        name, source = node.func.attr, ast.unparse(node.args[0])
+        positional = [ast.literal_eval(a) for a in node.args[1:]]
+        keywords = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+    except (SyntaxError, ValueError):
+        return None
+    if name == "topk":
+        return source, keywords.get("dim", positional[1] if len(positional) > 1 else -1), True
+    if name == "sort":
+        return source, keywords.get("dim", positional[0] if positional else -1), True
+    dim = keywords.get("dim", positional[0] if positional else None)
+    if dim is None and name in ("max", "min"):
+        return None
+    return source, dim, bool(keywords.get("keepdim", positional[1] if len(positional) > 1 else False))
 
 
 def _session(exported):

@@ -349,3 +349,45 @@ def test_atan2_of_float16_at_every_opset(opset):
     x = torch.tensor([-0.0, 0.0, float("inf"), -float("inf"), -3.0, 0.5], dtype=torch.float16)
     check(torch.atan2, y, x, opset=opset)
     check(lambda y: torch.atan2(y, torch.tensor(True)), y, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [17, 23])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_log1p_keeps_the_sign_of_zero(dtype, opset):
+    # Found by the fuzzer: log1p(-0.0) was +0.0 (ONNX Runtime's Where drops the sign of a
+    # -0.0 in its first branch), so atan2(log1p(x), log1p(x)) was 0 where torch gives -pi.
+    x = torch.tensor([0.0, -0.0, -1.0, -1.5, INF, -INF, NAN, 1e-3, -0.5], dtype=dtype)
+    check(lambda x: (torch.log1p(x), torch.reciprocal(torch.log1p(x))), x, opset=opset)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_float_floor_division_of_infinities_and_zeros(dtype):
+    # Found by the fuzzer: Floor(a / b) gave inf for inf // 2 (torch: NaN), -0.0 for
+    # 3 // -inf (torch: -1), +0.0 for -0.0 // 2, and 2 for 2.1 // 0.7 (torch: 3).
+    values = torch.tensor([0.0, -0.0, 1.0, -2.1, 2.1, 0.7, -0.7, 5.5, 1e-30, INF, -INF, NAN])
+    a = values.repeat_interleave(len(values)).to(dtype)
+    b = values.repeat(len(values)).to(dtype)
+    program = check(lambda a, b: (torch.div(a, b, rounding_mode="floor"),
+                                  torch.reciprocal(a // b), torch.floor_divide(a, -0.7)), a, b)
+    assert "Mod" in op_types(program)
+
+
+def test_integer_pow_of_zero_by_negative_exponents_is_zero():
+    # Found by the fuzzer: ONNX Runtime's integer Pow gave int64's minimum for 0 ** -1.
+    base = torch.tensor([0, 1, -1, 2, -2, 3, 0, 0, 5, -3])
+    exponent = torch.tensor([-1, -2, -3, -1, -2, 0, 0, 3, 2, 3])
+    check(lambda b, e: (torch.pow(b, e), torch.pow(b.int(), e.int()), torch.pow(b > 0, e),
+                        torch.pow(0, e)), base, exponent)
+    assert op_types(check(lambda x: x ** 2, base)) == ["Pow"]
+
+
+def test_float16_floor_division_of_tensors_stays_in_float16():
+    # Found by the fuzzer: computed in float32, the Cast to float32 met the Cast ONNX Runtime
+    # puts after its float32 CumSum, and it dropped both: x // y saw y unrounded, and the
+    # last quotient (x == y in float16) was 0 instead of 1.
+    x = torch.tensor([-0.76904296875, -0.2130126953125, -0.69287109375], dtype=torch.float16)
+
+    def function(x):
+        v = F.logsigmoid(x)
+        return torch.div(v, torch.cumsum(v.flip(0), 0).flip(0), rounding_mode="floor")
+    check(function, x, opset=23)

@@ -320,3 +320,19 @@ def test_reducing_scatters(scatter, dtype, opset):
     x = torch.randn(3, 5).to(dtype)
     i = torch.tensor([[0, 1, 0, 4, 4], [2, 2, 2, 2, 2], [1, 0, 3, 3, 1]])
     check(scatter, x, i, opset=opset, rtol=1e-2, atol=1e-2)  # float16's 3 digits
+
+
+@pytest.mark.parametrize("opset", [17, 18])  # the one-hot fallback, then ScatterElements' max/min
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_scatter_reduce_amax_amin_propagate_nan(dtype, include_self, reduce, opset):
+    # Found by the fuzzer: ONNX Runtime's max/min ScatterElements skipped a NaN, and the
+    # one-hot fallback's ReduceMax made every target NaN.
+    nan = float("nan")
+    x = torch.tensor([[1.0, nan, 3.0, 4.0], [0.5, -2.0, nan, 1.0]], dtype=dtype)
+    index = torch.tensor([[0, 0, 2, 2, 3], [1, 3, 3, 0, 0]])
+    src = torch.tensor([[nan, 5.0, 1.0, 2.0, -1.0, 9.0], [2.0, 1.0, nan, 3.0, -4.0, 0.0]],
+                       dtype=dtype)
+    check(lambda x, i, s: x.scatter_reduce(1, i, s, reduce, include_self=include_self),
+          x, index, src, opset=opset)

@@ -286,13 +286,19 @@ def log1p(g, self):
     """log1p(Tensor self) -> Tensor"""
     x = _float_of(g, self)
     # Log(1 + x) loses the digits of a small x; log(u) * x / (u - 1) with u = 1 + x keeps
-    # them. Where u rounds to 1 the answer is x; where it is inf, log(u).
+    # them. Where u rounds to 1 the answer is x (-0.0 kept: torch's log1p(-0.0) is -0.0);
+    # where it is inf, log(u). x goes in Where's second branch: ONNX Runtime's Where turns a
+    # -0.0 taken from its first branch into +0.0 (and its optimizer swaps the branches of a
+    # Where over Not(c), hence |u - 1| > 0 rather than Not(u == 1)).
     one = g.const(1.0, x.dtype)
     u = g.op("Add", x, one)
     log_u = g.op("Log", u)
-    corrected = g.op("Mul", log_u, g.op("Div", x, g.op("Sub", u, one)))
-    return g.op("Where", g.op("Equal", u, one), x,
-                g.op("Where", g.op("Equal", u, g.const(float("inf"), x.dtype)), log_u, corrected))
+    u_minus_1 = g.op("Sub", u, one)
+    corrected = g.op("Mul", log_u, g.op("Div", x, u_minus_1))
+    away_from_one = g.op("Greater", g.op("Abs", u_minus_1), g.const(0.0, x.dtype))
+    return g.op("Where", away_from_one,
+                g.op("Where", g.op("Equal", u, g.const(float("inf"), x.dtype)), log_u, corrected),
+                x)
 
 
 def _float_of(g, x):
@@ -360,9 +366,23 @@ for _op, _names in [
     ("Mul", ("aten::mul", "aten::mul_", "aten::multiply")),
     ("Max", ("aten::maximum", "aten::max.other")),
     ("Min", ("aten::minimum", "aten::min.other")),
-    ("Pow", ("aten::pow", "aten::pow_")),
 ]:
     _binary(_op, *_names)
+
+
+@translates("aten::pow", "aten::pow_")
+def pow_(g, self, exponent, *_, **__):
+    """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
+    a, b = _operands(g, self, exponent, expected_dtype(g))
+    result = g.op("Pow", a, b)
+    if (a.dtype in FLOAT_TYPES or a.dtype == ir.DataType.BOOL
+            or isinstance(exponent, (int, float)) and exponent >= 0
+            or isinstance(self, (int, float)) and self != 0):
+        return result
+    # torch's integer 0 ** -n is 0; ONNX Runtime goes through double and casts inf to the
+    # type's minimum. (Other bases agree: 1 and -1 give +-1, the rest truncate to 0.)
+    zero = g.const(0, a.dtype)
+    return g.op("Where", g.op("And", g.op("Equal", a, zero), g.op("Less", b, zero)), zero, result)
 
 for _op, _names in [
     ("Equal", ("aten::eq",)),
@@ -529,10 +549,17 @@ def div(g, self, other, rounding_mode=None):
     compute = promote_dtype(self, other)
     if compute in FLOAT_TYPES:
         a, b = _operands(g, self, other, compute)
-        quotient = g.op("Div", a, b)
         if rounding_mode == "floor":
-            return g.op("Floor", quotient)
-        return _trunc(g, quotient)
+            if compute == ir.DataType.FLOAT16 and not (isinstance(self, ir.Value)
+                                                       and isinstance(other, ir.Value)):
+                # torch leaves a scalar operand of half unrounded: 0.7 // -0.7 is -2 in
+                # float16, as float16(0.7) / -0.7 < -1. (Between two tensors, float16 ops
+                # keep ONNX Runtime from skipping the rounding of an operand it computed in
+                # float32.)
+                a, b = _operands(g, self, other, ir.DataType.FLOAT)
+                return cast(g, _floor_divide_float(g, a, b), ir.DataType.FLOAT16)
+            return _floor_divide_float(g, a, b)
+        return _trunc(g, g.op("Div", a, b))
     a, b = _operands(g, self, other, compute)
     if rounding_mode == "trunc":
         return g.op("Div", a, b)
@@ -542,6 +569,31 @@ def div(g, self, other, rounding_mode=None):
 def _trunc(g, x):
     # Floor above zero, Ceil elsewhere: sign(x) * floor(|x|) made +0.0 of -0.0 (0 / -2).
     return trunc(g, x)
+
+
+def _floor_divide_float(g, a, b):
+    """torch's float kernel (div_floor_floating), not Floor(a / b): inf // 2 is NaN there,
+    3 // -inf is -1, 0 // -2 is -0.0, and 2.1 // 0.7 is 3 where Floor(a / b) rounds to 2."""
+    zero, one = g.const(0.0, a.dtype), g.const(1.0, a.dtype)
+    quotient = g.op("Div", a, b)
+    mod = g.op("Mod", a, b, fmod_i=1)
+    div = g.op("Div", g.op("Sub", a, mod), b)
+    # Step down where the C remainder's sign is not b's (its sign is a's).
+    step = g.op("And", g.op("Not", g.op("Equal", mod, zero)),
+                g.op("Xor", g.op("Less", b, zero), g.op("Less", mod, zero)))
+    div = g.op("Sub", div, g.op("Cast", step, to_i=int(a.dtype)))
+    # div is a whole number up to rounding: floor it, and undo a rounding down by almost 1.
+    floored = g.op("Floor", div)
+    floored = g.op("Add", floored, g.op("Cast", g.op("Greater", g.op("Sub", div, floored),
+                                                      g.const(0.5, a.dtype)),
+                                         to_i=int(a.dtype)))
+    # A zero quotient takes the sign of a / b (q * 0 is that signed zero for a finite q). The
+    # zero goes in Where's second branch: ONNX Runtime's Where makes +0.0 of a -0.0 taken
+    # from its first, and its optimizer swaps the branches of a Where over Not(c).
+    nonzero = g.op("Greater", g.op("Abs", div), zero)
+    result = g.op("Where", nonzero, floored, g.op("Mul", quotient, zero))
+    # Over zero: a / b (inf, -inf or NaN) as IEEE says.
+    return g.op("Where", g.op("Equal", b, zero), quotient, result)
 
 
 def _floor_divide_int(g, a, b):

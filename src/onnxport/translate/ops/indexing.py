@@ -398,6 +398,33 @@ _SCATTER_REDUCTIONS = {"sum": ("add", 16), "mean": ("add", 16), "prod": ("mul", 
 @translates("aten::scatter_reduce", "aten::scatter_reduce_")
 def scatter_reduce(g, self, dim, index, src, reduce, *, include_self=True):
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
+    if reduce not in ("amax", "amin") or self.dtype not in FLOAT_TYPES or rank(self) == 0:
+        return _scatter_reduce(g, self, dim, index, src, reduce, include_self)
+    # torch's amax/amin propagate NaN; ONNX Runtime's max/min scatter and its ReduceMax skip
+    # it (or spread it to other targets): reduce without the NaNs, then make NaN each target
+    # a NaN was scattered into (or whose own NaN was kept in).
+    src = cast(g, src, self.dtype)
+    identity = g.const(_identity(reduce, self.dtype), self.dtype)
+    src_nan = g.op("IsNaN", src)
+    clean_src = g.op("Where", src_nan, identity, src)
+    flags = cast(g, src_nan, self.dtype)
+    zeros = g.op("Expand", g.const(0.0, self.dtype), g.op("Shape", self))
+    clean_self = self
+    if include_self:
+        self_nan = g.op("IsNaN", self)
+        clean_self = g.op("Where", self_nan, identity, self)
+    for value, like in ((clean_src, src), (flags, src), (zeros, self), (clean_self, self)):
+        value.shape, value.dtype = like.shape, self.dtype
+    out = _scatter_reduce(g, clean_self, dim, index, clean_src, reduce, include_self)
+    # (amax of the 0/1 flags: the same kind of scatter as the reduction, at every opset)
+    hit = g.op("Greater", _scatter_reduce(g, zeros, dim, index, flags, "amax", True),
+               g.const(0.0, self.dtype))
+    if include_self:
+        hit = g.op("Or", hit, self_nan)
+    return g.op("Where", hit, g.const(float("nan"), self.dtype), out)
+
+
+def _scatter_reduce(g, self, dim, index, src, reduce, include_self):
     if reduce not in _SCATTER_REDUCTIONS:
         raise ValueError(f"scatter_reduce with reduce={reduce!r}")
     index = cast(g, index, ir.DataType.INT64)
