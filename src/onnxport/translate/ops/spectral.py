@@ -10,7 +10,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import squeeze, unsqueeze
+from onnxport.translate.ops._helpers import cast, squeeze, unsqueeze
 from onnxport.translate.registry import _DEFAULT, COMPLEX_LAYOUT_OPS, translates
 
 
@@ -62,6 +62,9 @@ def _as_layout(g, x: ir.Value, full: bool = False) -> tuple[ir.Value, list]:
     shape = list(x.shape)
     if is_complex(x):
         return x, shape
+    if not x.dtype.is_floating_point():
+        # torch promotes integer and bool signals to float; DFT takes floats only.
+        x = cast(g, x, ir.DataType.FLOAT)
     x = unsqueeze(g, x, [-1])
     if not full:
         return x, shape + [1]
