@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from onnxport.passes.merge_reshapes import int64_initializer
+
 _HEADS_PERM = [0, 2, 1, 3]
 
 
@@ -137,7 +139,7 @@ class Attention3D(ir.passes.InPlacePass):
         for where, squeeze in chain:
             condition = where.inputs[0]
             if squeeze >= 0:
-                axes = _initializer(graph, f"axes_{squeeze}", [squeeze])
+                axes = int64_initializer(graph, f"axes_{squeeze}", [squeeze])
                 squeezed = ir.node("Squeeze", [condition, axes], name=f"{where.name}/Squeeze")
                 graph.insert_before(attention, squeezed)
                 squeezed.outputs[0].name = f"{condition.name}__3d"
@@ -158,7 +160,7 @@ class Attention3D(ir.passes.InPlacePass):
 
     @staticmethod
     def _reshape(graph, before: ir.Node, x: ir.Value, entries: list[int], dims) -> ir.Value:
-        shape = _initializer(graph, "heads_shape_" + "_".join(map(str, entries)), entries)
+        shape = int64_initializer(graph, "heads_shape_" + "_".join(map(str, entries)), entries)
         node = ir.node("Reshape", [x, shape], name=f"{before.name}/Reshape_{x.name}")
         graph.insert_before(before, node)
         node.outputs[0].name, node.outputs[0].dtype = f"{x.name}__3d", x.dtype
@@ -193,14 +195,3 @@ class Attention3D(ir.passes.InPlacePass):
             outputs[outputs.index(old)] = result
 
 
-def _initializer(graph: ir.Graph, name: str, entries: list[int]) -> ir.Value:
-    while name in graph.initializers:
-        existing = graph.initializers[name]
-        if existing.const_value.numpy().reshape(-1).tolist() == entries:
-            return existing
-        name += "_"
-    value = ir.Value(name=name, shape=ir.Shape([len(entries)]),
-                     type=ir.TensorType(ir.DataType.INT64),
-                     const_value=ir.tensor(entries, dtype=ir.DataType.INT64, name=name))
-    graph.register_initializer(value)
-    return value

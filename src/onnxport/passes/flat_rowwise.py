@@ -13,7 +13,7 @@ import math
 
 import onnx_ir as ir
 
-from onnxport.passes.merge_reshapes import same_dim, same_shape
+from onnxport.passes.merge_reshapes import int64_initializer, same_dim, same_shape
 
 _UNARY = {"Relu", "Erf", "Tanh", "Sigmoid", "Gelu", "Neg", "Exp", "Log", "Sqrt", "Abs", "Cast",
           "Identity", "Softplus", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Selu",
@@ -156,7 +156,8 @@ def _unflatten_shape(graph: ir.Graph, reshapes: list[ir.Node], width: int) -> ir
         entries = [int(e) for e in entries.numpy().reshape(-1)]
         if 0 in entries[:-1] or entries[:-1].count(-1) > 0 and entries[-1] == -1:
             continue
-        return _initializer(graph, f"{reshape.inputs[1].name}_{width}", entries[:-1] + [width])
+        return int64_initializer(graph, f"{reshape.inputs[1].name}_{width}",
+                                 entries[:-1] + [width])
     return None
 
 
@@ -168,7 +169,7 @@ def _concat_with_width(graph: ir.Graph, shape: ir.Value, width: int) -> ir.Value
     last = concat.inputs[-1]
     if last is None or last.const_value is None or last.const_value.size != 1:
         return None
-    made = ir.node("Concat", [*concat.inputs[:-1], _initializer(graph, "width", [width])],
+    made = ir.node("Concat", [*concat.inputs[:-1], int64_initializer(graph, "width", [width])],
                    attributes={"axis": 0}, name=f"{concat.name}_{width}",
                    metadata_props=dict(concat.metadata_props))
     graph.insert_after(concat, made)
@@ -192,20 +193,7 @@ def _reduced_last_axis(node: ir.Node, rank: int):
     if node.inputs[1].const_value.numpy().reshape(-1).tolist() not in ([-1], [rank - 1]):
         return None
     graph = node.graph
-    return lambda: node.replace_input_with(1, _initializer(graph, "last_axis", [-1]))
-
-
-def _initializer(graph: ir.Graph, name: str, entries: list[int]) -> ir.Value:
-    while name in graph.initializers:
-        existing = graph.initializers[name]
-        if existing.const_value.numpy().reshape(-1).tolist() == entries:
-            return existing
-        name += "_"
-    value = ir.Value(name=name, shape=ir.Shape([len(entries)]),
-                     type=ir.TensorType(ir.DataType.INT64),
-                     const_value=ir.tensor(entries, dtype=ir.DataType.INT64, name=name))
-    graph.register_initializer(value)
-    return value
+    return lambda: node.replace_input_with(1, int64_initializer(graph, "last_axis", [-1]))
 
 
 def _rows_of(graph: ir.Graph, user: ir.Node, value: ir.Value, width: int) -> ir.Value:
@@ -220,7 +208,7 @@ def _rows_of(graph: ir.Graph, user: ir.Node, value: ir.Value, width: int) -> ir.
 
 
 def _new_rows(graph: ir.Graph, user: ir.Node, value: ir.Value, width: int) -> ir.Value:
-    shape = _initializer(graph, "rows_shape", [-1, width])
+    shape = int64_initializer(graph, "rows_shape", [-1, width])
     flatten = ir.node("Reshape", [value, shape], name=f"{user.name}/Rows",
                       metadata_props=dict(user.metadata_props))
     graph.insert_before(user, flatten)

@@ -59,14 +59,8 @@ def _zeros_made_explicit(node: ir.Node, graph: ir.Graph) -> list[int] | None:
             for i, e in enumerate(entries)):
         return None
     explicit = [dims[i] if e == 0 else e for i, e in enumerate(entries)]
-    name = f"{node.inputs[1].name}_explicit"
-    while name in graph.initializers:
-        name += "_"
-    shape = ir.Value(name=name, shape=ir.Shape([len(explicit)]),
-                     type=ir.TensorType(ir.DataType.INT64),
-                     const_value=ir.tensor(explicit, dtype=ir.DataType.INT64, name=name))
-    graph.register_initializer(shape)
-    node.replace_input_with(1, shape)
+    node.replace_input_with(1, int64_initializer(graph, f"{node.inputs[1].name}_explicit",
+                                                 explicit))
     return explicit
 
 
@@ -89,3 +83,19 @@ class MergeReshapes(ir.passes.InPlacePass):
                 node.graph.remove(node, safe=True)
                 modified = True
         return ir.passes.PassResult(model, modified)
+
+
+def int64_initializer(graph: ir.Graph, name: str, entries: list[int]) -> ir.Value:
+    """A 1-D int64 initializer holding ``entries`` (a shape or axes a pass writes), named
+    ``name`` or, where that name is taken by other values, ``name_``...; one with the same
+    name and values is reused."""
+    while name in graph.initializers:
+        existing = graph.initializers[name]
+        if existing.const_value.numpy().reshape(-1).tolist() == entries:
+            return existing
+        name += "_"
+    value = ir.Value(name=name, shape=ir.Shape([len(entries)]),
+                     type=ir.TensorType(ir.DataType.INT64),
+                     const_value=ir.tensor(entries, dtype=ir.DataType.INT64, name=name))
+    graph.register_initializer(value)
+    return value
