@@ -33,12 +33,12 @@ _SAFETENSORS_DTYPES = {
 }
 
 
-class CheckpointTensor(_core.TensorBase):
-    """A weight of a checkpoint: its dtype and shape, its bytes read when asked for."""
+class DescribedTensor(_core.TensorBase):
+    """A tensor known by its dtype and shape only; subclasses say what reading it does."""
 
     __slots__ = ("_dtype", "_shape")
 
-    def __init__(self, name: str, dtype: ir.DataType, shape: tuple[int, ...]):
+    def __init__(self, name: str, dtype: ir.DataType, shape: ir.Shape | tuple[int, ...]):
         super().__init__(name=name)
         self._dtype, self._shape = dtype, ir.Shape(shape)
 
@@ -51,8 +51,14 @@ class CheckpointTensor(_core.TensorBase):
         return self._shape
 
     @property
-    def raw(self) -> Any:
+    def raw(self) -> None:
         return None
+
+
+class CheckpointTensor(DescribedTensor):
+    """A weight of a checkpoint: its dtype and shape, its bytes read when asked for."""
+
+    __slots__ = ()
 
     def numpy(self) -> np.ndarray:
         return np.frombuffer(self.tobytes(), dtype=self._dtype.numpy()).reshape(

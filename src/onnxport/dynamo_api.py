@@ -14,10 +14,10 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common
 import torch
 import torch.utils._pytree as pytree
-from onnx_ir import _core
 from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport import api
+from onnxport.checkpoints import DescribedTensor
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
 from onnxport.passes import FuseConsecutiveUnsqueeze
 from onnxport.program import ONNXProgram
@@ -208,27 +208,11 @@ def _all_dims_dynamic(model: Any, args: tuple, kwargs: dict) -> Any:
     return shapes
 
 
-class MissingWeight(_core.TensorBase):
+class MissingWeight(DescribedTensor):
     """An initializer of a model exported under ``enable_fake_mode``: shape and dtype only.
     Reading it fails with the way out; ``save(path, model_state=...)`` replaces it."""
 
-    __slots__ = ("_dtype", "_shape")
-
-    def __init__(self, name: str, dtype: ir.DataType, shape: ir.Shape):
-        super().__init__(name=name)
-        self._dtype, self._shape = dtype, shape
-
-    @property
-    def dtype(self) -> ir.DataType:
-        return self._dtype
-
-    @property
-    def shape(self) -> ir.Shape:
-        return self._shape
-
-    @property
-    def raw(self) -> None:
-        return None
+    __slots__ = ()
 
     def _missing(self):
         raise _no_value_error(self.name)
