@@ -276,7 +276,8 @@ class ReadsANestedDictAndAKeyword(torch.nn.Module):
     # keyword's strings to torch.export, which refuses them).
     ({"a": {0: "batch"}, "b": [{0: "batch"}]}, {0: "batch", 1: "width"}),
 ])
-def test_string_dim_names_on_nested_inputs_and_keyword_arguments(shapes):
+@pytest.mark.parametrize("path", [{}, {"dynamo": False}], ids=["torch.export", "dynamo=False"])
+def test_string_dim_names_on_nested_inputs_and_keyword_arguments(shapes, path):
     model = ReadsANestedDictAndAKeyword()
 
     def example(batch, width):
@@ -284,7 +285,7 @@ def test_string_dim_names_on_nested_inputs_and_keyword_arguments(shapes):
             {"scale": torch.randn(batch, width)}
 
     args, kwargs = example(1, 1)
-    program = onnxport.export(model, args, kwargs=kwargs, dynamic_shapes=shapes)
+    program = onnxport.export(model, args, kwargs=kwargs, dynamic_shapes=shapes, **path)
     graph = program.model.graph
     assert [str(v.shape) for v in graph.inputs] == ["[batch,4]", "[batch,4]", "[batch,width]"]
     assert [str(v.shape) for v in graph.outputs] == ["[batch,4]", "[batch]"]
@@ -333,6 +334,55 @@ def test_a_tiny_transformer_from_a_batch_of_one_with_string_batch_and_sequence()
         tokens = torch.randint(0, 50, shape)
         with torch.no_grad():
             torch.testing.assert_close(program(tokens)[0], model(tokens), rtol=1e-3, atol=1e-4)
+
+
+class TwoOutputs(torch.nn.Module):
+    def forward(self, x, b):
+        return x.relu(), b.sigmoid()
+
+
+# The forms torch.onnx's own tests give torch.onnx.export(dynamo=True), names made strings.
+TORCH_ONNX_FORMS = {
+    "keyed by input_names": dict(input_names=["input_x", "input_b"], dynamic_shapes={
+        "input_x": {0: "customx_dim_0", 1: "customx_dim_1"}, "input_b": {0: "customb_dim_0"}}),
+    "tuple without names": dict(dynamic_shapes=(
+        {0: "customx_dim_0", 1: "customx_dim_1"}, {0: "customb_dim_0"})),
+    "keyed by parameter, Dim beside strings": dict(dynamic_shapes={
+        "x": {0: Dim("customx_dim_0"), 1: "customx_dim_1"}, "b": {0: "customb_dim_0"}}),
+}
+
+
+@pytest.mark.parametrize("form", list(TORCH_ONNX_FORMS))
+def test_the_dynamic_shapes_forms_torch_onnx_takes(form):
+    # The old code took input_names as keys for parameters it did not have (torch.export's
+    # error under a CaptureError).
+    model = TwoOutputs()
+    program = onnxport.export(model, (torch.randn(1, 1, 3), torch.randn(1, 2, 3)),
+                              **TORCH_ONNX_FORMS[form])
+    graph = program.model.graph
+    assert [str(v.shape) for v in [*graph.inputs, *graph.outputs]] == [
+        "[customx_dim_0,customx_dim_1,3]", "[customb_dim_0,2,3]"] * 2
+    x, b = torch.randn(2, 3, 3), torch.randn(4, 2, 3)
+    for actual, expected in zip(program(x, b), model(x, b)):
+        torch.testing.assert_close(actual, expected)
+
+
+class TakesANumber(torch.nn.Module):
+    def forward(self, n, x):
+        return x * n
+
+
+def test_a_number_input_takes_none_and_the_tensor_a_string():
+    program = onnxport.export(TakesANumber(), (2, torch.randn(1, 3)),
+                              dynamic_shapes=(None, {0: "batch"}))
+    assert [str(v.shape) for v in program.model.graph.inputs] == ["[batch,3]"]
+    x = torch.randn(3, 3)
+    torch.testing.assert_close(program(2, x)[0], x * 2)
+    with pytest.raises(onnxport.errors.InvalidExportOptionsError,
+                       match=r"dynamic_shapes\[0\] \(input 'n'\) = \{0: 'batch'\}, but that "
+                             r"input is a int, not a tensor"):
+        onnxport.export(TakesANumber(), (2, torch.randn(1, 3)),
+                        dynamic_shapes=({0: "batch"}, {0: "batch"}))
 
 
 @pytest.mark.parametrize("shapes, message", [

@@ -64,6 +64,8 @@ def resolve_dynamic(
             "(dynamic_shapes is torch.export's form, dynamic_axes the older one)"
         )
     if dynamic_shapes is not None:
+        dynamic_shapes = _keyed_by_argument(dynamic_shapes, args, kwargs, parameter_names,
+                                            input_names)
         dynamic_shapes = checked_dynamic_shapes(dynamic_shapes, args, kwargs, parameter_names)
         names = _names_from_dynamic_shapes(dynamic_shapes, args, kwargs, parameter_names)
         # torch.export takes no strings; a named dim is a dynamic one that ONNX calls so.
@@ -124,6 +126,26 @@ def _top_level(args: tuple, kwargs: dict, parameter_names: Sequence[str]) -> lis
     return top_level
 
 
+def _keyed_by_argument(dynamic_shapes, args, kwargs, parameter_names, input_names):
+    """A dict keyed by ``input_names`` (as torch.onnx takes it) in the tuple form: the names
+    are the tensors' ONNX names, in argument order, not the forward's parameter names."""
+    if not isinstance(dynamic_shapes, Mapping) or not input_names:
+        return dynamic_shapes
+    top_level = _top_level(args, kwargs, parameter_names)
+    arguments = {name for name, *_ in top_level}
+    if all(key in arguments for key in dynamic_shapes) or \
+            not all(key in input_names for key in dynamic_shapes):
+        return dynamic_shapes
+    if not all(isinstance(value, torch.Tensor) for _, _, value, _ in top_level):
+        raise InvalidExportOptionsError(
+            f"dynamic_shapes is keyed by input_names ({', '.join(map(repr, dynamic_shapes))}), "
+            "but some inputs are not single tensors, so input_names do not say which argument "
+            f"each is; key it by the forward's parameter names "
+            f"({', '.join(name for name, *_ in top_level)}) or give a tuple in argument order")
+    return tuple(dynamic_shapes.get(input_names[k]) if k < len(input_names) else None
+                 for k in range(len(top_level)))
+
+
 def checked_dynamic_shapes(dynamic_shapes: Any, args: tuple, kwargs: dict,
                            parameter_names: Sequence[str]) -> Any:
     """``dynamic_shapes`` checked against the inputs, with a clear error for what torch.export
@@ -139,8 +161,8 @@ def checked_dynamic_shapes(dynamic_shapes: Any, args: tuple, kwargs: dict,
             raise InvalidExportOptionsError(
                 f"dynamic_shapes names {', '.join(map(repr, unknown))}, which is no input given "
                 f"to the model; its inputs are {', '.join(map(repr, sorted(known))) or 'none'} "
-                "(key dynamic_shapes by the forward's parameter names, or give a tuple in "
-                "argument order)")
+                "(key dynamic_shapes by the forward's parameter names or by input_names, or "
+                "give a tuple in argument order)")
         return {name: _checked_spec(value, dynamic_shapes.get(name),
                                     f"dynamic_shapes[{name!r}]", accepted)
                 for name, _, value, _ in top_level}
