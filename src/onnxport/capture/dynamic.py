@@ -151,6 +151,7 @@ def checked_dynamic_shapes(dynamic_shapes: Any, args: tuple, kwargs: dict,
     """``dynamic_shapes`` checked against the inputs, with a clear error for what torch.export
     would refuse with its own words (or take wrongly), and normalized: negative axes counted
     from the front, a short tuple padded with None (static)."""
+    hf_cache.register_if_loaded()  # a KV cache is a container of tensors, not a leaf
     top_level = _top_level(args, kwargs, parameter_names)
     accepted = ("a dim name string such as 'batch', torch.export.Dim('batch'), Dim.DYNAMIC, "
                 "Dim.AUTO, Dim.STATIC, None (static) or the example's own size")
