@@ -380,7 +380,7 @@ def test_a_number_input_takes_none_and_the_tensor_a_string():
     torch.testing.assert_close(program(2, x)[0], x * 2)
     with pytest.raises(onnxport.errors.InvalidExportOptionsError,
                        match=r"dynamic_shapes\[0\] \(input 'n'\) = \{0: 'batch'\}, but that "
-                             r"input is a int, not a tensor"):
+                             r"input is not a tensor \(int 2\)"):
         onnxport.export(TakesANumber(), (2, torch.randn(1, 3)),
                         dynamic_shapes=({0: "batch"}, {0: "batch"}))
 

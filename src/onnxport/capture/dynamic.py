@@ -218,8 +218,8 @@ def _checked_spec(value: Any, spec: Any, where: str, accepted: str) -> Any:
     node_type = pytree._get_node_type(value)
     if node_type not in pytree.SUPPORTED_NODES:
         raise InvalidExportOptionsError(
-            f"{where} = {spec!r}, but that input is a {type(value).__name__}, not a tensor: "
-            "it has no dims to make dynamic; give None")
+            f"{where} = {spec!r}, but that input is not a tensor ({type(value).__name__} "
+            f"{value!r}): it has no dims to make dynamic; give None")
     if node_type not in pytree.BUILTIN_TYPES:
         return spec  # a registered pytree (a KV cache): its flattened children, left to torch
     if isinstance(value, Mapping):
