@@ -29,9 +29,7 @@ PATHS = {
     "tracing-static": dict(dynamo=False),
     "fallback-static": dict(fallback=True),
     "tracing": dict(dynamo=False, input_names=["image"], dynamic_axes={"image": _HEIGHT_WIDTH}),
-    # (Dim.DYNAMIC: onnxport does not take torch.onnx's string names in dynamic_shapes yet.)
-    "dynamo+fallback": dict(fallback=True, dynamic_shapes=(
-        [{1: torch.export.Dim.DYNAMIC, 2: torch.export.Dim.DYNAMIC}],)),
+    "dynamo+fallback": dict(fallback=True, dynamic_shapes=([_HEIGHT_WIDTH],)),
 }
 
 

@@ -114,7 +114,8 @@ def export(
             on_stage(name)
         return _timed(timings, name)
 
-    names = parameter_names(model) if not isinstance(model, torch.export.ExportedProgram) else []
+    names = parameter_names(model) if not isinstance(model, torch.export.ExportedProgram) else \
+        _exported_program_argument_names(model, args)
     dynamic = resolve_dynamic(args, kwargs, names, input_names, output_names, dynamic_axes,
                               dynamic_shapes)
     registry = getattr(_state, "registry", None) or default_registry()
@@ -193,6 +194,13 @@ def export(
             _state.in_export = outer
             restore_module_modes(modes)
     return program
+
+
+def _exported_program_argument_names(program, args: tuple) -> list[str]:
+    """The forward's argument names of an ExportedProgram, for dynamic_shapes keyed by them:
+    its placeholders are named after them when every argument is one tensor."""
+    user_inputs = list(program.graph_signature.user_inputs)
+    return user_inputs if len(user_inputs) == len(args) else []
 
 
 def _name_weights(captured, model: Any, input_names: Sequence[str] | None) -> None:

@@ -240,3 +240,180 @@ def test_a_functionalized_graph_from_a_batch_of_one_stays_dynamic():
     for batch in (1, 3):
         x = torch.randn(batch, 4, 3)
         torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+# torch.onnx.export(dynamo=True) takes dim names as strings wherever torch.export takes a Dim;
+# a string is a dynamic dim that the ONNX model calls so, and one name in two places is one dim.
+STRING_FORMS = {
+    "dict by name": {"x": {0: "batch"}, "scale": {0: "batch"}},
+    "tuple": ({0: "batch"}, {0: "batch"}),
+    "list": [{0: "batch"}, {0: "batch"}],
+    "per-axis lists": {"x": ["batch", None, None, None], "scale": ("batch", None)},
+    "negative axis": {"x": {-4: "batch"}, "scale": {-2: "batch"}},
+    "string beside a Dim": {"x": {0: BATCH}, "scale": {0: "batch"}},
+}
+
+
+@pytest.mark.parametrize("form", list(STRING_FORMS))
+def test_string_dim_names_in_every_position_torch_export_takes_a_dim(form):
+    model = SmallNet().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DynamicDimensionFixedWarning)
+        program = onnxport.export(model, _inputs(1), dynamic_shapes=STRING_FORMS[form])
+    graph = program.model.graph
+    assert [str(v.shape[0]) for v in [*graph.inputs, *graph.outputs]] == ["batch"] * 3
+    _check_runs(program, model)
+
+
+class ReadsANestedDictAndAKeyword(torch.nn.Module):
+    def forward(self, inputs, scale=None):
+        return inputs["a"] * 2 + inputs["b"][0], scale.sum(-1)
+
+
+@pytest.mark.parametrize("shapes", [
+    {"inputs": {"a": {0: "batch"}, "b": [{0: "batch"}]}, "scale": {0: "batch", 1: "width"}},
+    # A tuple covers the keyword arguments after the positional ones (the old code left the
+    # keyword's strings to torch.export, which refuses them).
+    ({"a": {0: "batch"}, "b": [{0: "batch"}]}, {0: "batch", 1: "width"}),
+])
+@pytest.mark.parametrize("path", [{}, {"dynamo": False}], ids=["torch.export", "dynamo=False"])
+def test_string_dim_names_on_nested_inputs_and_keyword_arguments(shapes, path):
+    model = ReadsANestedDictAndAKeyword()
+
+    def example(batch, width):
+        return ({"a": torch.randn(batch, 4), "b": [torch.randn(batch, 4)]},), \
+            {"scale": torch.randn(batch, width)}
+
+    args, kwargs = example(1, 1)
+    program = onnxport.export(model, args, kwargs=kwargs, dynamic_shapes=shapes, **path)
+    graph = program.model.graph
+    assert [str(v.shape) for v in graph.inputs] == ["[batch,4]", "[batch,4]", "[batch,width]"]
+    assert [str(v.shape) for v in graph.outputs] == ["[batch,4]", "[batch]"]
+    for batch, width in ((1, 1), (3, 5)):
+        args, kwargs = example(batch, width)
+        for actual, expected in zip(program(*args, **kwargs), model(*args, **kwargs)):
+            torch.testing.assert_close(actual, expected)
+
+
+def test_a_small_resnet_from_a_batch_of_one_with_a_string_batch():
+    from torchvision.models.resnet import BasicBlock, ResNet
+
+    torch.manual_seed(0)
+    model = ResNet(BasicBlock, [1, 1, 1, 1], num_classes=10).eval()
+    program = onnxport.export(model, (torch.randn(1, 3, 32, 32),),
+                              dynamic_shapes={"x": {0: "batch"}})
+    assert str(program.model.graph.inputs[0].shape) == "[batch,3,32,32]"
+    assert str(program.model.graph.outputs[0].shape) == "[batch,10]"
+    for batch in (1, 3):
+        x = torch.randn(batch, 3, 32, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+class TinyTransformer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(50, 16)
+        layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0,
+                                                 batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(16, 50)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)))
+
+
+def test_a_tiny_transformer_from_a_batch_of_one_with_string_batch_and_sequence():
+    model = TinyTransformer().eval()
+    program = onnxport.export(model, (torch.randint(0, 50, (1, 5)),),
+                              dynamic_shapes=({0: "batch", 1: "sequence"},))
+    assert str(program.model.graph.inputs[0].shape) == "[batch,sequence]"
+    assert str(program.model.graph.outputs[0].shape) == "[batch,sequence,50]"
+    for shape in ((1, 5), (3, 9)):
+        tokens = torch.randint(0, 50, shape)
+        with torch.no_grad():
+            torch.testing.assert_close(program(tokens)[0], model(tokens), rtol=1e-3, atol=1e-4)
+
+
+class TwoOutputs(torch.nn.Module):
+    def forward(self, x, b):
+        return x.relu(), b.sigmoid()
+
+
+# The forms torch.onnx's own tests give torch.onnx.export(dynamo=True), names made strings.
+TORCH_ONNX_FORMS = {
+    "keyed by input_names": dict(input_names=["input_x", "input_b"], dynamic_shapes={
+        "input_x": {0: "customx_dim_0", 1: "customx_dim_1"}, "input_b": {0: "customb_dim_0"}}),
+    "tuple without names": dict(dynamic_shapes=(
+        {0: "customx_dim_0", 1: "customx_dim_1"}, {0: "customb_dim_0"})),
+    "keyed by parameter, Dim beside strings": dict(dynamic_shapes={
+        "x": {0: Dim("customx_dim_0"), 1: "customx_dim_1"}, "b": {0: "customb_dim_0"}}),
+}
+
+
+@pytest.mark.parametrize("form", list(TORCH_ONNX_FORMS))
+def test_the_dynamic_shapes_forms_torch_onnx_takes(form):
+    # The old code took input_names as keys for parameters it did not have (torch.export's
+    # error under a CaptureError).
+    model = TwoOutputs()
+    program = onnxport.export(model, (torch.randn(1, 1, 3), torch.randn(1, 2, 3)),
+                              **TORCH_ONNX_FORMS[form])
+    graph = program.model.graph
+    assert [str(v.shape) for v in [*graph.inputs, *graph.outputs]] == [
+        "[customx_dim_0,customx_dim_1,3]", "[customb_dim_0,2,3]"] * 2
+    x, b = torch.randn(2, 3, 3), torch.randn(4, 2, 3)
+    for actual, expected in zip(program(x, b), model(x, b)):
+        torch.testing.assert_close(actual, expected)
+
+
+class TakesANumber(torch.nn.Module):
+    def forward(self, n, x):
+        return x * n
+
+
+def test_a_number_input_takes_none_and_the_tensor_a_string():
+    program = onnxport.export(TakesANumber(), (2, torch.randn(1, 3)),
+                              dynamic_shapes=(None, {0: "batch"}))
+    assert [str(v.shape) for v in program.model.graph.inputs] == ["[batch,3]"]
+    x = torch.randn(3, 3)
+    torch.testing.assert_close(program(2, x)[0], x * 2)
+    with pytest.raises(onnxport.errors.InvalidExportOptionsError,
+                       match=r"dynamic_shapes\[0\] \(input 'n'\) = \{0: 'batch'\}, but that "
+                             r"input is not a tensor \(int 2\)"):
+        onnxport.export(TakesANumber(), (2, torch.randn(1, 3)),
+                        dynamic_shapes=({0: "batch"}, {0: "batch"}))
+
+
+@pytest.mark.parametrize("shapes, message", [
+    ({"x": {0: 2.5}}, r"dynamic_shapes\['x'\]\[0\] = 2.5 \(float\); a dim is a dim name string"),
+    ({"x": {0: 4}}, r"dynamic_shapes\['x'\]\[0\] = 4, but the example's size there is 1"),
+    ({"x": {0: ""}}, r"dynamic_shapes\['x'\]\[0\] is an empty string"),
+    ({"images": {0: "batch"}}, r"dynamic_shapes names 'images', which is no input given to the "
+                               r"model; its inputs are 'scale', 'x'"),
+    ({"x": {4: "batch"}}, r"dynamic_shapes\['x'\] names axis 4, but the input has 4 dimensions"),
+    ({"x": {"0": "batch"}}, r"dynamic_shapes\['x'\] has the key '0'; axes are ints"),
+    ({"x": [0]}, r"dynamic_shapes\['x'\] = \[0\] lists 1 dims but the input has 4"),
+    ({"x": "batch"}, r"dynamic_shapes\['x'\] = 'batch': a tensor input takes a dict"),
+    (({0: "batch"}, {0: "batch"}, {0: "batch"}), r"dynamic_shapes has 3 entries but the model "
+                                                 r"is given 2 inputs \(x, scale\)"),
+])
+def test_bad_dynamic_shapes_name_the_argument_what_was_given_and_what_is_accepted(shapes,
+                                                                                    message):
+    # The old code passed these to torch.export, which failed with its own words under a
+    # CaptureError (or, for the empty name, exported a dim with no name).
+    with pytest.raises(onnxport.errors.InvalidExportOptionsError, match=message):
+        onnxport.export(SmallNet().eval(), _inputs(1), dynamic_shapes=shapes)
+
+
+def test_string_dim_names_keyed_by_argument_name_on_an_exported_program():
+    # The old code knew no argument names for an ExportedProgram and dropped the dict's names.
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()).eval()
+    exported = torch.export.export(model, (torch.randn(2, 3),),
+                                   dynamic_shapes={"input": {0: Dim("b")}})
+    program = onnxport.export(exported, (torch.randn(2, 3),),
+                              dynamic_shapes={"input": {0: "batch"}})
+    assert str(program.model.graph.inputs[0].shape) == "[batch,3]"
+    for batch in (1, 3):
+        x = torch.randn(batch, 3)
+        torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)

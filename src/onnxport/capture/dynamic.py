@@ -64,6 +64,9 @@ def resolve_dynamic(
             "(dynamic_shapes is torch.export's form, dynamic_axes the older one)"
         )
     if dynamic_shapes is not None:
+        dynamic_shapes = _keyed_by_argument(dynamic_shapes, args, kwargs, parameter_names,
+                                            input_names)
+        dynamic_shapes = checked_dynamic_shapes(dynamic_shapes, args, kwargs, parameter_names)
         names = _names_from_dynamic_shapes(dynamic_shapes, args, kwargs, parameter_names)
         # torch.export takes no strings; a named dim is a dynamic one that ONNX calls so.
         shapes = map_dims(dynamic_shapes, args, kwargs, parameter_names,
@@ -108,6 +111,155 @@ def resolve_dynamic(
             )
     shapes = _shapes_for_torch_export(args, kwargs, slots, per_input, parameter_names)
     return DynamicSpec(shapes, dim_names, output_dim_names)
+
+
+def _top_level(args: tuple, kwargs: dict, parameter_names: Sequence[str]) -> list[tuple]:
+    """(name, position in args or -1, value, index in a tuple-form dynamic_shapes) of each
+    argument. A tuple covers the keyword arguments too, after the positional ones and in the
+    forward's parameter order, as torch.export binds them."""
+    names = list(parameter_names)
+    top_level = [(names[i] if i < len(names) else f"arg{i}", i, arg, i)
+                 for i, arg in enumerate(args)]
+    order = {name: k for k, name in enumerate(names)}
+    by_signature = sorted(kwargs, key=lambda key: order.get(key, len(names)))
+    top_level += [(key, -1, kwargs[key], len(args) + by_signature.index(key)) for key in kwargs]
+    return top_level
+
+
+def _keyed_by_argument(dynamic_shapes, args, kwargs, parameter_names, input_names):
+    """A dict keyed by ``input_names`` (as torch.onnx takes it) in the tuple form: the names
+    are the tensors' ONNX names, in argument order, not the forward's parameter names."""
+    if not isinstance(dynamic_shapes, Mapping) or not input_names:
+        return dynamic_shapes
+    top_level = _top_level(args, kwargs, parameter_names)
+    arguments = {name for name, *_ in top_level}
+    if all(key in arguments for key in dynamic_shapes) or \
+            not all(key in input_names for key in dynamic_shapes):
+        return dynamic_shapes
+    if not all(isinstance(value, torch.Tensor) for _, _, value, _ in top_level):
+        raise InvalidExportOptionsError(
+            f"dynamic_shapes is keyed by input_names ({', '.join(map(repr, dynamic_shapes))}), "
+            "but some inputs are not single tensors, so input_names do not say which argument "
+            f"each is; key it by the forward's parameter names "
+            f"({', '.join(name for name, *_ in top_level)}) or give a tuple in argument order")
+    return tuple(dynamic_shapes.get(input_names[k]) if k < len(input_names) else None
+                 for k in range(len(top_level)))
+
+
+def checked_dynamic_shapes(dynamic_shapes: Any, args: tuple, kwargs: dict,
+                           parameter_names: Sequence[str]) -> Any:
+    """``dynamic_shapes`` checked against the inputs, with a clear error for what torch.export
+    would refuse with its own words (or take wrongly), and normalized: negative axes counted
+    from the front, a short tuple padded with None (static)."""
+    hf_cache.register_if_loaded()  # a KV cache is a container of tensors, not a leaf
+    top_level = _top_level(args, kwargs, parameter_names)
+    accepted = ("a dim name string such as 'batch', torch.export.Dim('batch'), Dim.DYNAMIC, "
+                "Dim.AUTO, Dim.STATIC, None (static) or the example's own size")
+    if isinstance(dynamic_shapes, Mapping):
+        known = {name for name, *_ in top_level}
+        unknown = [key for key in dynamic_shapes if key not in known]
+        if unknown:
+            raise InvalidExportOptionsError(
+                f"dynamic_shapes names {', '.join(map(repr, unknown))}, which is no input given "
+                f"to the model; its inputs are {', '.join(map(repr, sorted(known))) or 'none'} "
+                "(key dynamic_shapes by the forward's parameter names or by input_names, or "
+                "give a tuple in argument order)")
+        return {name: _checked_spec(value, dynamic_shapes.get(name),
+                                    f"dynamic_shapes[{name!r}]", accepted)
+                for name, _, value, _ in top_level}
+    if isinstance(dynamic_shapes, (list, tuple)):
+        if len(dynamic_shapes) > len(top_level):
+            raise InvalidExportOptionsError(
+                f"dynamic_shapes has {len(dynamic_shapes)} entries but the model is given "
+                f"{len(top_level)} inputs ({', '.join(name for name, *_ in top_level)}); give "
+                "one entry per input, in argument order (None for an input with no dynamic dim)")
+        given = list(dynamic_shapes) + [None] * (len(top_level) - len(dynamic_shapes))
+        by_index = {index: (name, value) for name, _, value, index in top_level}
+        return type(dynamic_shapes)(
+            _checked_spec(by_index[k][1], spec, f"dynamic_shapes[{k}] (input {by_index[k][0]!r})",
+                          accepted) for k, spec in enumerate(given))
+    raise InvalidExportOptionsError(
+        f"dynamic_shapes must be a dict (by input name), a tuple or a list, got "
+        f"{type(dynamic_shapes).__name__}")
+
+
+def _checked_spec(value: Any, spec: Any, where: str, accepted: str) -> Any:
+    if spec is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        rank = value.dim()
+        if isinstance(spec, Mapping):
+            items = list(spec.items())
+        elif isinstance(spec, (list, tuple)):
+            if len(spec) != rank:
+                raise InvalidExportOptionsError(
+                    f"{where} = {spec!r} lists {len(spec)} dims but the input has {rank} "
+                    f"(shape {tuple(value.shape)}); give one entry per dim (None for a static "
+                    "one), or a dict {axis: dim} such as {0: 'batch'}")
+            items = list(enumerate(spec))
+        else:
+            raise InvalidExportOptionsError(
+                f"{where} = {spec!r}: a tensor input takes a dict {{axis: dim}} such as "
+                f"{{0: 'batch'}}, a list with one entry per dim, or None")
+        checked = {}
+        for axis, dim in items:
+            if not isinstance(axis, int) or isinstance(axis, bool):
+                raise InvalidExportOptionsError(
+                    f"{where} has the key {axis!r}; axes are ints (0 for the first dim)")
+            if not -rank <= axis < rank:
+                raise InvalidExportOptionsError(
+                    f"{where} names axis {axis}, but the input has {rank} dimensions "
+                    f"(shape {tuple(value.shape)}); axes go from {-rank} to {rank - 1}")
+            checked[axis % rank] = _checked_dim(dim, value.shape[axis], f"{where}[{axis}]",
+                                                accepted)
+        if isinstance(spec, Mapping):
+            return checked
+        return type(spec)(checked[axis] for axis in range(rank))
+    node_type = pytree._get_node_type(value)
+    if node_type not in pytree.SUPPORTED_NODES:
+        raise InvalidExportOptionsError(
+            f"{where} = {spec!r}, but that input is not a tensor ({type(value).__name__} "
+            f"{value!r}): it has no dims to make dynamic; give None")
+    if node_type not in pytree.BUILTIN_TYPES:
+        return spec  # a registered pytree (a KV cache): its flattened children, left to torch
+    if isinstance(value, Mapping):
+        if not isinstance(spec, Mapping):
+            raise InvalidExportOptionsError(
+                f"{where} = {spec!r}, but that input is a dict: give a dict with the same keys "
+                f"({', '.join(map(repr, value))}) or None")
+        unknown = [key for key in spec if key not in value]
+        if unknown:
+            raise InvalidExportOptionsError(
+                f"{where} names {', '.join(map(repr, unknown))}, which the input does not have; "
+                f"its keys are {', '.join(map(repr, value))}")
+        return {key: _checked_spec(value[key], spec.get(key), f"{where}[{key!r}]", accepted)
+                for key in value}
+    if isinstance(value, (list, tuple)):
+        if not isinstance(spec, (list, tuple)) or len(spec) != len(value):
+            raise InvalidExportOptionsError(
+                f"{where} = {spec!r}, but that input is a {type(value).__name__} of "
+                f"{len(value)}: give a list of {len(value)} entries (one per item) or None")
+        return type(spec)(_checked_spec(item, item_spec, f"{where}[{k}]", accepted)
+                          for k, (item, item_spec) in enumerate(zip(value, spec)))
+    return spec
+
+
+def _checked_dim(dim: Any, size: int, where: str, accepted: str) -> Any:
+    if dim is None or isinstance(dim, Dim) or _is_hint(dim, "AUTO", "DYNAMIC", "STATIC"):
+        return dim
+    if isinstance(dim, str):
+        if not dim:
+            raise InvalidExportOptionsError(
+                f"{where} is an empty string; a dim name is a non-empty string such as 'batch'")
+        return dim
+    if isinstance(dim, int) and not isinstance(dim, bool):
+        if dim != size:
+            raise InvalidExportOptionsError(
+                f"{where} = {dim}, but the example's size there is {size}: an int in "
+                f"dynamic_shapes fixes the dim to that size. To make it dynamic, give {accepted}")
+        return dim
+    raise InvalidExportOptionsError(
+        f"{where} = {dim!r} ({type(dim).__name__}); a dim is {accepted}")
 
 
 def _axis_names(name: str, axes: Any) -> dict[int, str]:
@@ -184,20 +336,17 @@ def _names_from_dynamic_shapes(dynamic_shapes, args, kwargs, parameter_names):
     """Dim names given in torch.export's form ({"x": {0: Dim("batch")}}) as ONNX dim names.
     A dim left to torch.export (Dim.AUTO, Dim.DYNAMIC) is named after its input and axis
     (``attention_mask_dim_1``) unless a named Dim turns out to be the same size."""
-    names = list(parameter_names)
-    top_level = [(names[i] if i < len(names) else f"arg{i}", i, arg) for i, arg in enumerate(args)]
-    top_level += [(key, -1, value) for key, value in kwargs.items()]
+    top_level = _top_level(args, kwargs, parameter_names)
     if isinstance(dynamic_shapes, Mapping):
-        specs = [dynamic_shapes.get(name) for name, _, _ in top_level]
+        specs = [dynamic_shapes.get(name) for name, *_ in top_level]
     elif isinstance(dynamic_shapes, (list, tuple)):
         given = list(dynamic_shapes)
-        specs = [given[position] if 0 <= position < len(given) else None
-                 for _, position, _ in top_level]
+        specs = [given[index] if index < len(given) else None for *_, index in top_level]
     else:
         raise InvalidExportOptionsError(
             f"dynamic_shapes must be a dict or a tuple, got {type(dynamic_shapes).__name__}")
     slots = tensor_input_slots(args, kwargs, parameter_names)
-    per_slot = [leaf for (_, _, value), spec in zip(top_level, specs)
+    per_slot = [leaf for (_, _, value, _), spec in zip(top_level, specs)
                 for leaf in _leaf_specs(value, spec)]
     named: dict[tuple[int, int], str] = {}
     unnamed: dict[tuple[int, int], str] = {}
@@ -230,24 +379,22 @@ def map_dims(dynamic_shapes: Any, args: tuple, kwargs: dict, parameter_names: Se
     ``function(tensor input position, axis, entry)`` (the entry is None for a static axis)."""
     if dynamic_shapes is None:
         return None
-    names = list(parameter_names)
-    top_level = [(names[i] if i < len(names) else f"arg{i}", i, arg) for i, arg in enumerate(args)]
-    top_level += [(key, -1, value) for key, value in kwargs.items()]
+    top_level = _top_level(args, kwargs, parameter_names)
     counter = iter(range(10**9))
     if isinstance(dynamic_shapes, Mapping):
         result = dict(dynamic_shapes)
-        for name, _, value in top_level:
+        for name, _, value, _ in top_level:
             mapped = _map_spec(value, dynamic_shapes.get(name), function, counter)
             if name in dynamic_shapes:
                 result[name] = mapped
         return result
     if isinstance(dynamic_shapes, (list, tuple)):
         given = list(dynamic_shapes)
-        for name, position, value in top_level:
-            spec = given[position] if 0 <= position < len(given) else None
+        for _, _, value, index in top_level:
+            spec = given[index] if index < len(given) else None
             mapped = _map_spec(value, spec, function, counter)
-            if 0 <= position < len(given):
-                given[position] = mapped
+            if index < len(given):
+                given[index] = mapped
         return type(dynamic_shapes)(given)
     raise InvalidExportOptionsError(
         f"dynamic_shapes must be a dict or a tuple, got {type(dynamic_shapes).__name__}")
