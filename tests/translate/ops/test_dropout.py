@@ -51,3 +51,15 @@ def test_functional_dropout_with_zero_ratio_is_identity():
     x = torch.randn(3, 4)
     (actual,) = onnxport.export(FunctionalDropout(0.0), (x,))(x)
     torch.testing.assert_close(actual, x)
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_eval_dropout_leaves_no_node(dynamo):
+    # An Identity per eval-mode Dropout stayed in every classifier head (mobilenet_v2 had one
+    # node more than torch.onnx's graph).
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Dropout(0.2)).eval()
+    x = torch.randn(2, 4)
+    program = onnxport.export(model, (x,), dynamo=dynamo)
+    assert [node.op_type for node in program.model.graph] == ["Gemm"]
+    got = _session(program).run(None, {program.model_proto.graph.input[0].name: x.numpy()})[0]
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-3, atol=1e-4)

@@ -8,7 +8,7 @@ from onnxport.translate.registry import translates
 
 def _dropout(g, input, p, train):
     if not train or p == 0:
-        return g.op("Identity", input), None
+        return input, None  # no node: an Identity stayed in every eval-mode CNN
     ratio = g.const(float(p), input.dtype)
     output, mask = g.op("Dropout", input, ratio, g.const(True), outputs=2)
     return output, mask
