@@ -899,6 +899,27 @@ def _converter_class():
     from torch._export.converter import TS2FXGraphConverter
 
     class Converter(TS2FXGraphConverter):
+        def convert(self) -> torch.fx.GraphModule:
+            # TS2FXGraphConverter.convert, less two code generations of the whole graph (a
+            # tenth of a second each on a mid-size model): the module generates its code when
+            # first called, and the size-division rewrite runs only on graphs that have one.
+            from torch._export.converter import inplace_optimize_sym_size_div
+            from torch.fx._lazy_graph_module import _LazyGraphModule
+
+            self.convert_graph_inputs()
+            for node in self.ts_graph.nodes():
+                self.convert_node(node)
+            self.convert_graph_outputs()
+            graph_module = _LazyGraphModule(
+                {**self.subgraphs, **self.name_to_param, **self.name_to_buffer,
+                 **self.name_to_non_tensor_attribute, **self.name_to_constant},
+                self.fx_graph)
+            if any(node.target is torch.ops.aten.div.Scalar_mode
+                   for node in self.fx_graph.nodes):
+                inplace_optimize_sym_size_div(graph_module)
+            graph_module.graph.lint()
+            return graph_module
+
         def convert_prim_Loop(self, node):
             _check_loop_condition(self, node)
             trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
