@@ -23,7 +23,7 @@ from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.pytree_names import bookkeeping_outputs
 from onnxport.capture.pytree_names import output_names as output_names_of
 from onnxport.capture.torch_export import (
-    CapturedProgram, _first_lines, capture_torch_export, parameter_names,
+    CapturedProgram, _aliases, _first_lines, _is_view, capture_torch_export, parameter_names,
 )
 from onnxport.errors import CaptureError, InvalidExportOptionsError
 
@@ -331,6 +331,17 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
         return None
     for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
         graph.erase_node(node)
+    for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None):
+        constants[name] = value
+        weight_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), name))
+        weight_values.append(value)
+    for node in list(graph.nodes):
+        # Dropout outside training (the tracer's flag is 0) is its input (functionalization's decompositions, which
+        # this graph may skip now, removed it; translated, it would leave an Identity).
+        if node.target in _DROPOUTS and len(node.args) == 3 \
+                and not isinstance(node.args[2], torch.fx.Node) and not node.args[2]:
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
     graph.eliminate_dead_code()
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.
@@ -361,6 +372,98 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
             constants=constants, verifiers=[TrainingIRVerifier])
     except Exception:
         return None
+
+
+_DROPOUTS = (torch.ops.aten.dropout.default, torch.ops.aten.feature_dropout.default,
+             torch.ops.aten.alpha_dropout.default, torch.ops.aten.feature_alpha_dropout.default)
+
+# Ops that allocate a tensor from sizes alone (``new_*`` read only their input's dtype).
+_FRESH = {torch.ops.aten.new_zeros.default, torch.ops.aten.new_ones.default,
+          torch.ops.aten.new_full.default, torch.ops.aten.new_empty.default,
+          torch.ops.aten.zeros.default, torch.ops.aten.ones.default,
+          torch.ops.aten.full.default, torch.ops.aten.empty.memory_format}
+
+
+def _fold_filled_constants(graph: torch.fx.Graph,
+                           first_input: torch.fx.Node | None) -> list[tuple[str, torch.Tensor]]:
+    """Replace each tensor that is allocated and written into through views with constants of
+    static size (swin's shifted-window attention mask) by its final value, as a new constant
+    placeholder before ``first_input``.
+
+    Such writes are the only reason these graphs need functionalizing, which traces the whole
+    program again (most of a ``dynamo=False`` export of swin_t); the values are the same.
+    Returns the (name, value) of each constant made; each placeholder's ``meta["val"]`` is set.
+    """
+    order = {node: k for k, node in enumerate(graph.nodes)}
+    roots: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for node in graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None or not schema.is_mutable:
+            continue
+        written = [value for argument, value in zip(schema.arguments, node.args)
+                   if argument.alias_info is not None and argument.alias_info.is_write]
+        if len(written) != 1 or not isinstance(written[0], torch.fx.Node):
+            continue  # left to functionalization
+        root = written[0]
+        while _is_view(root) and isinstance(root.args[0], torch.fx.Node):
+            root = root.args[0]
+        roots.setdefault(root, []).append(node)
+    folded = []
+    for root, writers in roots.items():
+        value = _filled_value(root, writers, order)
+        if value is None:
+            continue
+        name = f"c_filled_{root.name}"
+        with graph.inserting_before(first_input):
+            placeholder = graph.placeholder(name)
+        placeholder.meta["val"] = root.meta["val"]
+        for writer in reversed(writers):
+            graph.erase_node(writer)
+        root.replace_all_uses_with(placeholder)
+        graph.erase_node(root)
+        folded.append((name, value))
+    return folded
+
+
+def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
+                  order: dict) -> torch.Tensor | None:
+    """The value ``root`` holds after ``writers``, when it is freshly allocated, every size,
+    index and value involved is a constant, and nothing reads it before the last write."""
+    if root.target not in _FRESH:
+        return None
+    aliases = _aliases(root)
+    region = set(aliases) | set(writers)
+    last = max(order[writer] for writer in writers)
+    if any(order[user] < last for alias in aliases for user in alias.users
+           if user not in region):
+        return None  # read while still being written
+
+    def constant(node):
+        value = node.meta.get("val")
+        if isinstance(value, (int, float, bool)) and not isinstance(value, torch.SymInt):
+            return value
+        raise LookupError(node.name)
+
+    values: dict[torch.fx.Node, Any] = {}
+    try:
+        for node in sorted(region, key=order.__getitem__):
+            if node is root and root.target.__name__.startswith("new_"):
+                dtype = root.args[0].meta["val"].dtype
+                args = (torch.empty(0, dtype=dtype),) + torch.fx.node.map_arg(
+                    root.args[1:], constant)
+                kwargs = torch.fx.node.map_arg(root.kwargs, constant)
+            else:
+                args, kwargs = torch.fx.node.map_arg(
+                    (node.args, node.kwargs),
+                    lambda n: values[n] if n in values else constant(n))
+            values[node] = node.target(*args, **kwargs)
+    except LookupError:  # a size or value from the run: functionalization handles it
+        return None
+    value = values[root]
+    fake = root.meta.get("val")
+    if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != tuple(value.shape):
+        return None
+    return value
 
 
 def _aten_graph(graph_module: torch.fx.GraphModule) -> torch.fx.Graph | None:
