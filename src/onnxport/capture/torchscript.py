@@ -365,13 +365,31 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                     for node in results]
     in_spec = pytree.tree_flatten((tuple(tensors), {}))[1]
     try:  # the weights are inputs now: the graph needs no attribute of a root module
-        return torch.export.ExportedProgram(
-            dict(bodies), graph, ExportGraphSignature(weight_specs + user_specs, output_specs),
-            state_dict, {symbol: shape_env.var_to_range[symbol] for symbol in symbols},
-            [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
-            constants=constants, verifiers=[TrainingIRVerifier])
+        with _code_generated_when_called():
+            return torch.export.ExportedProgram(
+                dict(bodies), graph,
+                ExportGraphSignature(weight_specs + user_specs, output_specs), state_dict,
+                {symbol: shape_env.var_to_range[symbol] for symbol in symbols},
+                [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
+                constants=constants, verifiers=[TrainingIRVerifier])
     except Exception:
         return None
+
+
+@contextlib.contextmanager
+def _code_generated_when_called():
+    """ExportedProgram wraps its graph in a torch.fx.GraphModule, which generates the Python
+    code of the whole graph at once (30 ms on convnext_tiny) though translation only walks the
+    graph; within this block it gets a lazy one, which generates its code when first run."""
+    from torch.export import exported_program
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    create = exported_program._create_graph_module_for_export
+    exported_program._create_graph_module_for_export = _LazyGraphModule
+    try:
+        yield
+    finally:
+        exported_program._create_graph_module_for_export = create
 
 
 _DROPOUTS = (torch.ops.aten.dropout.default, torch.ops.aten.feature_dropout.default,
