@@ -978,7 +978,9 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if _drop_raising_branches(state.ts_graph):
+            # (A traced graph has no branch: walking its nodes in Python is then time lost.)
+            if state.ts_graph.findNode("prim::If", True) is not None and \
+                    _drop_raising_branches(state.ts_graph):
                 # What the checks were about (a rank, an optional argument) is constant now.
                 torch._C._jit_pass_constant_propagation(state.ts_graph)
                 torch._C._jit_pass_dce(state.ts_graph)
