@@ -365,3 +365,64 @@ def test_sizes_computed_from_sizes_are_not_exported_again(monkeypatch, dynamic):
         x = torch.randn(shape)
         for got, want in zip(program(x, torch.zeros(1, 0)), SizeArithmetic()(x, torch.zeros(1, 0))):
             _close(got, want)
+
+
+class ShiftedWindowMask(torch.nn.Module):
+    """Swin's attention mask: a zero tensor filled region by region through views, its sizes
+    those of the (static) height and width."""
+
+    def forward(self, x):
+        height, width = x.shape[-2:]
+        mask = x.new_zeros((height, width))
+        count = 0
+        for rows in ((0, -2), (-2, -1), (-1, None)):
+            for columns in ((0, -3), (-3, None)):
+                mask[rows[0]:rows[1], columns[0]:columns[1]] = count
+                count += 1
+        early = x.new_ones((height, width))
+        snapshot = early * 2  # read before the write below: must keep that order
+        early[0] = 5.0
+        return x + mask.view(1, 1, height, width), snapshot + early
+
+
+def test_a_mask_filled_through_views_is_folded_not_functionalized(monkeypatch):
+    # Functionalizing traces the whole program again (most of swin_t's dynamo=False export);
+    # a tensor filled with constants only needs its final value. The second tensor is read
+    # between its writes, so it cannot be folded and still needs functionalization.
+    from onnxport.capture import torch_export
+
+    functionalized = []
+    real = torch_export.functionalize
+    monkeypatch.setattr(torch_export, "functionalize",
+                        lambda program, keep_op: functionalized.append(program)
+                        or real(program, keep_op))
+    model = ShiftedWindowMask()
+    program = onnxport.export(model, (torch.randn(2, 3, 6, 5),), dynamo=False,
+                              input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    assert len(functionalized) == 1
+    graph = functionalized[0].graph
+    assert not any(node.target is torch.ops.aten.new_zeros.default for node in graph.nodes)
+    assert any(node.target is torch.ops.aten.new_ones.default for node in graph.nodes)
+    for batch in (1, 3):
+        x = torch.randn(batch, 3, 6, 5)
+        for got, want in zip(program(x), model(x)):
+            _close(got, want)
+
+
+def test_a_mask_filled_through_views_alone_needs_no_functionalization(monkeypatch):
+    from onnxport.capture import torch_export
+
+    def no_functionalize(*args, **kwargs):
+        raise AssertionError("the traced program was functionalized")
+
+    class MaskOnly(ShiftedWindowMask):
+        def forward(self, x):
+            return super().forward(x)[0]
+
+    monkeypatch.setattr(torch_export, "functionalize", no_functionalize)
+    model = MaskOnly().eval()
+    program = onnxport.export(model, (torch.randn(1, 3, 6, 5),), dynamo=False,
+                              input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    for batch in (1, 4):
+        x = torch.randn(batch, 3, 6, 5)
+        _close(program(x)[0], model(x))

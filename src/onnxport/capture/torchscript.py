@@ -23,7 +23,7 @@ from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.pytree_names import bookkeeping_outputs
 from onnxport.capture.pytree_names import output_names as output_names_of
 from onnxport.capture.torch_export import (
-    CapturedProgram, _first_lines, capture_torch_export, parameter_names,
+    CapturedProgram, _aliases, _first_lines, _is_view, capture_torch_export, parameter_names,
 )
 from onnxport.errors import CaptureError, InvalidExportOptionsError
 
@@ -270,6 +270,11 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
         int(weight) if spec.kind == InputKind.CONSTANT_TENSOR and weight.dim() == 0
         and weight.dtype in _INDEX_TYPES else None
         for weight, spec in zip(weight_values, weight_specs)]
+    # A fake weight made from an empty meta tensor of its size costs a tenth of one made by
+    # FakeTensorMode.from_tensor (a fifth of densenet121's capture); constants, whose values
+    # the graph may read, and unusual tensors still go through from_tensor.
+    metas = [_meta_like(weight) if spec.kind != InputKind.CONSTANT_TENSOR else None
+             for weight, spec in zip(weight_values, weight_specs)]
     try:
         from torch._dispatch.python import enable_python_dispatcher
 
@@ -286,11 +291,13 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
             fakes = [fake(tensor, dynamic[k] or {}) for k, tensor in enumerate(tensors)]
             values: dict[torch.fx.Node, Any] = {}
             numbers: dict[torch.fx.Node, Any] = {}  # 0-d integer tensors holding a size
-            weights = iter(zip(weight_values, kept_numbers))
+            weights = iter(zip(weight_values, kept_numbers, metas))
             for node in graph.nodes:
                 if node.op == "placeholder" and len(values) < len(attributes):
-                    weight, number = next(weights)
-                    value = mode.from_tensor(weight, static_shapes=True)
+                    weight, number, meta = next(weights)
+                    value = (mode.from_tensor(weight, static_shapes=True) if meta is None else
+                             mode.fake_tensor_converter.from_meta_and_device(
+                                 mode, meta, weight.device))
                     if number is not None:
                         numbers[node] = number
                 elif node.op == "placeholder":
@@ -331,6 +338,17 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
         return None
     for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
         graph.erase_node(node)
+    for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None):
+        constants[name] = value
+        weight_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), name))
+        weight_values.append(value)
+    for node in list(graph.nodes):
+        # Dropout outside training (the tracer's flag is 0) is its input (functionalization's decompositions, which
+        # this graph may skip now, removed it; translated, it would leave an Identity).
+        if node.target in _DROPOUTS and len(node.args) == 3 \
+                and not isinstance(node.args[2], torch.fx.Node) and not node.args[2]:
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
     graph.eliminate_dead_code()
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.
@@ -354,13 +372,134 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                     for node in results]
     in_spec = pytree.tree_flatten((tuple(tensors), {}))[1]
     try:  # the weights are inputs now: the graph needs no attribute of a root module
-        return torch.export.ExportedProgram(
-            dict(bodies), graph, ExportGraphSignature(weight_specs + user_specs, output_specs),
-            state_dict, {symbol: shape_env.var_to_range[symbol] for symbol in symbols},
-            [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
-            constants=constants, verifiers=[TrainingIRVerifier])
+        with _code_generated_when_called():
+            return torch.export.ExportedProgram(
+                dict(bodies), graph,
+                ExportGraphSignature(weight_specs + user_specs, output_specs), state_dict,
+                {symbol: shape_env.var_to_range[symbol] for symbol in symbols},
+                [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
+                constants=constants, verifiers=[TrainingIRVerifier])
     except Exception:
         return None
+
+
+@contextlib.contextmanager
+def _code_generated_when_called():
+    """ExportedProgram wraps its graph in a torch.fx.GraphModule, which generates the Python
+    code of the whole graph at once (30 ms on convnext_tiny) though translation only walks the
+    graph; within this block it gets a lazy one, which generates its code when first run."""
+    from torch.export import exported_program
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    create = exported_program._create_graph_module_for_export
+    exported_program._create_graph_module_for_export = _LazyGraphModule
+    try:
+        yield
+    finally:
+        exported_program._create_graph_module_for_export = create
+
+
+_DROPOUTS = (torch.ops.aten.dropout.default, torch.ops.aten.feature_dropout.default,
+             torch.ops.aten.alpha_dropout.default, torch.ops.aten.feature_alpha_dropout.default)
+
+# Ops that allocate a tensor from sizes alone (``new_*`` read only their input's dtype).
+_FRESH = {torch.ops.aten.new_zeros.default, torch.ops.aten.new_ones.default,
+          torch.ops.aten.new_full.default, torch.ops.aten.new_empty.default,
+          torch.ops.aten.zeros.default, torch.ops.aten.ones.default,
+          torch.ops.aten.full.default, torch.ops.aten.empty.memory_format}
+
+
+def _fold_filled_constants(graph: torch.fx.Graph,
+                           first_input: torch.fx.Node | None) -> list[tuple[str, torch.Tensor]]:
+    """Replace each tensor that is allocated and written into through views with constants of
+    static size (swin's shifted-window attention mask) by its final value, as a new constant
+    placeholder before ``first_input``.
+
+    Such writes are the only reason these graphs need functionalizing, which traces the whole
+    program again (most of a ``dynamo=False`` export of swin_t); the values are the same.
+    Returns the (name, value) of each constant made; each placeholder's ``meta["val"]`` is set.
+    """
+    order = {node: k for k, node in enumerate(graph.nodes)}
+    roots: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for node in graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None or not schema.is_mutable:
+            continue
+        written = [value for argument, value in zip(schema.arguments, node.args)
+                   if argument.alias_info is not None and argument.alias_info.is_write]
+        if len(written) != 1 or not isinstance(written[0], torch.fx.Node):
+            continue  # left to functionalization
+        root = written[0]
+        while _is_view(root) and isinstance(root.args[0], torch.fx.Node):
+            root = root.args[0]
+        roots.setdefault(root, []).append(node)
+    folded = []
+    for root, writers in roots.items():
+        value = _filled_value(root, writers, order)
+        if value is None:
+            continue
+        name = f"c_filled_{root.name}"
+        with graph.inserting_before(first_input):
+            placeholder = graph.placeholder(name)
+        placeholder.meta["val"] = root.meta["val"]
+        for writer in reversed(writers):
+            graph.erase_node(writer)
+        root.replace_all_uses_with(placeholder)
+        graph.erase_node(root)
+        folded.append((name, value))
+    return folded
+
+
+def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
+                  order: dict) -> torch.Tensor | None:
+    """The value ``root`` holds after ``writers``, when it is freshly allocated, every size,
+    index and value involved is a constant, and nothing reads it before the last write."""
+    if root.target not in _FRESH:
+        return None
+    aliases = _aliases(root)
+    region = set(aliases) | set(writers)
+    last = max(order[writer] for writer in writers)
+    if any(order[user] < last for alias in aliases for user in alias.users
+           if user not in region):
+        return None  # read while still being written
+
+    def constant(node):
+        value = node.meta.get("val")
+        if isinstance(value, (int, float, bool)) and not isinstance(value, torch.SymInt):
+            return value
+        raise LookupError(node.name)
+
+    values: dict[torch.fx.Node, Any] = {}
+    try:
+        for node in sorted(region, key=order.__getitem__):
+            if node is root and root.target.__name__.startswith("new_"):
+                dtype = root.args[0].meta["val"].dtype
+                args = (torch.empty(0, dtype=dtype),) + torch.fx.node.map_arg(
+                    root.args[1:], constant)
+                kwargs = torch.fx.node.map_arg(root.kwargs, constant)
+            else:
+                args, kwargs = torch.fx.node.map_arg(
+                    (node.args, node.kwargs),
+                    lambda n: values[n] if n in values else constant(n))
+            values[node] = node.target(*args, **kwargs)
+    except LookupError:  # a size or value from the run: functionalization handles it
+        return None
+    value = values[root]
+    fake = root.meta.get("val")
+    if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != tuple(value.shape):
+        return None
+    return value
+
+
+def _meta_like(tensor: torch.Tensor) -> torch.Tensor | None:
+    """An empty meta tensor with ``tensor``'s size, strides, dtype and requires_grad; None for
+    anything but a plain dense tensor or parameter."""
+    if type(tensor) not in (torch.Tensor, torch.nn.Parameter) or \
+            tensor.layout != torch.strided or tensor.is_quantized or tensor.is_meta:
+        return None
+    meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                               device="meta")
+    return meta.requires_grad_(tensor.requires_grad) if tensor.requires_grad else meta
 
 
 def _aten_graph(graph_module: torch.fx.GraphModule) -> torch.fx.Graph | None:
@@ -839,7 +978,9 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if _drop_raising_branches(state.ts_graph):
+            # (A traced graph has no branch: walking its nodes in Python is then time lost.)
+            if state.ts_graph.findNode("prim::If", True) is not None and \
+                    _drop_raising_branches(state.ts_graph):
                 # What the checks were about (a rank, an optional argument) is constant now.
                 torch._C._jit_pass_constant_propagation(state.ts_graph)
                 torch._C._jit_pass_dce(state.ts_graph)
@@ -899,6 +1040,27 @@ def _converter_class():
     from torch._export.converter import TS2FXGraphConverter
 
     class Converter(TS2FXGraphConverter):
+        def convert(self) -> torch.fx.GraphModule:
+            # TS2FXGraphConverter.convert, less two code generations of the whole graph (a
+            # tenth of a second each on a mid-size model): the module generates its code when
+            # first called, and the size-division rewrite runs only on graphs that have one.
+            from torch._export.converter import inplace_optimize_sym_size_div
+            from torch.fx._lazy_graph_module import _LazyGraphModule
+
+            self.convert_graph_inputs()
+            for node in self.ts_graph.nodes():
+                self.convert_node(node)
+            self.convert_graph_outputs()
+            graph_module = _LazyGraphModule(
+                {**self.subgraphs, **self.name_to_param, **self.name_to_buffer,
+                 **self.name_to_non_tensor_attribute, **self.name_to_constant},
+                self.fx_graph)
+            if any(node.target is torch.ops.aten.div.Scalar_mode
+                   for node in self.fx_graph.nodes):
+                inplace_optimize_sym_size_div(graph_module)
+            graph_module.graph.lint()
+            return graph_module
+
         def convert_prim_Loop(self, node):
             _check_loop_condition(self, node)
             trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -134,10 +135,22 @@ def relative_path(file: str) -> str:
     if not os.path.isabs(file):
         return file.replace(os.sep, "/")
     try:
-        roots = [os.path.abspath(p or os.curdir) for p in sys.path if isinstance(p, str)]
-        roots.append(os.getcwd())
+        cwd = os.getcwd()
     except OSError:  # the working directory was deleted
-        roots = [p for p in sys.path if isinstance(p, str) and os.path.isabs(p)]
+        cwd = None
+    # Every node of a graph asks for its file; the roots are resolved once per (file, sys.path,
+    # working directory), so a changed sys.path or directory still gives the right answer.
+    return _relative_path(file, tuple(p for p in sys.path if isinstance(p, str)), cwd)
+
+
+@functools.lru_cache(maxsize=4096)
+def _relative_path(file: str, path: tuple[str, ...], cwd: str | None) -> str:
+    if cwd is not None:
+        roots = [os.path.join(cwd, p) if p and not os.path.isabs(p) else (p or cwd)
+                 for p in path]
+        roots = [os.path.normpath(r) for r in roots] + [cwd]
+    else:
+        roots = [p for p in path if os.path.isabs(p)]
     inside = [r for r in roots if file.startswith(r.rstrip(os.sep) + os.sep)]
     file = os.path.relpath(file, max(inside, key=len)) if inside else os.path.basename(file)
     return file.replace(os.sep, "/")
