@@ -155,14 +155,14 @@ def test_the_recorder_outside_an_export():
 def test_a_failed_export_keeps_its_diagnostics(tmp_path):
     class Unsupported(torch.nn.Module):
         def forward(self, x):
-            return torch.cummax(x, 1)[0]  # no translation, no decomposition
+            return torch.geqrf(x)[0]  # no translation, no decomposition
 
     with pytest.raises(onnxport.OnnxExporterError) as raised:
         onnxport.dynamo_export(Unsupported(), torch.randn(2, 4))
     failure = raised.value.diagnostics
     assert failure.stage == "translate"
     [unsupported] = failure.recorder.of_rule("OPX0003")
-    assert unsupported.properties["op"] == "aten::cummax"
+    assert unsupported.properties["op"] == "aten::geqrf"
     assert unsupported.line == _line_of("# no translation, no decomposition")
     failure.save_diagnostics(tmp_path / "failed.sarif")
     log = json.loads((tmp_path / "failed.sarif").read_text())
