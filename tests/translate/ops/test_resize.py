@@ -86,3 +86,12 @@ def test_recomputed_scale_factor_over_dynamic_sizes():
     # on a symbolic size, which was made in int64 (a Mul ONNX Runtime refused).
     _dynamic_height_and_width(
         _interpolate(scale_factor=1.5, mode="bilinear", recompute_scale_factor=True), 18)
+
+
+@pytest.mark.parametrize("size", [(1, 1), (1, 131), (27, 131), (11, 53)])
+def test_bicubic_shrinks_and_grows_to_odd_sizes_and_to_one_pixel(size):
+    """Keypoint R-CNN resizes each 56x56 heatmap to ceil(box size), down or up, with bicubic
+    and align_corners=False. torch maps output pixel d to (d + 0.5) * in / out - 0.5 even when
+    out is 1 (the centre): ONNX's half_pixel, not pytorch_half_pixel (which maps a size-1
+    axis to 0) nor any antialiasing on the way down."""
+    check(_interpolate(size=size, mode="bicubic", align_corners=False), torch.randn(2, 17, 56, 56))
