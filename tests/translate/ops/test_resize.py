@@ -40,13 +40,21 @@ SPATIAL = {
 }
 
 
+NEAREST_BY_GATHER = [SPATIAL[name] for name in ("nearest x1.5", "nearest to a size",
+                                                "nearest-exact x1.5")]
+
+
 def _dynamic_height_and_width(function, opset):
     # torch's decomposition computes the output sizes as floats from the symbolic sizes, a
     # graph ONNX Runtime refuses; Resize computes them itself.
     sizes = {"x": {2: Dim("height", min=2, max=64), 3: Dim("width", min=2, max=64)}}
     program = check(function, torch.randn(2, 3, 4, 6), opset=opset, dynamic_shapes=sizes,
                     run_with=[(torch.randn(2, 3, 5, 7),), (torch.randn(2, 3, 9, 3),)])
-    assert op_types(program).count("Resize") == 1 and "Gather" not in op_types(program)
+    if function in NEAREST_BY_GATHER:
+        # Resize rounds its own way at these ratios (test_nearest_picks_torchs_pixel_at_any_ratio)
+        assert "Resize" not in op_types(program) and "Gather" in op_types(program)
+    else:
+        assert op_types(program).count("Resize") == 1 and "Gather" not in op_types(program)
 
 
 @pytest.mark.parametrize("function", cases(SPATIAL))
@@ -95,3 +103,43 @@ def test_bicubic_shrinks_and_grows_to_odd_sizes_and_to_one_pixel(size):
     out is 1 (the centre): ONNX's half_pixel, not pytorch_half_pixel (which maps a size-1
     axis to 0) nor any antialiasing on the way down."""
     check(_interpolate(size=size, mode="bicubic", align_corners=False), torch.randn(2, 17, 56, 56))
+
+
+# Rows and columns numbered, so that a pixel taken from the wrong row is off by 57.
+_NUMBERED = torch.arange(56 * 57, dtype=torch.float32).reshape(1, 1, 56, 57)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("options", [dict(size=(46, 23)), dict(size=(114, 131)),
+                                     dict(scale_factor=0.3), dict(scale_factor=(1.7, 2.0))],
+                         ids=["down to a size", "up to a size", "x0.3", "x1.7 and x2"])
+def test_nearest_picks_torchs_pixel_at_any_ratio(mode, options):
+    """torch picks floor(d * float32(in / out)) (or 1 / scale); Resize divides by its own
+    float32 scale, and where d * in / out is whole the two round apart (56 -> 16 by 0.3 took
+    row 9, torch row 10): one pixel off, silently."""
+    program = check(_interpolate(mode=mode, **options), _NUMBERED)
+    if "size" in options:
+        assert "Resize" not in op_types(program)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_nearest_by_a_scale_over_dynamic_sizes(mode):
+    check(_interpolate(scale_factor=(0.3, 1.7), mode=mode), _NUMBERED,
+          dynamic_shapes={"x": {2: Dim("height", min=2, max=200), 3: Dim("width", min=2, max=200)}},
+          run_with=[(torch.randn(1, 1, 41, 29),), (torch.randn(1, 1, 7, 100),)])
+
+
+def test_nearest_to_the_size_of_another_tensor_as_fpn_does():
+    # FPN's top-down path: a 13x13 map to its neighbour's 25x25 (an 800-pixel image).
+    sizes = {"x": {2: Dim("h", min=2, max=64), 3: Dim("w", min=2, max=64)},
+             "y": {2: Dim("h2", min=2, max=128), 3: Dim("w2", min=2, max=128)}}
+    check(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="nearest") + y,
+          torch.randn(1, 2, 13, 13), torch.randn(1, 2, 25, 25), dynamic_shapes=sizes,
+          run_with=[(torch.randn(1, 2, 7, 10), torch.randn(1, 2, 13, 19)),
+                    (torch.randn(1, 2, 2, 2), torch.randn(1, 2, 82, 94))])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_nearest_by_powers_of_two_stays_one_resize(mode):
+    for options in (dict(scale_factor=0.5), dict(size=(112, 114))):
+        assert op_types(check(_interpolate(mode=mode, **options), _NUMBERED)) == ["Resize"]

@@ -1,14 +1,19 @@
 """Resizing: torch's upsample ops (F.interpolate, nn.Upsample) as one ONNX Resize.
 
 Scale factors go to Resize as scales, so that the output sizes follow dynamic input sizes as
-torch's floor(size * scale) does; explicit output sizes go as sizes.
+torch's floor(size * scale) does; explicit output sizes go as sizes. Nearest modes at ratios
+other than powers of two are a Gather per axis instead (see _nearest).
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
+import numpy as np
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import rank, shape_list
+from onnxport.translate.ops._helpers import as_1d, cast, rank, shape_list, squeeze
 from onnxport.translate.registry import translates
 
 # torch's mode -> (Resize mode, coordinate mode without align_corners, nearest_mode)
@@ -46,18 +51,109 @@ def _resize(g, x, output_size, scale_factors, mode, align_corners=False):
     return g.op("Resize", x, None, None, full, **attrs)
 
 
+def _per_axis(values, spatial):
+    if values is None:
+        return [None] * spatial
+    values = list(values)
+    return values * spatial if len(values) == 1 else values
+
+
+def _power_of_two(ratio: float) -> bool:
+    return ratio > 0 and math.log2(ratio).is_integer()
+
+
+@functools.lru_cache(maxsize=64)
+def _resize_agrees(scale: float, exact: bool) -> bool:
+    """Whether Resize picks torch's pixels at this scale: powers of two (all exact), and whole
+    scales k where torch's float32 d * (1 / k) floors as d // k does for every d up to 2**20
+    (Resize's d / k, a correctly rounded division, does; its distance to a whole number is at
+    least 1 / 2k)."""
+    if _power_of_two(scale):
+        return True
+    if scale != int(scale) or scale < 1:
+        return False
+    row = np.arange(1 << 20, dtype=np.float32)
+    step = np.float32(1.0 / scale)
+    k = int(scale)
+    if exact:
+        return bool(np.array_equal(np.floor((row + np.float32(0.5)) * step).astype(np.int64),
+                                   (2 * np.arange(1 << 20) + 1) // (2 * k)))
+    return bool(np.array_equal(np.floor(row * step).astype(np.int64), np.arange(1 << 20) // k))
+
+
+def _nearest(g, x, output_size, scale_factors, mode):
+    """torch's nearest modes. torch picks source floor(d * r) ("nearest") or
+    floor((d + 0.5) * r) ("nearest-exact"), r = float32(1 / scale) or float32(in) / out,
+    multiplied in float32; Resize divides by its float32 scale instead, and at the ratios
+    where d * r is a whole number the two round to different sides: a pixel off, in 3% of
+    (in, out) pairs up to 160 (56 -> 16 by 0.3 picks row 9 for torch's 10). So Resize only
+    where the ratio is a power of two (both exact); elsewhere a Gather per axis of torch's
+    indices, computed as torch does (constants when the sizes are static)."""
+    spatial = rank(x) - 2
+    scales, sizes = _per_axis(scale_factors, spatial), _per_axis(output_size, spatial)
+    in_sizes = list(x.shape)[2:] if x.shape is not None else [None] * spatial
+    if all(_resize_agrees(float(scale), mode == "nearest-exact") if scale is not None else
+           isinstance(n, int) and isinstance(size, int) and _power_of_two(n / size)
+           for n, size, scale in zip(in_sizes, sizes, scales)):
+        return _resize(g, x, output_size, scale_factors, mode)
+    out = x
+    for i, (n, size, scale) in enumerate(zip(in_sizes, sizes, scales)):
+        index = _nearest_index(g, x, 2 + i, n, size, scale, mode == "nearest-exact")
+        out = g.op("Gather", out, index, axis_i=2 + i)
+    return out
+
+
+def _nearest_index(g, x, axis, n, size, scale, exact):
+    """The source row of each output row along ``axis``, as torch's nearest kernels pick it."""
+    if isinstance(n, int) and (isinstance(size, int) or scale is not None):
+        if size is None:
+            size = math.floor(n * scale)  # torch's output size, in double
+        step = np.float32(1.0 / scale) if scale is not None else np.float32(n) / np.float32(size)
+        row = np.arange(size, dtype=np.float32)
+        index = np.floor((row + np.float32(0.5) if exact else row) * step).astype(np.int64)
+        if not exact and size == 2 * n:
+            index = np.arange(size) // 2  # torch's shortcut, whatever the scale
+        return g.const(np.minimum(index, n - 1))
+    n_value = g.op("Shape", x, start_i=axis, end_i=axis + 1) if g.opset >= 15 else g.op(
+        "Gather", g.op("Shape", x), g.const([axis]), axis_i=0)
+    n_value.dtype = ir.DataType.INT64
+    if size is None:
+        size_value = g.op("Floor", g.op("Mul", cast(g, n_value, ir.DataType.DOUBLE),
+                                        g.const([float(scale)], ir.DataType.DOUBLE)))
+        size_value = cast(g, size_value, ir.DataType.INT64)
+    else:
+        size_value = shape_list(g, [size])
+    if scale is not None:
+        step = g.const(np.float32(1.0 / scale))
+    else:
+        step = g.op("Div", cast(g, n_value, ir.DataType.FLOAT), cast(g, size_value, ir.DataType.FLOAT))
+    row = g.op("Range", g.const(0, ir.DataType.INT64), squeeze(g, size_value, [0]),
+               g.const(1, ir.DataType.INT64))
+    row.dtype = ir.DataType.INT64
+    row_float = cast(g, row, ir.DataType.FLOAT)
+    if exact:
+        row_float = g.op("Add", row_float, g.const(np.float32(0.5)))
+    index = cast(g, g.op("Floor", g.op("Mul", row_float, step)), ir.DataType.INT64)
+    if not exact:
+        doubled = g.op("Equal", size_value, g.op("Mul", n_value, g.const([2], ir.DataType.INT64)))
+        index = g.op("Where", doubled, g.op("Div", row, g.const(2, ir.DataType.INT64)), index)
+    index = g.op("Min", index, g.op("Sub", n_value, g.const([1], ir.DataType.INT64)))
+    index.dtype = ir.DataType.INT64
+    return index
+
+
 @translates("aten::upsample_nearest1d.vec", "aten::upsample_nearest2d.vec",
             "aten::upsample_nearest3d.vec", since_opset=11)
 def upsample_nearest_vec(g, input, output_size, scale_factors):
     """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    return _resize(g, input, output_size, scale_factors, "nearest")
+    return _nearest(g, input, output_size, scale_factors, "nearest")
 
 
 @translates("aten::_upsample_nearest_exact1d.vec", "aten::_upsample_nearest_exact2d.vec",
             "aten::_upsample_nearest_exact3d.vec", since_opset=11)
 def upsample_nearest_exact_vec(g, input, output_size, scale_factors):
     """_upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    return _resize(g, input, output_size, scale_factors, "nearest-exact")
+    return _nearest(g, input, output_size, scale_factors, "nearest-exact")
 
 
 @translates("aten::upsample_linear1d.vec", "aten::upsample_bilinear2d.vec",
@@ -77,7 +173,26 @@ def upsample_bicubic_vec(g, input, output_size, align_corners, scale_factors):
             since_opset=11)
 def upsample_nearest(g, self, output_size, *scales):
     """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _resize(g, self, output_size, None, "nearest")
+    # torch steps by 1 / scale when the scales are given, not by in / out.
+    given = list(scales) if scales and all(scale is not None for scale in scales) else None
+    return _nearest_sized(g, self, output_size, given, "nearest")
+
+
+def _nearest_sized(g, x, output_size, scales, mode):
+    """Nearest to known output sizes, stepping by the given scales (or in / out)."""
+    if scales is None:
+        return _nearest(g, x, output_size, None, mode)
+    spatial = rank(x) - 2
+    in_sizes = list(x.shape)[2:] if x.shape is not None else [None] * spatial
+    if all(_resize_agrees(float(scale), mode == "nearest-exact")
+           for scale in _per_axis(scales, spatial)):
+        return _resize(g, x, output_size, None, mode)
+    out = x
+    for i, (n, size, scale) in enumerate(zip(in_sizes, _per_axis(output_size, spatial),
+                                             _per_axis(scales, spatial))):
+        out = g.op("Gather", out, _nearest_index(g, x, 2 + i, n, size, scale, mode == "nearest-exact"),
+                   axis_i=2 + i)
+    return out
 
 
 @translates("aten::upsample_linear1d", "aten::upsample_bilinear2d", "aten::upsample_trilinear3d",
