@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch.export import Dim
 
+import onnxport.errors
+
 from op_check import cases, check, op_types, opinfo_cases, check_opinfo
 
 RESIZE = ["nn.functional.interpolate:nearest", "nn.functional.interpolate:bilinear",
@@ -143,3 +145,26 @@ def test_nearest_to_the_size_of_another_tensor_as_fpn_does():
 def test_nearest_by_powers_of_two_stays_one_resize(mode):
     for options in (dict(scale_factor=0.5), dict(size=(112, 114))):
         assert op_types(check(_interpolate(mode=mode, **options), _NUMBERED)) == ["Resize"]
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("options", [dict(size=(13, 27)), dict(size=(1, 1)),
+                                     dict(size=(100, 20)), dict(scale_factor=(0.37, 1.6))],
+                         ids=["down", "to one pixel", "up and down", "by scales"])
+def test_antialiased_interpolate(mode, options):
+    """antialias=True: Resize's antialias with PIL's conventions (taps outside dropped, bicubic
+    A = -0.5), which torch's _aa kernels follow."""
+    check(_interpolate(mode=mode, antialias=True, **options), torch.randn(1, 3, 56, 56))
+
+
+def test_antialiased_interpolate_over_dynamic_sizes():
+    check(_interpolate(scale_factor=0.4, mode="bilinear", antialias=True), torch.randn(1, 2, 30, 40),
+          dynamic_shapes={"x": {2: Dim("height", min=4, max=200), 3: Dim("width", min=4, max=200)}},
+          run_with=[(torch.randn(1, 2, 57, 23),)])
+
+
+def test_antialiased_interpolate_with_align_corners_is_an_error():
+    # Resize's antialias filter under align_corners differs from torch's by up to 1.0.
+    with pytest.raises(onnxport.errors.TranslationError, match="align_corners=False"):
+        check(_interpolate(size=(5, 7), mode="bilinear", antialias=True, align_corners=True),
+              torch.randn(1, 2, 20, 20))

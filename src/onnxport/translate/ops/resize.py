@@ -13,6 +13,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
+from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import as_1d, cast, rank, shape_list, squeeze
 from onnxport.translate.registry import translates
 
@@ -25,7 +26,7 @@ _COORDINATES = {
 }
 
 
-def _resize(g, x, output_size, scale_factors, mode, align_corners=False):
+def _resize(g, x, output_size, scale_factors, mode, align_corners=False, antialias=False):
     spatial = rank(x) - 2
     onnx_mode, coordinates, nearest_mode = _COORDINATES[mode]
     if align_corners:
@@ -35,6 +36,12 @@ def _resize(g, x, output_size, scale_factors, mode, align_corners=False):
         attrs["nearest_mode_s"] = nearest_mode
     if onnx_mode == "cubic":
         attrs["cubic_coeff_a_f"] = -0.75  # torch's bicubic A (ONNX's default, said aloud)
+    if antialias:
+        # torch's antialiased kernels are PIL's: taps outside the image dropped and the
+        # weights renormalised, and bicubic's A is -0.5, not -0.75.
+        attrs.update(antialias_i=1, exclude_outside_i=1)
+        if onnx_mode == "cubic":
+            attrs["cubic_coeff_a_f"] = -0.5
     if output_size is None:
         scales = list(scale_factors)
         scales = scales * spatial if len(scales) == 1 else scales
@@ -206,3 +213,37 @@ def upsample_linear(g, self, output_size, align_corners, *scales):
 def upsample_bicubic(g, self, output_size, align_corners, *scales):
     """upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
     return _resize(g, self, output_size, None, "cubic", align_corners)
+
+
+def _antialiased(g, x, output_size, scale_factors, mode, align_corners):
+    if align_corners:
+        # Resize's antialias filter with align_corners differs from torch's by up to 1.0.
+        raise TranslationError(
+            f"F.interpolate(mode={'bilinear' if mode == 'linear' else 'bicubic'!r}, "
+            "antialias=True, align_corners=True) has no ONNX Resize equivalent; use "
+            "align_corners=False with antialias=True")
+    return _resize(g, x, output_size, scale_factors, mode, antialias=True)
+
+
+@translates("aten::_upsample_bilinear2d_aa.vec", since_opset=18)
+def upsample_bilinear_aa_vec(g, input, output_size, align_corners, scale_factors):
+    """_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    return _antialiased(g, input, output_size, scale_factors, "linear", align_corners)
+
+
+@translates("aten::_upsample_bicubic2d_aa.vec", since_opset=18)
+def upsample_bicubic_aa_vec(g, input, output_size, align_corners, scale_factors):
+    """_upsample_bicubic2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    return _antialiased(g, input, output_size, scale_factors, "cubic", align_corners)
+
+
+@translates("aten::_upsample_bilinear2d_aa", since_opset=18)
+def upsample_bilinear_aa(g, self, output_size, align_corners, *scales):
+    """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _antialiased(g, self, output_size, None, "linear", align_corners)
+
+
+@translates("aten::_upsample_bicubic2d_aa", since_opset=18)
+def upsample_bicubic_aa(g, self, output_size, align_corners, *scales):
+    """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _antialiased(g, self, output_size, None, "cubic", align_corners)
