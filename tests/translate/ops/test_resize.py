@@ -168,3 +168,10 @@ def test_antialiased_interpolate_with_align_corners_is_an_error():
     with pytest.raises(onnxport.errors.TranslationError, match="align_corners=False"):
         check(_interpolate(size=(5, 7), mode="bilinear", antialias=True, align_corners=True),
               torch.randn(1, 2, 20, 20))
+
+
+def test_upsample_nearest_by_a_quarter_of_an_odd_size():
+    # torch steps by 1 / 0.25 = 4 over floor(59 / 4) = 14 rows; Resize given those sizes
+    # would step by 59 / 14 and take row 54 for torch's 52.
+    x = torch.arange(59 * 59, dtype=torch.float32).reshape(1, 1, 59, 59)
+    check(lambda x: torch.ops.aten.upsample_nearest2d(x, [14, 14], 0.25, 0.25), x)

@@ -94,15 +94,20 @@ def _nearest(g, x, output_size, scale_factors, mode):
     multiplied in float32; Resize divides by its float32 scale instead, and at the ratios
     where d * r is a whole number the two round to different sides: a pixel off, in 3% of
     (in, out) pairs up to 160 (56 -> 16 by 0.3 picks row 9 for torch's 10). So Resize only
-    where the ratio is a power of two (both exact); elsewhere a Gather per axis of torch's
-    indices, computed as torch does (constants when the sizes are static)."""
+    at ratios that are powers of two (both exact) or whole scales checked to agree; elsewhere
+    a Gather per axis of torch's indices, computed as torch does (constants when the sizes
+    are static)."""
     spatial = rank(x) - 2
     scales, sizes = _per_axis(scale_factors, spatial), _per_axis(output_size, spatial)
     in_sizes = list(x.shape)[2:] if x.shape is not None else [None] * spatial
-    if all(_resize_agrees(float(scale), mode == "nearest-exact") if scale is not None else
-           isinstance(n, int) and isinstance(size, int) and _power_of_two(n / size)
-           for n, size, scale in zip(in_sizes, sizes, scales)):
-        return _resize(g, x, output_size, scale_factors, mode)
+    if all(scale is not None for scale in scales):
+        if all(_resize_agrees(float(scale), mode == "nearest-exact") for scale in scales):
+            # By the scales: Resize then sizes the output as torch, floor(in * scale).
+            return _resize(g, x, None, scales, mode)
+    elif all(scale is None for scale in scales):
+        if all(isinstance(n, int) and isinstance(size, int) and _power_of_two(n / size)
+               for n, size in zip(in_sizes, sizes)):
+            return _resize(g, x, output_size, None, mode)
     out = x
     for i, (n, size, scale) in enumerate(zip(in_sizes, sizes, scales)):
         index = _nearest_index(g, x, 2 + i, n, size, scale, mode == "nearest-exact")
@@ -180,26 +185,9 @@ def upsample_bicubic_vec(g, input, output_size, align_corners, scale_factors):
             since_opset=11)
 def upsample_nearest(g, self, output_size, *scales):
     """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # torch steps by 1 / scale when the scales are given, not by in / out.
-    given = list(scales) if scales and all(scale is not None for scale in scales) else None
-    return _nearest_sized(g, self, output_size, given, "nearest")
-
-
-def _nearest_sized(g, x, output_size, scales, mode):
-    """Nearest to known output sizes, stepping by the given scales (or in / out)."""
-    if scales is None:
-        return _nearest(g, x, output_size, None, mode)
-    spatial = rank(x) - 2
-    in_sizes = list(x.shape)[2:] if x.shape is not None else [None] * spatial
-    if all(_resize_agrees(float(scale), mode == "nearest-exact")
-           for scale in _per_axis(scales, spatial)):
-        return _resize(g, x, output_size, None, mode)
-    out = x
-    for i, (n, size, scale) in enumerate(zip(in_sizes, _per_axis(output_size, spatial),
-                                             _per_axis(scales, spatial))):
-        out = g.op("Gather", out, _nearest_index(g, x, 2 + i, n, size, scale, mode == "nearest-exact"),
-                   axis_i=2 + i)
-    return out
+    # torch steps by 1 / scale where a scale is given, not by in / out.
+    given = list(scales) if any(scale is not None for scale in scales) else None
+    return _nearest(g, self, output_size, given, "nearest")
 
 
 @translates("aten::upsample_linear1d", "aten::upsample_bilinear2d", "aten::upsample_trilinear3d",
