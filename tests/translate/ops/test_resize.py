@@ -175,3 +175,11 @@ def test_upsample_nearest_by_a_quarter_of_an_odd_size():
     # would step by 59 / 14 and take row 54 for torch's 52.
     x = torch.arange(59 * 59, dtype=torch.float32).reshape(1, 1, 59, 59)
     check(lambda x: torch.ops.aten.upsample_nearest2d(x, [14, 14], 0.25, 0.25), x)
+
+
+@pytest.mark.parametrize("op", [torch.ops.aten.upsample_bilinear2d, torch.ops.aten.upsample_bicubic2d,
+                                torch.ops.aten._upsample_bilinear2d_aa],
+                         ids=["bilinear", "bicubic", "bilinear antialiased"])
+def test_upsample_with_scales_steps_by_them(op):
+    # Given scales, torch samples every 1 / 0.25 = 4 rows, not 59 / 14 (2.2 off, was).
+    check(lambda x: op(x, [14, 14], False, 0.25, 0.25), torch.randn(1, 2, 59, 59))

@@ -194,13 +194,28 @@ def upsample_nearest(g, self, output_size, *scales):
             since_opset=11)
 def upsample_linear(g, self, output_size, align_corners, *scales):
     """upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _resize(g, self, output_size, None, "linear", align_corners)
+    return _resize(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
+                   "linear", align_corners)
+
+
+def _sizes_or_scales(x, output_size, scales, align_corners):
+    """(output_size, None), or (None, scales) where torch steps by the given scales (1 / scale,
+    not in / out: 59 -> 14 by 0.25) and Resize, given them, sizes the output as torch did."""
+    if align_corners or not scales or any(scale is None for scale in scales):
+        return output_size, None
+    spatial = rank(x) - 2
+    in_sizes = list(x.shape)[2:] if x.shape is not None else [None] * spatial
+    for n, size, scale in zip(in_sizes, _per_axis(output_size, spatial), _per_axis(scales, spatial)):
+        if isinstance(n, int) and isinstance(size, int) and size != math.floor(n * scale):
+            return output_size, None
+    return None, list(scales)
 
 
 @translates("aten::upsample_bicubic2d", since_opset=11)
 def upsample_bicubic(g, self, output_size, align_corners, *scales):
     """upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _resize(g, self, output_size, None, "cubic", align_corners)
+    return _resize(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
+                   "cubic", align_corners)
 
 
 def _antialiased(g, x, output_size, scale_factors, mode, align_corners):
@@ -228,10 +243,12 @@ def upsample_bicubic_aa_vec(g, input, output_size, align_corners, scale_factors)
 @translates("aten::_upsample_bilinear2d_aa", since_opset=18)
 def upsample_bilinear_aa(g, self, output_size, align_corners, *scales):
     """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _antialiased(g, self, output_size, None, "linear", align_corners)
+    return _antialiased(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
+                        "linear", align_corners)
 
 
 @translates("aten::_upsample_bicubic2d_aa", since_opset=18)
 def upsample_bicubic_aa(g, self, output_size, align_corners, *scales):
     """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _antialiased(g, self, output_size, None, "cubic", align_corners)
+    return _antialiased(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
+                        "cubic", align_corners)
