@@ -2,6 +2,11 @@
 and compare with eager on the example image and on an image of another size; prints a table.
 Detections are compared tie-aware: the scores sorted, and the detections matched as a set
 ("ok, N at tied scores differ": only detections whose score ties another one differ).
+Keypoint R-CNN resizes each keypoint heatmap to ceil(box width/height) in the resized image, a
+step function: a box a float rounding from a whole size (eager 131.0022 px wide, ONNX Runtime
+130.9984 on the 320x320 image) gets a heatmap one pixel narrower and keypoints several pixels
+apart, though eager given ORT's box computes ORT's keypoints to 3e-5 px. Such a detection is
+reported ("N keypoint heatmaps at a ceil(box size) boundary") when all its other fields match.
 
     PYTHONPATH=src python benchmarks/detection_models.py [--models ssdlite,retinanet] [--paths tracing-static,fallback-static,tracing,dynamo+fallback]
 """
@@ -66,6 +71,15 @@ def build(name: str) -> torch.nn.Module:
                 module.running_var.uniform_(0.5, 1.5, generator=generator)
                 module.weight.data.uniform_(0.5, 1.5, generator=generator)
                 module.bias.data.normal_(0, 0.1, generator=generator)
+        if name == "ssdlite":
+            # Even so, SSDlite's randomly initialised MobileNet (std 0.03) loses the image: its
+            # features vary by 0.1% over the positions, so scores tie to 1e-9 and float
+            # rounding alone reorders the candidates that top-k and NMS pick (266 of 300
+            # neighbouring scores within 1e-5). He-initialised convolutions keep the image.
+            for module in model.backbone.modules():
+                if isinstance(module, torch.nn.Conv2d):
+                    fan_in = module.weight[0].numel()
+                    module.weight.normal_(0, (2.0 / fan_in) ** 0.5, generator=generator)
     return model
 
 
@@ -73,14 +87,14 @@ def image(size: tuple[int, int], seed: int) -> torch.Tensor:
     return torch.rand(3, *size, generator=torch.Generator().manual_seed(seed))
 
 
-def _unmatched(expected: dict, actual: dict) -> tuple[int, int, float]:
+def _unmatched(expected: dict, actual: dict, heatmap_scale=None) -> tuple[int, int, int, float]:
     """How many of eager's detections have no ONNX detection with the same label (and mask,
     keypoints...) within tolerance: random heads give scores that tie to 1e-6, which the two
     runtimes may order differently, so detections are matched as a set, not row by row.
-    Returns (unmatched, unmatched whose score ties another, largest difference of a matched
-    pair)."""
+    Returns (unmatched, unmatched whose score ties another, unmatched only in keypoints at a
+    heatmap-size boundary, largest difference of a matched pair)."""
     free = list(range(len(actual["scores"])))
-    missing = tied = 0
+    missing = tied = boundary = 0
     diff = 0.0
     scores = expected["scores"]
     for i in range(len(scores)):
@@ -92,9 +106,35 @@ def _unmatched(expected: dict, actual: dict) -> tuple[int, int, float]:
                                      and expected[k][i].numel()])
                 break
         else:
+            position = _at_heatmap_boundary(expected, actual, i, free, heatmap_scale)
+            if position is not None:
+                del free[position]
+                boundary += 1
+                continue
             missing += 1
             tied += int((scores == scores[i]).sum() > 1)
-    return missing, tied, diff
+    return missing, tied, boundary, diff
+
+
+def _at_heatmap_boundary(expected, actual, i, free, heatmap_scale):
+    """The position in `free` of an ONNX detection equal to eager's i-th in all but its
+    keypoints, whose box is so close to a whole number of pixels wide or high (in the frame the
+    model resized the image to) that the two runtimes' boxes, a rounding apart, round up to
+    different heatmap sizes: torchvision resizes each keypoint heatmap to ceil(box size), so the
+    argmax moves by pixels. (Checked on keypointrcnn at 320x320: eager's heatmaps_to_keypoints
+    given ORT's box gives ORT's keypoints to 3e-5 px.)"""
+    if heatmap_scale is None or "keypoints" not in expected:
+        return None
+    others = [k for k in expected if not k.startswith("keypoints")]
+    for position, j in enumerate(free):
+        if not all(_close(expected[k][i], actual[k][j], k) for k in others):
+            continue
+        sizes = [(box[2:] - box[:2]) * heatmap_scale
+                 for box in (expected["boxes"][i], actual["boxes"][j])]
+        low, high = torch.minimum(*sizes) - 1e-3, torch.maximum(*sizes) + 1e-3
+        if bool((torch.floor(high) >= torch.ceil(low)).any()):  # a whole number in between
+            return position
+    return None
 
 
 def _close(e: torch.Tensor, a: torch.Tensor, key: str) -> bool:
@@ -103,6 +143,14 @@ def _close(e: torch.Tensor, a: torch.Tensor, key: str) -> bool:
         atol = 1e-2 if key in ("boxes", "keypoints") else 1e-4
         return bool(torch.allclose(a, e, rtol=1e-3, atol=atol))
     return torch.equal(a, e)
+
+
+def _resize_scale(model, img) -> torch.Tensor:
+    """(x, y) scale from the image to the frame the model's transform resized it to, where
+    the R-CNN heads work."""
+    with torch.no_grad():
+        height, width = model.transform([img])[0].image_sizes[0]
+    return torch.tensor([width / img.shape[-1], height / img.shape[-2]])
 
 
 def compare(program, model, img) -> str:
@@ -119,16 +167,19 @@ def compare(program, model, img) -> str:
     # Sorted, the scores compare whatever order ties put them in.
     score_diff = float((torch.sort(expected["scores"]).values
                         - torch.sort(actual["scores"]).values).abs().max()) if n_e else 0.0
-    missing, tied, diff = _unmatched(expected, actual)
+    missing, tied, boundary, diff = _unmatched(expected, actual, _resize_scale(model, img))
     summary = f"{n_e} det, sorted scores max|diff| {score_diff:.1e}, matched max|diff| {diff:.1e}"
     if score_diff > 1e-4 + 1e-3 * float(expected["scores"].abs().max()):
         return f"MISMATCH: scores ({summary})"
     if missing > tied:
         return f"MISMATCH: {missing} detections unmatched ({summary})"
+    notes = []
     if missing:
         # Exactly tied scores make the choice among boxes arbitrary in both runtimes.
-        return f"ok, {missing} at tied scores differ ({summary})"
-    return f"ok ({summary})"
+        notes.append(f"{missing} at tied scores differ")
+    if boundary:
+        notes.append(f"{boundary} keypoint heatmaps at a ceil(box size) boundary")
+    return f"ok, {', '.join(notes)} ({summary})" if notes else f"ok ({summary})"
 
 
 def _first_line(error: Exception) -> str:

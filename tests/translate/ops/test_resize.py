@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch.export import Dim
 
+import onnxport.errors
+
 from op_check import cases, check, op_types, opinfo_cases, check_opinfo
 
 RESIZE = ["nn.functional.interpolate:nearest", "nn.functional.interpolate:bilinear",
@@ -40,13 +42,21 @@ SPATIAL = {
 }
 
 
+NEAREST_BY_GATHER = [SPATIAL[name] for name in ("nearest x1.5", "nearest to a size",
+                                                "nearest-exact x1.5")]
+
+
 def _dynamic_height_and_width(function, opset):
     # torch's decomposition computes the output sizes as floats from the symbolic sizes, a
     # graph ONNX Runtime refuses; Resize computes them itself.
     sizes = {"x": {2: Dim("height", min=2, max=64), 3: Dim("width", min=2, max=64)}}
     program = check(function, torch.randn(2, 3, 4, 6), opset=opset, dynamic_shapes=sizes,
                     run_with=[(torch.randn(2, 3, 5, 7),), (torch.randn(2, 3, 9, 3),)])
-    assert op_types(program).count("Resize") == 1 and "Gather" not in op_types(program)
+    if function in NEAREST_BY_GATHER:
+        # Resize rounds its own way at these ratios (test_nearest_picks_torchs_pixel_at_any_ratio)
+        assert "Resize" not in op_types(program) and "Gather" in op_types(program)
+    else:
+        assert op_types(program).count("Resize") == 1 and "Gather" not in op_types(program)
 
 
 @pytest.mark.parametrize("function", cases(SPATIAL))
@@ -86,3 +96,90 @@ def test_recomputed_scale_factor_over_dynamic_sizes():
     # on a symbolic size, which was made in int64 (a Mul ONNX Runtime refused).
     _dynamic_height_and_width(
         _interpolate(scale_factor=1.5, mode="bilinear", recompute_scale_factor=True), 18)
+
+
+@pytest.mark.parametrize("size", [(1, 1), (1, 131), (27, 131), (11, 53)])
+def test_bicubic_shrinks_and_grows_to_odd_sizes_and_to_one_pixel(size):
+    """Keypoint R-CNN resizes each 56x56 heatmap to ceil(box size), down or up, with bicubic
+    and align_corners=False. torch maps output pixel d to (d + 0.5) * in / out - 0.5 even when
+    out is 1 (the centre): ONNX's half_pixel, not pytorch_half_pixel (which maps a size-1
+    axis to 0) nor any antialiasing on the way down."""
+    check(_interpolate(size=size, mode="bicubic", align_corners=False), torch.randn(2, 17, 56, 56))
+
+
+# Rows and columns numbered, so that a pixel taken from the wrong row is off by 57.
+_NUMBERED = torch.arange(56 * 57, dtype=torch.float32).reshape(1, 1, 56, 57)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("options", [dict(size=(46, 23)), dict(size=(114, 131)),
+                                     dict(scale_factor=0.3), dict(scale_factor=(1.7, 2.0))],
+                         ids=["down to a size", "up to a size", "x0.3", "x1.7 and x2"])
+def test_nearest_picks_torchs_pixel_at_any_ratio(mode, options):
+    """torch picks floor(d * float32(in / out)) (or 1 / scale); Resize divides by its own
+    float32 scale, and where d * in / out is whole the two round apart (56 -> 16 by 0.3 took
+    row 9, torch row 10): one pixel off, silently."""
+    program = check(_interpolate(mode=mode, **options), _NUMBERED)
+    if "size" in options:
+        assert "Resize" not in op_types(program)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_nearest_by_a_scale_over_dynamic_sizes(mode):
+    check(_interpolate(scale_factor=(0.3, 1.7), mode=mode), _NUMBERED,
+          dynamic_shapes={"x": {2: Dim("height", min=2, max=200), 3: Dim("width", min=2, max=200)}},
+          run_with=[(torch.randn(1, 1, 41, 29),), (torch.randn(1, 1, 7, 100),)])
+
+
+def test_nearest_to_the_size_of_another_tensor_as_fpn_does():
+    # FPN's top-down path: a 13x13 map to its neighbour's 25x25 (an 800-pixel image).
+    sizes = {"x": {2: Dim("h", min=2, max=64), 3: Dim("w", min=2, max=64)},
+             "y": {2: Dim("h2", min=2, max=128), 3: Dim("w2", min=2, max=128)}}
+    check(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="nearest") + y,
+          torch.randn(1, 2, 13, 13), torch.randn(1, 2, 25, 25), dynamic_shapes=sizes,
+          run_with=[(torch.randn(1, 2, 7, 10), torch.randn(1, 2, 13, 19)),
+                    (torch.randn(1, 2, 2, 2), torch.randn(1, 2, 82, 94))])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_nearest_by_powers_of_two_stays_one_resize(mode):
+    for options in (dict(scale_factor=0.5), dict(size=(112, 114))):
+        assert op_types(check(_interpolate(mode=mode, **options), _NUMBERED)) == ["Resize"]
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("options", [dict(size=(13, 27)), dict(size=(1, 1)),
+                                     dict(size=(100, 20)), dict(scale_factor=(0.37, 1.6))],
+                         ids=["down", "to one pixel", "up and down", "by scales"])
+def test_antialiased_interpolate(mode, options):
+    """antialias=True: Resize's antialias with PIL's conventions (taps outside dropped, bicubic
+    A = -0.5), which torch's _aa kernels follow."""
+    check(_interpolate(mode=mode, antialias=True, **options), torch.randn(1, 3, 56, 56))
+
+
+def test_antialiased_interpolate_over_dynamic_sizes():
+    check(_interpolate(scale_factor=0.4, mode="bilinear", antialias=True), torch.randn(1, 2, 30, 40),
+          dynamic_shapes={"x": {2: Dim("height", min=4, max=200), 3: Dim("width", min=4, max=200)}},
+          run_with=[(torch.randn(1, 2, 57, 23),)])
+
+
+def test_antialiased_interpolate_with_align_corners_is_an_error():
+    # Resize's antialias filter under align_corners differs from torch's by up to 1.0.
+    with pytest.raises(onnxport.errors.TranslationError, match="align_corners=False"):
+        check(_interpolate(size=(5, 7), mode="bilinear", antialias=True, align_corners=True),
+              torch.randn(1, 2, 20, 20))
+
+
+def test_upsample_nearest_by_a_quarter_of_an_odd_size():
+    # torch steps by 1 / 0.25 = 4 over floor(59 / 4) = 14 rows; Resize given those sizes
+    # would step by 59 / 14 and take row 54 for torch's 52.
+    x = torch.arange(59 * 59, dtype=torch.float32).reshape(1, 1, 59, 59)
+    check(lambda x: torch.ops.aten.upsample_nearest2d(x, [14, 14], 0.25, 0.25), x)
+
+
+@pytest.mark.parametrize("op", [torch.ops.aten.upsample_bilinear2d, torch.ops.aten.upsample_bicubic2d,
+                                torch.ops.aten._upsample_bilinear2d_aa],
+                         ids=["bilinear", "bicubic", "bilinear antialiased"])
+def test_upsample_with_scales_steps_by_them(op):
+    # Given scales, torch samples every 1 / 0.25 = 4 rows, not 59 / 14 (2.2 off, was).
+    check(lambda x: op(x, [14, 14], False, 0.25, 0.25), torch.randn(1, 2, 59, 59))

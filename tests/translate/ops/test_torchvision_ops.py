@@ -223,3 +223,14 @@ def test_small_two_stage_rcnn_traced_pastes_in_a_loop(kind):
                 atol = 1e-3 if key in ("boxes", "keypoints") else 1e-4
                 torch.testing.assert_close(actual[key], expected[key], rtol=1e-3, atol=atol)
     assert len(counts) == 2, counts
+
+
+def test_roi_align_at_the_right_and_bottom_borders():
+    """Keypoint R-CNN's pooler (14x14 bins, 2 samples per bin, a stride-16 level): boxes that
+    reach, cross or lie past the right and bottom edges, where torch clamps a sample less than
+    a pixel outside to the edge and zeroes one further out. (ONNX Runtime matches to 0.0.)"""
+    rois = torch.tensor([[0, 647.9, 758.9, 778.9, 785.5], [0, 780.0, 790.0, 800.0, 800.0],
+                         [0, -10.0, -10.0, 30.0, 799.9], [0, 795.0, 0.0, 812.0, 20.0],
+                         [0, 0.0, 0.0, 800.0, 800.0], [0, 799.0, 799.0, 830.0, 801.0]])
+    check(lambda x, rois: roi_align(x, rois, (14, 14), 1 / 16, 2, False),
+          torch.randn(1, 4, 50, 50), rois)

@@ -1,14 +1,20 @@
 """Resizing: torch's upsample ops (F.interpolate, nn.Upsample) as one ONNX Resize.
 
 Scale factors go to Resize as scales, so that the output sizes follow dynamic input sizes as
-torch's floor(size * scale) does; explicit output sizes go as sizes.
+torch's floor(size * scale) does; explicit output sizes go as sizes. Nearest modes at ratios
+other than powers of two are a Gather per axis instead (see _nearest).
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
+import numpy as np
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import rank, shape_list
+from onnxport.errors import TranslationError
+from onnxport.translate.ops._helpers import as_1d, cast, rank, shape_list, squeeze
 from onnxport.translate.registry import translates
 
 # torch's mode -> (Resize mode, coordinate mode without align_corners, nearest_mode)
@@ -20,7 +26,7 @@ _COORDINATES = {
 }
 
 
-def _resize(g, x, output_size, scale_factors, mode, align_corners=False):
+def _resize(g, x, output_size, scale_factors, mode, align_corners=False, antialias=False):
     spatial = rank(x) - 2
     onnx_mode, coordinates, nearest_mode = _COORDINATES[mode]
     if align_corners:
@@ -30,6 +36,12 @@ def _resize(g, x, output_size, scale_factors, mode, align_corners=False):
         attrs["nearest_mode_s"] = nearest_mode
     if onnx_mode == "cubic":
         attrs["cubic_coeff_a_f"] = -0.75  # torch's bicubic A (ONNX's default, said aloud)
+    if antialias:
+        # torch's antialiased kernels are PIL's: taps outside the image dropped and the
+        # weights renormalised, and bicubic's A is -0.5, not -0.75.
+        attrs.update(antialias_i=1, exclude_outside_i=1)
+        if onnx_mode == "cubic":
+            attrs["cubic_coeff_a_f"] = -0.5
     if output_size is None:
         scales = list(scale_factors)
         scales = scales * spatial if len(scales) == 1 else scales
@@ -46,18 +58,114 @@ def _resize(g, x, output_size, scale_factors, mode, align_corners=False):
     return g.op("Resize", x, None, None, full, **attrs)
 
 
+def _per_axis(values, spatial):
+    if values is None:
+        return [None] * spatial
+    values = list(values)
+    return values * spatial if len(values) == 1 else values
+
+
+def _power_of_two(ratio: float) -> bool:
+    return ratio > 0 and math.log2(ratio).is_integer()
+
+
+@functools.lru_cache(maxsize=64)
+def _resize_agrees(scale: float, exact: bool) -> bool:
+    """Whether Resize picks torch's pixels at this scale: powers of two (all exact), and whole
+    scales k where torch's float32 d * (1 / k) floors as d // k does for every d up to 2**20
+    (Resize's d / k, a correctly rounded division, does; its distance to a whole number is at
+    least 1 / 2k)."""
+    if _power_of_two(scale):
+        return True
+    if scale != int(scale) or scale < 1:
+        return False
+    row = np.arange(1 << 20, dtype=np.float32)
+    step = np.float32(1.0 / scale)
+    k = int(scale)
+    if exact:
+        return bool(np.array_equal(np.floor((row + np.float32(0.5)) * step).astype(np.int64),
+                                   (2 * np.arange(1 << 20) + 1) // (2 * k)))
+    return bool(np.array_equal(np.floor(row * step).astype(np.int64), np.arange(1 << 20) // k))
+
+
+def _nearest(g, x, output_size, scale_factors, mode):
+    """torch's nearest modes. torch picks source floor(d * r) ("nearest") or
+    floor((d + 0.5) * r) ("nearest-exact"), r = float32(1 / scale) or float32(in) / out,
+    multiplied in float32; Resize divides by its float32 scale instead, and at the ratios
+    where d * r is a whole number the two round to different sides: a pixel off, in 3% of
+    (in, out) pairs up to 160 (56 -> 16 by 0.3 picks row 9 for torch's 10). So Resize only
+    at ratios that are powers of two (both exact) or whole scales checked to agree; elsewhere
+    a Gather per axis of torch's indices, computed as torch does (constants when the sizes
+    are static)."""
+    spatial = rank(x) - 2
+    scales, sizes = _per_axis(scale_factors, spatial), _per_axis(output_size, spatial)
+    in_sizes = list(x.shape)[2:] if x.shape is not None else [None] * spatial
+    if all(scale is not None for scale in scales):
+        if all(_resize_agrees(float(scale), mode == "nearest-exact") for scale in scales):
+            # By the scales: Resize then sizes the output as torch, floor(in * scale).
+            return _resize(g, x, None, scales, mode)
+    elif all(scale is None for scale in scales):
+        if all(isinstance(n, int) and isinstance(size, int) and _power_of_two(n / size)
+               for n, size in zip(in_sizes, sizes)):
+            return _resize(g, x, output_size, None, mode)
+    out = x
+    for i, (n, size, scale) in enumerate(zip(in_sizes, sizes, scales)):
+        index = _nearest_index(g, x, 2 + i, n, size, scale, mode == "nearest-exact")
+        out = g.op("Gather", out, index, axis_i=2 + i)
+    return out
+
+
+def _nearest_index(g, x, axis, n, size, scale, exact):
+    """The source row of each output row along ``axis``, as torch's nearest kernels pick it."""
+    if isinstance(n, int) and (isinstance(size, int) or scale is not None):
+        if size is None:
+            size = math.floor(n * scale)  # torch's output size, in double
+        step = np.float32(1.0 / scale) if scale is not None else np.float32(n) / np.float32(size)
+        row = np.arange(size, dtype=np.float32)
+        index = np.floor((row + np.float32(0.5) if exact else row) * step).astype(np.int64)
+        if not exact and size == 2 * n:
+            index = np.arange(size) // 2  # torch's shortcut, whatever the scale
+        return g.const(np.minimum(index, n - 1))
+    n_value = g.op("Shape", x, start_i=axis, end_i=axis + 1) if g.opset >= 15 else g.op(
+        "Gather", g.op("Shape", x), g.const([axis]), axis_i=0)
+    n_value.dtype = ir.DataType.INT64
+    if size is None:
+        size_value = g.op("Floor", g.op("Mul", cast(g, n_value, ir.DataType.DOUBLE),
+                                        g.const([float(scale)], ir.DataType.DOUBLE)))
+        size_value = cast(g, size_value, ir.DataType.INT64)
+    else:
+        size_value = shape_list(g, [size])
+    if scale is not None:
+        step = g.const(np.float32(1.0 / scale))
+    else:
+        step = g.op("Div", cast(g, n_value, ir.DataType.FLOAT), cast(g, size_value, ir.DataType.FLOAT))
+    row = g.op("Range", g.const(0, ir.DataType.INT64), squeeze(g, size_value, [0]),
+               g.const(1, ir.DataType.INT64))
+    row.dtype = ir.DataType.INT64
+    row_float = cast(g, row, ir.DataType.FLOAT)
+    if exact:
+        row_float = g.op("Add", row_float, g.const(np.float32(0.5)))
+    index = cast(g, g.op("Floor", g.op("Mul", row_float, step)), ir.DataType.INT64)
+    if not exact:
+        doubled = g.op("Equal", size_value, g.op("Mul", n_value, g.const([2], ir.DataType.INT64)))
+        index = g.op("Where", doubled, g.op("Div", row, g.const(2, ir.DataType.INT64)), index)
+    index = g.op("Min", index, g.op("Sub", n_value, g.const([1], ir.DataType.INT64)))
+    index.dtype = ir.DataType.INT64
+    return index
+
+
 @translates("aten::upsample_nearest1d.vec", "aten::upsample_nearest2d.vec",
             "aten::upsample_nearest3d.vec", since_opset=11)
 def upsample_nearest_vec(g, input, output_size, scale_factors):
     """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    return _resize(g, input, output_size, scale_factors, "nearest")
+    return _nearest(g, input, output_size, scale_factors, "nearest")
 
 
 @translates("aten::_upsample_nearest_exact1d.vec", "aten::_upsample_nearest_exact2d.vec",
             "aten::_upsample_nearest_exact3d.vec", since_opset=11)
 def upsample_nearest_exact_vec(g, input, output_size, scale_factors):
     """_upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    return _resize(g, input, output_size, scale_factors, "nearest-exact")
+    return _nearest(g, input, output_size, scale_factors, "nearest-exact")
 
 
 @translates("aten::upsample_linear1d.vec", "aten::upsample_bilinear2d.vec",
@@ -77,17 +185,70 @@ def upsample_bicubic_vec(g, input, output_size, align_corners, scale_factors):
             since_opset=11)
 def upsample_nearest(g, self, output_size, *scales):
     """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _resize(g, self, output_size, None, "nearest")
+    # torch steps by 1 / scale where a scale is given, not by in / out.
+    given = list(scales) if any(scale is not None for scale in scales) else None
+    return _nearest(g, self, output_size, given, "nearest")
 
 
 @translates("aten::upsample_linear1d", "aten::upsample_bilinear2d", "aten::upsample_trilinear3d",
             since_opset=11)
 def upsample_linear(g, self, output_size, align_corners, *scales):
     """upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _resize(g, self, output_size, None, "linear", align_corners)
+    return _resize(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
+                   "linear", align_corners)
+
+
+def _sizes_or_scales(x, output_size, scales, align_corners):
+    """(output_size, None), or (None, scales) where torch steps by the given scales (1 / scale,
+    not in / out: 59 -> 14 by 0.25) and Resize, given them, sizes the output as torch did."""
+    if align_corners or not scales or any(scale is None for scale in scales):
+        return output_size, None
+    spatial = rank(x) - 2
+    in_sizes = list(x.shape)[2:] if x.shape is not None else [None] * spatial
+    for n, size, scale in zip(in_sizes, _per_axis(output_size, spatial), _per_axis(scales, spatial)):
+        if isinstance(n, int) and isinstance(size, int) and size != math.floor(n * scale):
+            return output_size, None
+    return None, list(scales)
 
 
 @translates("aten::upsample_bicubic2d", since_opset=11)
 def upsample_bicubic(g, self, output_size, align_corners, *scales):
     """upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _resize(g, self, output_size, None, "cubic", align_corners)
+    return _resize(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
+                   "cubic", align_corners)
+
+
+def _antialiased(g, x, output_size, scale_factors, mode, align_corners):
+    if align_corners:
+        # Resize's antialias filter with align_corners differs from torch's by up to 1.0.
+        raise TranslationError(
+            f"F.interpolate(mode={'bilinear' if mode == 'linear' else 'bicubic'!r}, "
+            "antialias=True, align_corners=True) has no ONNX Resize equivalent; use "
+            "align_corners=False with antialias=True")
+    return _resize(g, x, output_size, scale_factors, mode, antialias=True)
+
+
+@translates("aten::_upsample_bilinear2d_aa.vec", since_opset=18)
+def upsample_bilinear_aa_vec(g, input, output_size, align_corners, scale_factors):
+    """_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    return _antialiased(g, input, output_size, scale_factors, "linear", align_corners)
+
+
+@translates("aten::_upsample_bicubic2d_aa.vec", since_opset=18)
+def upsample_bicubic_aa_vec(g, input, output_size, align_corners, scale_factors):
+    """_upsample_bicubic2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    return _antialiased(g, input, output_size, scale_factors, "cubic", align_corners)
+
+
+@translates("aten::_upsample_bilinear2d_aa", since_opset=18)
+def upsample_bilinear_aa(g, self, output_size, align_corners, *scales):
+    """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _antialiased(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
+                        "linear", align_corners)
+
+
+@translates("aten::_upsample_bicubic2d_aa", since_opset=18)
+def upsample_bicubic_aa(g, self, output_size, align_corners, *scales):
+    """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    return _antialiased(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
+                        "cubic", align_corners)
