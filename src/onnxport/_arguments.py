@@ -309,11 +309,9 @@ def check_training(training: Any):
         return TrainingMode.EVAL
     if training is True:
         return TrainingMode.TRAINING
-    if isinstance(training, TrainingMode):
-        return training
-    if type(training).__name__ == "TrainingMode" and \
-            getattr(training, "name", None) in TrainingMode.__members__:
-        return TrainingMode[training.name]  # torch.onnx.TrainingMode (a pybind11 enum)
+    mode = _our_member(training, TrainingMode)
+    if mode is not None:
+        return mode
     raise InvalidExportOptionsError(
         f"training must be a TrainingMode (EVAL, PRESERVE or TRAINING) or a bool, got "
         f"{training!r}")
@@ -324,14 +322,22 @@ def check_operator_export_type(operator_export_type: Any):
 
     if operator_export_type is None:
         return OperatorExportTypes.ONNX
-    if isinstance(operator_export_type, OperatorExportTypes):
-        return operator_export_type
-    if type(operator_export_type).__name__ == "OperatorExportTypes" and \
-            getattr(operator_export_type, "name", None) in OperatorExportTypes.__members__:
-        return OperatorExportTypes[operator_export_type.name]  # torch.onnx's (pybind11)
+    export_type = _our_member(operator_export_type, OperatorExportTypes)
+    if export_type is not None:
+        return export_type
     raise InvalidExportOptionsError(
         f"operator_export_type must be an OperatorExportTypes (ONNX, ONNX_ATEN, "
         f"ONNX_ATEN_FALLBACK or ONNX_FALLTHROUGH), got {operator_export_type!r}")
+
+
+def _our_member(value: Any, enum: type) -> Any:
+    """``value`` as a member of our ``enum``: itself, or the member of the same name when it is
+    torch.onnx's enum of that name (a pybind11 enum); None otherwise."""
+    if isinstance(value, enum):
+        return value
+    if type(value).__name__ == enum.__name__ and getattr(value, "name", None) in enum.__members__:
+        return enum[value.name]
+    return None
 
 
 def known_options(function: Callable) -> list[str]:
