@@ -1,0 +1,428 @@
+"""Linear solves and the factorizations behind them (LU as LAPACK getrf, Cholesky as potrf,
+triangular substitution), composed from ONNX ops: ONNX has no linalg ops, so the algorithms
+are unrolled over the matrix size, which must be static (the batch dims may be dynamic).
+
+Errors of singular or non-positive-definite inputs are not raised: torch raises them in eager
+from the `info` of the factorization (aten::_linalg_check_errors), a data-dependent check that
+an ONNX graph cannot make. `info` itself is computed as LAPACK does (the 1-based step whose
+pivot was zero, or whose diagonal was not positive), so the _ex variants report it.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+import torch
+
+from onnxport.errors import TranslationError
+from onnxport.translate.ops._helpers import rank, reduce, squeeze, unsqueeze
+from onnxport.translate.registry import translates
+
+# Each step of the unrolled algorithms is ~25 nodes and every step reads the whole matrix:
+# past this size the graph is large and slow, and a custom translation is the better way.
+MAX_UNROLLED_SIZE = 64
+
+
+def _matrix_size(g, x: ir.Value, what: str = "A") -> tuple[int, int]:
+    """The static (rows, columns) of a batch of matrices, or a clear error."""
+    op = g.provenance.aten or "this linalg op"
+    dims = list(x.shape)[-2:] if x.shape is not None and len(x.shape) >= 2 else None
+    if dims is None or not all(isinstance(d, int) for d in dims):
+        raise TranslationError(
+            f"{op}: the matrix dims of {what} ({dims}) must be static, since ONNX has no linear "
+            "algebra ops and the factorization is unrolled over them (the batch dims may be "
+            "dynamic). Export with static matrix dims (leave them out of dynamic_shapes) or "
+            "register a custom translation for the op.")
+    if max(dims) > MAX_UNROLLED_SIZE:
+        raise TranslationError(
+            f"{op}: {what} is {dims[0]}x{dims[1]}; onnxport unrolls linalg factorizations into "
+            f"plain ONNX ops only up to {MAX_UNROLLED_SIZE}x{MAX_UNROLLED_SIZE}. Register a "
+            "custom translation (e.g. to an ONNX Runtime contrib op) or move the solve out of "
+            "the exported model.")
+    return dims[0], dims[1]
+
+
+# -- small pieces ---------------------------------------------------------------------------
+def _slice(g, x, starts, ends, axes):
+    return g.op("Slice", x, g.const(list(starts)), g.const(list(ends)), g.const(list(axes)))
+
+
+def _rows(g, x, start, end):
+    return _slice(g, x, [start], [end], [-2])
+
+
+def _columns(g, x, start, end):
+    return _slice(g, x, [start], [end], [-1])
+
+
+def _transpose(g, x, rank_: int | None = None):
+    """Swap the last two axes (of a value of rank rank_ when its shape is not recorded)."""
+    n = rank(x) if rank_ is None else rank_
+    swapped = g.op("Transpose", x, perm_i=list(range(n - 2)) + [n - 1, n - 2])
+    if x.shape is None:
+        return swapped
+    dims = list(x.shape)
+    return _shaped(swapped, dims[:-2] + [dims[-1], dims[-2]])
+
+
+def _shaped(value, dims):
+    """value with its shape recorded: the helpers read the matrix dims (and rank) of what
+    they are given, intermediate values included."""
+    value.shape = ir.Shape([d if isinstance(d, int) else ir.SymbolicDim(None) for d in dims])
+    return value
+
+
+def _batch_shape(g, x):
+    if g.opset >= 15:
+        return g.op("Shape", x, end_i=-2)
+    return _slice(g, g.op("Shape", x), [0], [-2], [0])
+
+
+def _mask(g, rows: int, columns: int, predicate) -> ir.Value:
+    """A constant bool [rows, columns] mask, True where predicate(row, column)."""
+    return g.const(torch.tensor([[bool(predicate(i, j)) for j in range(columns)]
+                                 for i in range(rows)], dtype=torch.bool).reshape(rows, columns))
+
+
+def _zeros_like_batch(g, x, trailing: list[int], dtype: ir.DataType) -> ir.Value:
+    """Zeros of shape batch(x) + trailing."""
+    shape = g.op("Concat", _batch_shape(g, x), g.const(trailing), axis_i=0)
+    return g.op("ConstantOfShape", shape,
+                value=ir.tensor(torch.zeros(1, dtype=_torch_dtype(dtype))))
+
+
+def _torch_dtype(dtype: ir.DataType) -> torch.dtype:
+    from onnxport.translate.builder import to_torch_dtype
+
+    return to_torch_dtype(dtype)
+
+
+def _empty(g, dtype: ir.DataType) -> ir.Value:
+    """torch's at::empty({0}), what the not-computed outputs of lu_unpack are."""
+    return g.const(torch.zeros(0, dtype=_torch_dtype(dtype)))
+
+
+def _broadcast_batch(g, x, other):
+    """x expanded to the batch dims it broadcasts to with other's (matrix dims kept)."""
+    if rank(other) <= 2:
+        return x
+    shape = g.op("Concat", _batch_shape(g, other), g.const([1, 1]), axis_i=0)
+    dims = list(x.shape)
+    return _shaped(g.op("Expand", x, shape),
+                   [None] * (max(len(dims), rank(other)) - 2) + dims[-2:])
+
+
+def _first_flag(g, flags: list[ir.Value], like: ir.Value) -> ir.Value:
+    """LAPACK's info: the 1-based index of the first True of flags ([..., 1, 1] each), else 0;
+    int32 with the batch dims of ``like``."""
+    info = _zeros_like_batch(g, like, [1, 1], ir.DataType.INT32)
+    for step in reversed(range(len(flags))):
+        info = g.op("Where", flags[step], g.const(step + 1, ir.DataType.INT32), info)
+    return squeeze(g, info, [-2, -1])
+
+
+def _swap_rows(g, x, k: int, is_pivot: ir.Value, is_k: ir.Value):
+    """Rows k and p of x [..., m, c] exchanged (p one-hot in is_pivot [..., m, 1]), with Where
+    so that the values move exactly."""
+    zero = g.const(0, x.dtype) if x.dtype == ir.DataType.INT64 else g.const(0.0, x.dtype)
+    row_p = reduce(g, "ReduceSum", g.op("Where", is_pivot, x, zero), [-2], True)
+    row_k = _rows(g, x, k, k + 1)
+    return g.op("Where", is_k, row_p, g.op("Where", is_pivot, row_k, x))
+
+
+# -- LU (getrf) -----------------------------------------------------------------------------
+def _lu(g, A, pivot: bool = True):
+    """Right-looking LU with partial pivoting, pivot = first max |a| of the column as in
+    LAPACK's i?amax. Returns (LU [..., m, n], perm [..., m] int64 (the row of A at each row of
+    LU), pivots [..., min(m, n)] int32 (1-based, LAPACK's ipiv), info [...] int32)."""
+    m, n = _matrix_size(g, A)
+    shape = list(A.shape)
+    steps = min(m, n)
+    dtype = A.dtype
+    arange = g.const(torch.arange(m).reshape(m, 1))
+    order = g.const(torch.arange(m).reshape(m, 1))
+    zero = g.const(0.0, dtype)
+    pivots, flags = [], []
+    for k in range(steps):
+        is_k = _mask(g, m, 1, lambda i, _: i == k)
+        if pivot:
+            column = _slice(g, A, [k, k], [m, k + 1], [-2, -1])
+            p = g.op("Add", g.op("ArgMax", g.op("Abs", column), axis_i=-2, keepdims_i=1),
+                     g.const(k))
+            is_pivot = g.op("Equal", arange, p)
+            A = _swap_rows(g, A, k, is_pivot, is_k)
+            order = _swap_rows(g, order, k, is_pivot, is_k)
+            pivots.append(p)
+        diagonal = _slice(g, A, [k, k], [k + 1, k + 1], [-2, -1])
+        singular = g.op("Equal", diagonal, zero)
+        flags.append(singular)
+        column = _columns(g, A, k, k + 1)
+        # A zero pivot leaves the column unscaled (getf2/getrf2 skip the scaling; under
+        # partial pivoting the column below is all zeros then).
+        multipliers = g.op("Where", singular, column, g.op("Div", column, diagonal))
+        if k + 1 < m and k + 1 < n:
+            update = g.op("Sub", A, g.op("Mul", multipliers, _rows(g, A, k, k + 1)))
+            # Where, not a masked product: 0 * inf elsewhere would make NaNs.
+            A = g.op("Where", _mask(g, m, n, lambda i, j: i > k and j > k), update, A)
+        if k + 1 < m:
+            A = g.op("Where", _mask(g, m, n, lambda i, j: i > k and j == k), multipliers, A)
+    A = _shaped(g.op("Identity", A) if steps == 0 else A, shape)
+    # Swapped, the order has A's batch dims already; else it is still the constant arange.
+    order = _shaped(order, shape[:-2] + [m, 1]) if pivots else _broadcast_batch(g, order, A)
+    perm = _shaped(squeeze(g, order, [-1]), shape[:-1])
+    if pivots:
+        ipiv = g.op("Add", squeeze(g, g.op("Concat", *pivots, axis_i=-1), [-2]), g.const(1))
+        ipiv = g.op("Cast", ipiv, to_i=int(ir.DataType.INT32))
+    elif not pivot and steps:
+        ipiv = g.op("Expand", g.const(torch.arange(1, steps + 1, dtype=torch.int32)),
+                    g.op("Concat", _batch_shape(g, A), g.const([1]), axis_i=0))
+    else:
+        ipiv = squeeze(g, _zeros_like_batch(g, A, [1, 0], ir.DataType.INT32), [-2])
+    return A, perm, ipiv, _first_flag(g, flags, A)
+
+
+def _permutation_matrix(g, perm, m: int, dtype: ir.DataType):
+    """P with A = P @ (A's rows in perm's order): P[..., r, c] = (perm[..., c] == r)."""
+    arange = g.const(torch.arange(m).reshape(m, 1))
+    P = g.op("Cast", g.op("Equal", unsqueeze(g, perm, [-2]), arange), to_i=int(dtype))
+    return _shaped(P, list(perm.shape)[:-1] + [m, m])
+
+
+def _perm_from_pivots(g, pivots, m: int):
+    """The row order (int64 [..., m]) that LAPACK's ipiv swaps produce, applied in turn."""
+    steps = pivots.shape[-1] if pivots.shape is not None else None
+    if not isinstance(steps, int):
+        raise TranslationError(f"{g.provenance.aten}: the pivots' last dim must be static")
+    targets = g.op("Sub", g.op("Cast", pivots, to_i=int(ir.DataType.INT64)), g.const(1))
+    arange = g.const(torch.arange(m).reshape(m, 1))
+    order = g.const(torch.arange(m).reshape(m, 1))
+    for k in range(steps):
+        p = unsqueeze(g, _slice(g, targets, [k], [k + 1], [-1]), [-1])
+        order = _swap_rows(g, order, k, g.op("Equal", arange, p),
+                           _mask(g, m, 1, lambda i, _: i == k))
+    batch = g.op("Shape", pivots, end_i=-1) if g.opset >= 15 else _slice(
+        g, g.op("Shape", pivots), [0], [-1], [0])
+    order = g.op("Expand", order, g.op("Concat", batch, g.const([1, 1]), axis_i=0))
+    return _shaped(squeeze(g, order, [-1]), list(pivots.shape)[:-1] + [m])
+
+
+# -- triangular solves ----------------------------------------------------------------------
+def _solve_triangular(g, A, B, upper: bool, unit: bool = False):
+    """X with A X = B by substitution, reading only A's upper or lower triangle (and not its
+    diagonal when unit). A [..., n, n], B [..., n, k]; batch dims broadcast."""
+    n, _ = _matrix_size(g, A)
+    if rank(A) > 2:
+        B = _broadcast_batch(g, B, A)
+    order = list(reversed(range(n))) if upper else list(range(n))
+    rows: dict[int, ir.Value] = {}
+    for i in order:
+        b = _rows(g, B, i, i + 1)
+        known = sorted(rows)
+        if known:
+            lo, hi = known[0], known[-1] + 1
+            coefficients = _slice(g, A, [i, lo], [i + 1, hi], [-2, -1])
+            solved = g.op("Concat", *(rows[j] for j in range(lo, hi)), axis_i=-2) \
+                if hi - lo > 1 else rows[lo]
+            b = g.op("Sub", b, g.op("MatMul", coefficients, solved))
+        if not unit:
+            b = g.op("Div", b, _slice(g, A, [i, i], [i + 1, i + 1], [-2, -1]))
+        rows[i] = b
+    shape = [None] * (max(rank(A), rank(B)) - 2) + [n, B.shape[-1]]
+    if n == 0:
+        return _shaped(g.op("Identity", B), shape)
+    return _shaped(g.op("Concat", *(rows[i] for i in range(n)), axis_i=-2) if n > 1
+                   else rows[0], shape)
+
+
+def _solve_with_lu(g, LU, perm, B, adjoint: bool = False):
+    """X with A X = B (or A^T X = B) from A = P L U (perm: LU's row order of A)."""
+    n, _ = _matrix_size(g, LU)
+    P = _permutation_matrix(g, perm, n, B.dtype)
+    if adjoint:
+        # A^T = U^T L^T P^T: U^T y = B, L^T z = y, X = P z.
+        y = _solve_triangular(g, _transpose(g, LU), B, upper=False)
+        z = _solve_triangular(g, _transpose(g, LU), y, upper=True, unit=True)
+        return _shaped(g.op("MatMul", P, z), list(z.shape))
+    # The permutation matrix's product only moves values (one 1 per row).
+    rows = _shaped(g.op("MatMul", _transpose(g, P), B),
+                   [None] * (max(rank(LU), rank(B)) - 2) + [n, B.shape[-1]])
+    return _solve_triangular(g, LU, _solve_triangular(g, LU, rows, upper=False, unit=True),
+                             upper=True)
+
+
+def _is_vector_rhs(A, B) -> bool:
+    """torch's linalg_solve_is_vector_rhs."""
+    a, b = list(A.shape), list(B.shape)
+    return len(b) == 1 or (len(b) == len(a) - 1 and b == a[:-1])
+
+
+# -- Cholesky (potrf) -----------------------------------------------------------------------
+def _cholesky(g, A):
+    """Lower L with L L^T = A from A's lower triangle, column by column; info as potrf's
+    (first column whose diagonal is not > 0)."""
+    n, _ = _matrix_size(g, A)
+    columns, flags = [], []
+    zero = g.const(0.0, A.dtype)
+    for j in range(n):
+        c = _columns(g, A, j, j + 1)
+        if columns:
+            known = g.op("Concat", *columns, axis_i=-1) if len(columns) > 1 else columns[0]
+            c = g.op("Sub", c, g.op("MatMul", known, _transpose(g, _rows(g, known, j, j + 1), rank(A))))
+        square = _rows(g, c, j, j + 1)
+        flags.append(g.op("Not", g.op("Greater", square, zero)))
+        diagonal = g.op("Sqrt", square)
+        column = g.op("Where", _mask(g, n, 1, lambda i, _: i == j), diagonal,
+                      g.op("Div", c, diagonal))
+        columns.append(g.op("Where", _mask(g, n, 1, lambda i, _: i < j), zero, column))
+    if n == 0:
+        return _shaped(g.op("Identity", A), list(A.shape)), _first_flag(g, flags, A)
+    L = g.op("Concat", *columns, axis_i=-1) if n > 1 else columns[0]
+    return _shaped(L, list(A.shape)), _first_flag(g, flags, A)
+
+
+# -- translations ---------------------------------------------------------------------------
+@translates("aten::_linalg_check_errors", since_opset=13)
+def linalg_check_errors(g, info, api_name, *, is_matrix):
+    """_linalg_check_errors(Tensor info, str api_name, *, bool is_matrix) -> ()"""
+    # torch raises here when info != 0 (a singular or not positive-definite input): a
+    # data-dependent error an ONNX graph cannot raise; the results are then inf/NaN.
+    return None
+
+
+@translates("aten::linalg_lu_factor_ex", since_opset=13)
+def linalg_lu_factor_ex(g, A, *, pivot=True, check_errors=False):
+    """linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
+    LU, _, pivots, info = _lu(g, A, pivot)
+    return LU, pivots, info
+
+
+@translates("aten::linalg_lu", since_opset=13)
+def linalg_lu(g, A, *, pivot=True):
+    """linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
+    m, n = _matrix_size(g, A)
+    LU, perm, _, _ = _lu(g, A, pivot)
+    L, U = _unpack_lu(g, LU, m, n)
+    P = _permutation_matrix(g, perm, m, A.dtype) if pivot else _empty(g, A.dtype)
+    return P, L, U
+
+
+def _unpack_lu(g, LU, m: int, n: int):
+    k = min(m, n)
+    eye = g.const(torch.eye(m, k), LU.dtype)
+    L = g.op("Where", _mask(g, m, k, lambda i, j: i > j), _columns(g, LU, 0, k), eye)
+    U = g.op("Where", _mask(g, k, n, lambda i, j: i <= j), _rows(g, LU, 0, k),
+             g.const(0.0, LU.dtype))
+    return L, U
+
+
+@translates("aten::lu_unpack", since_opset=13)
+def lu_unpack(g, LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
+    m, n = _matrix_size(g, LU_data, "LU_data")
+    if unpack_data:
+        L, U = _unpack_lu(g, LU_data, m, n)
+    else:
+        L = U = _empty(g, LU_data.dtype)
+    if unpack_pivots:
+        P = _permutation_matrix(g, _perm_from_pivots(g, LU_pivots, m), m, LU_data.dtype)
+    else:
+        P = _empty(g, LU_data.dtype)
+    return P, L, U
+
+
+@translates("aten::linalg_lu_solve", since_opset=13)
+def linalg_lu_solve(g, LU, pivots, B, *, left=True, adjoint=False):
+    """linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
+    n, _ = _matrix_size(g, LU, "LU")
+    perm = _perm_from_pivots(g, pivots, n)
+    if left:
+        return _solve_with_lu(g, LU, perm, B, adjoint)
+    # X A = B is A^T X^T = B^T (X A^T = B is A X^T = B^T).
+    return _transpose(g, _solve_with_lu(g, LU, perm, _transpose(g, B), not adjoint))
+
+
+@translates("aten::lu_solve", since_opset=13)
+def lu_solve(g, self, LU_data, LU_pivots):
+    """lu_solve(Tensor self, Tensor LU_data, Tensor LU_pivots) -> Tensor"""
+    return linalg_lu_solve(g, LU_data, LU_pivots, self)
+
+
+@translates("aten::_linalg_solve_ex", since_opset=13)
+def linalg_solve_ex(g, A, B, *, left=True, check_errors=False):
+    """_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
+    LU, perm, pivots, info = _lu(g, A)
+    vector = left and _is_vector_rhs(A, B)
+    rhs = _shaped(unsqueeze(g, B, [-1]), list(B.shape) + [1]) if vector else B
+    if left:
+        result = _solve_with_lu(g, LU, perm, rhs)
+    else:
+        # torch factors A (not A^T) for left=False too, and solves A^T X^T = B^T with it.
+        result = _transpose(g, _solve_with_lu(g, LU, perm, _transpose(g, rhs), adjoint=True))
+    if vector:
+        result = squeeze(g, result, [-1])
+    return result, LU, pivots, info
+
+
+@translates("aten::linalg_inv_ex", since_opset=13)
+def linalg_inv_ex(g, A, *, check_errors=False):
+    """linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
+    n, _ = _matrix_size(g, A)
+    LU, perm, _, info = _lu(g, A)
+    # P^T @ I is the permutation matrix itself: the two triangular solves are all that is left.
+    rows = _transpose(g, _permutation_matrix(g, perm, n, A.dtype))
+    lower = _solve_triangular(g, LU, rows, upper=False, unit=True)
+    return _solve_triangular(g, LU, lower, upper=True), info
+
+
+@translates("aten::linalg_solve_triangular", since_opset=13)
+def linalg_solve_triangular(g, A, B, *, upper, left=True, unitriangular=False):
+    """linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
+    if left:
+        return _solve_triangular(g, A, B, upper, unitriangular)
+    return _transpose(g, _solve_triangular(g, _transpose(g, A), _transpose(g, B), not upper,
+                                           unitriangular))
+
+
+@translates("aten::triangular_solve", since_opset=13)
+def triangular_solve(g, self, A, upper=True, transpose=False, unitriangular=False):
+    """triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
+    coefficients = _transpose(g, A) if transpose else A
+    solution = _solve_triangular(g, coefficients, self, upper != transpose, unitriangular)
+    return solution, g.op("Identity", _broadcast_batch(g, A, self))
+
+
+@translates("aten::linalg_cholesky_ex", since_opset=13)
+def linalg_cholesky_ex(g, A, *, upper=False, check_errors=False):
+    """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
+    if upper:
+        # U = L^T of the factor of A^T, whose lower triangle is A's upper one.
+        L, info = _cholesky(g, _transpose(g, A))
+        return _transpose(g, L), info
+    return _cholesky(g, A)
+
+
+@translates("aten::cholesky", since_opset=13)
+def cholesky(g, self, upper=False):
+    """cholesky(Tensor self, bool upper=False) -> Tensor"""
+    return linalg_cholesky_ex(g, self, upper=upper)[0]
+
+
+def _lower_factor(g, factor, upper: bool):
+    return _transpose(g, factor) if upper else factor
+
+
+@translates("aten::cholesky_solve", since_opset=13)
+def cholesky_solve(g, self, input2, upper=False):
+    """cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
+    L = _lower_factor(g, input2, upper)
+    y = _solve_triangular(g, L, self, upper=False)
+    return _solve_triangular(g, _transpose(g, L), y, upper=True)
+
+
+@translates("aten::cholesky_inverse", since_opset=13)
+def cholesky_inverse(g, self, upper=False):
+    """cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
+    n, _ = _matrix_size(g, self)
+    identity = g.const(torch.eye(n), self.dtype)
+    L = _lower_factor(g, self, upper)
+    y = _solve_triangular(g, L, identity, upper=False)
+    return _solve_triangular(g, _transpose(g, L), y, upper=True)
