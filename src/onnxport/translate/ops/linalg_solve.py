@@ -426,3 +426,158 @@ def cholesky_inverse(g, self, upper=False):
     L = _lower_factor(g, self, upper)
     y = _solve_triangular(g, L, identity, upper=False)
     return _solve_triangular(g, _transpose(g, L), y, upper=True)
+
+
+# -- LDL^T with Bunch-Kaufman pivoting (sytrf, lower) ----------------------------------------
+# Whether a step takes a 1x1 or a 2x2 pivot depends on the data, so each column is a step that
+# computes both updates and keeps the one LAPACK's dsytf2 takes (and does nothing when it is
+# the second column of a 2x2 block).
+_BUNCH_KAUFMAN_ALPHA = (1 + 17 ** 0.5) / 8
+
+
+def _gather_row(g, x, is_row):
+    """Row r of x [..., n, c] (is_row [..., n, 1] one-hot): [..., 1, c], values moved exactly."""
+    return reduce(g, "ReduceSum", g.op("Where", is_row, x, g.const(0.0, x.dtype)), [-2], True)
+
+
+def _gather_column(g, x, is_column):
+    return reduce(g, "ReduceSum", g.op("Where", is_column, x, g.const(0.0, x.dtype)), [-1], True)
+
+
+def _symmetric_swap(g, S, a, b, first: int, n: int):
+    """Rows and columns a and b ([..., 1, 1] indices) of S's trailing block S[first:, first:]
+    exchanged, as dsytf2's interchange; the columns before ``first`` (L so far) stay."""
+    rows, columns = g.const(torch.arange(n).reshape(n, 1)), g.const(torch.arange(n).reshape(1, n))
+    in_columns = _mask(g, 1, n, lambda _, j: j >= first)
+    in_rows = _mask(g, n, 1, lambda i, _: i >= first)
+    row_a, row_b = g.op("Equal", rows, a), g.op("Equal", rows, b)
+    S = g.op("Where", g.op("And", row_a, in_columns), _gather_row(g, S, row_b),
+             g.op("Where", g.op("And", row_b, in_columns), _gather_row(g, S, row_a), S))
+    column_a, column_b = g.op("Equal", columns, a), g.op("Equal", columns, b)
+    return g.op("Where", g.op("And", column_a, in_rows), _gather_column(g, S, column_b),
+                g.op("Where", g.op("And", column_b, in_rows), _gather_column(g, S, column_a), S))
+
+
+def _ldl(g, A):
+    """(LD [..., n, n] as sytrf's lower output, pivots int32 [..., n] (LAPACK's ipiv), info)."""
+    n, _ = _matrix_size(g, A)
+    shape, rank_ = list(A.shape), rank(A)
+    dtype = A.dtype
+    lower = _mask(g, n, n, lambda i, j: i >= j)
+    # The lower triangle mirrored: the trailing block is kept symmetric, bit for bit, so that a
+    # row read sees what sytrf reads from its column.
+    S = g.op("Where", lower, A, _transpose(g, A))
+
+    def symmetrized(x):
+        return g.op("Where", lower, x, _transpose(g, x, rank_))
+
+    def element(x, i, j):
+        return _slice(g, x, [i, j], [i + 1, j + 1], [-2, -1])
+
+    def scalar(value):
+        return g.const(value, dtype)
+
+    rows = g.const(torch.arange(n).reshape(n, 1))
+    columns = g.const(torch.arange(n).reshape(1, n))
+    skip = None  # [..., 1, 1]: this column is the second of a 2x2 block
+    previous = None  # the ipiv of the last step, repeated by the second column of a 2x2 block
+    pivots, flags = [], []
+    for j in range(n):
+        active = g.op("Not", skip) if skip is not None else None
+        diagonal = g.op("Abs", element(S, j, j))
+        if j == n - 1:
+            zero = g.op("Equal", diagonal, scalar(0.0))
+            flags.append(g.op("And", zero, active) if active is not None else zero)
+            ipiv = g.const(torch.full((1, 1), j + 1, dtype=torch.int64))
+            pivots.append(ipiv if skip is None else g.op("Where", skip, previous, ipiv))
+            break
+        below = g.op("Abs", _slice(g, S, [j + 1, j], [n, j + 1], [-2, -1]))
+        imax = g.op("Add", g.op("ArgMax", below, axis_i=-2, keepdims_i=1), g.const(j + 1))
+        colmax = reduce(g, "ReduceMax", below, [-2], True)
+        zero = g.op("Equal", g.op("Max", diagonal, colmax), scalar(0.0))
+        is_imax = g.op("Equal", rows, imax)
+        row_imax = g.op("Abs", _gather_row(g, S, is_imax))
+        off_diagonal = g.op("And", _mask(g, 1, n, lambda _, c: c >= j),
+                            g.op("Not", g.op("Equal", columns, imax)))
+        rowmax = reduce(g, "ReduceMax", g.op("Where", off_diagonal, row_imax, scalar(0.0)),
+                        [-1], True)
+        at_imax = _gather_column(g, row_imax, g.op("Equal", columns, imax))
+        alpha_colmax = g.op("Mul", scalar(_BUNCH_KAUFMAN_ALPHA), colmax)
+        keep = g.op("Or", zero, g.op("Or", g.op("GreaterOrEqual", diagonal, alpha_colmax),
+                                     g.op("GreaterOrEqual", diagonal, g.op(
+                                         "Mul", alpha_colmax, g.op("Div", colmax, rowmax)))))
+        one_by_one = g.op("GreaterOrEqual", at_imax,
+                          g.op("Mul", scalar(_BUNCH_KAUFMAN_ALPHA), rowmax))
+        two = g.op("Not", g.op("Or", keep, one_by_one))
+        if active is not None:
+            two = g.op("And", two, active)
+        kk = g.op("Add", g.const(j), g.op("Cast", two, to_i=int(ir.DataType.INT64)))
+        kp = g.op("Where", keep, g.const(j), imax)
+        if active is not None:
+            kp = g.op("Where", active, kp, kk)
+        S2 = _symmetric_swap(g, S, kk, kp, j, n)
+
+        # 1x1 pivot: dsyr with -1/d, then the column scaled by 1/d.
+        reciprocal = g.op("Div", scalar(1.0), element(S2, j, j))
+        column = _columns(g, S2, j, j + 1)
+        row = g.op("Mul", g.op("Neg", reciprocal), _rows(g, S2, j, j + 1))
+        updated = g.op("Add", S2, g.op("Mul", column, row))
+        one = g.op("Where", _mask(g, n, n, lambda i, c: i > j and c > j), updated, S2)
+        one = g.op("Where", _mask(g, n, n, lambda i, c: i > j and c == j),
+                   g.op("Mul", column, reciprocal), symmetrized(one))
+        one_step = g.op("Not", g.op("Or", two, zero))
+        if active is not None:
+            one_step = g.op("And", one_step, active)
+        result = g.op("Where", one_step, one, S2)
+
+        if j < n - 2:
+            # 2x2 pivot, dsytf2's loop with its order of operations.
+            d21 = element(S2, j + 1, j)
+            d11 = g.op("Div", element(S2, j + 1, j + 1), d21)
+            d22 = g.op("Div", element(S2, j, j), d21)
+            t = g.op("Div", scalar(1.0), g.op("Sub", g.op("Mul", d11, d22), scalar(1.0)))
+            d21 = g.op("Div", t, d21)
+            x0, x1 = _columns(g, S2, j, j + 1), _columns(g, S2, j + 1, j + 2)
+            wk = g.op("Mul", d21, g.op("Sub", g.op("Mul", d11, x0), x1))
+            wkp1 = g.op("Mul", d21, g.op("Sub", g.op("Mul", d22, x1), x0))
+            product = g.op("Add", g.op("Mul", x0, _transpose(g, wk, rank_)),
+                           g.op("Mul", x1, _transpose(g, wkp1, rank_)))
+            trailing = _mask(g, n, n, lambda i, c: i >= j + 2 and c >= j + 2)
+            block = symmetrized(g.op("Where", trailing, g.op("Sub", S2, product), S2))
+            block = g.op("Where", _mask(g, n, n, lambda i, c: i >= j + 2 and c == j), wk,
+                         g.op("Where", _mask(g, n, n, lambda i, c: i >= j + 2 and c == j + 1),
+                              wkp1, block))
+            result = g.op("Where", two, block, result)
+        S = result
+
+        ipiv = g.op("Add", kp, g.const(1))
+        ipiv = g.op("Where", two, g.op("Neg", ipiv), ipiv)
+        if skip is not None:
+            ipiv = g.op("Where", skip, previous, ipiv)
+        pivots.append(ipiv)
+        flags.append(g.op("And", zero, active) if active is not None else zero)
+        previous, skip = ipiv, two
+    if n == 0:
+        LD = g.op("Identity", A)
+        ipiv = squeeze(g, _zeros_like_batch(g, A, [1, 0], ir.DataType.INT32), [-2])
+    else:
+        LD = g.op("Where", lower, S, scalar(0.0))
+        ipiv = squeeze(g, g.op("Concat", *pivots, axis_i=-1) if n > 1 else pivots[0], [-2])
+        # The constant ipiv of a 1x1 matrix has no batch dims yet.
+        ipiv = g.op("Expand", ipiv, g.op("Concat", _batch_shape(g, A), g.const([1]), axis_i=0))
+        ipiv = g.op("Cast", ipiv, to_i=int(ir.DataType.INT32))
+    return _shaped(LD, shape), ipiv, _first_flag(g, flags, A)
+
+
+@translates("aten::linalg_ldl_factor_ex", since_opset=13)
+def linalg_ldl_factor_ex(g, self, *, hermitian=False, check_errors=False):
+    """linalg_ldl_factor_ex(Tensor self, *, bool hermitian=False, bool check_errors=False) -> (Tensor LD, Tensor pivots, Tensor info)"""
+    # hermitian only matters for complex inputs (hetrf), which are not exported.
+    return _ldl(g, self)
+
+
+@translates("aten::linalg_ldl_factor", since_opset=13)
+def linalg_ldl_factor(g, self, *, hermitian=False):
+    """linalg_ldl_factor(Tensor self, *, bool hermitian=False) -> (Tensor LD, Tensor pivots)"""
+    LD, pivots, _ = _ldl(g, self)
+    return LD, pivots
