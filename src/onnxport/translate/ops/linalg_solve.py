@@ -581,3 +581,91 @@ def linalg_ldl_factor(g, self, *, hermitian=False):
     """linalg_ldl_factor(Tensor self, *, bool hermitian=False) -> (Tensor LD, Tensor pivots)"""
     LD, pivots, _ = _ldl(g, self)
     return LD, pivots
+
+
+@translates("aten::linalg_ldl_solve", since_opset=13)
+def linalg_ldl_solve(g, LD, pivots, B, *, hermitian=False):
+    """linalg_ldl_solve(Tensor LD, Tensor pivots, Tensor B, *, bool hermitian=False) -> Tensor"""
+    # sytrs (lower): L D L^T X = P B, the pivots' signs telling 1x1 from 2x2 blocks of D.
+    n, _ = _matrix_size(g, LD, "LD")
+    rank_ = max(rank(LD), rank(B))
+    if rank(LD) > 2:
+        B = _broadcast_batch(g, B, LD)
+    rows = g.const(torch.arange(n).reshape(n, 1))
+    ipiv = unsqueeze(g, g.op("Cast", pivots, to_i=int(ir.DataType.INT64)), [-1])
+
+    def element(i, j):
+        return _slice(g, LD, [i, j], [i + 1, j + 1], [-2, -1])
+
+    def row_of(i):
+        return _mask(g, n, 1, lambda r, _: r == i)
+
+    def swap(x, i: int, target):
+        return _swap_rows(g, x, i, g.op("Equal", rows, target), row_of(i))
+
+    def dot_below(x, column: int, below: int):
+        """LD[below:, column]^T @ x[below:]: [..., 1, k]."""
+        coefficients = _slice(g, LD, [below, column], [n, column + 1], [-2, -1])
+        return g.op("MatMul", _transpose(g, coefficients, rank(LD)), _rows(g, x, below, n))
+
+    negative = [g.op("Less", _slice(g, ipiv, [j], [j + 1], [-2]), g.const(0))
+                for j in range(n)]
+    target = [g.op("Sub", g.op("Where", negative[j], g.op("Neg", _slice(g, ipiv, [j], [j + 1],
+                                                                         [-2])),
+                               _slice(g, ipiv, [j], [j + 1], [-2])), g.const(1))
+              for j in range(n)]
+    # first[j]: column j opens a 2x2 block; second[j]: it closes one.
+    first, second = [], [None]
+    for j in range(n):
+        opens = negative[j] if second[j] is None else g.op("And", negative[j],
+                                                           g.op("Not", second[j]))
+        first.append(opens)
+        second.append(opens)
+    one = [g.op("Not", negative[j]) for j in range(n)]
+
+    X = B
+    for j in range(n):  # L D y = P B
+        below = _mask(g, n, 1, lambda r, _: r > j)
+        swapped = swap(X, j, target[j])
+        row = _rows(g, swapped, j, j + 1)
+        eliminated = g.op("Where", below, g.op("Sub", swapped, g.op(
+            "Mul", _columns(g, LD, j, j + 1), row)), swapped)
+        single = g.op("Where", row_of(j), g.op("Div", row, element(j, j)), eliminated)
+        result = g.op("Where", one[j], single, X)
+        if j + 1 < n:
+            swapped = swap(X, j + 1, target[j])
+            if j + 2 < n:
+                below2 = _mask(g, n, 1, lambda r, _: r > j + 1)
+                step = g.op("Sub", swapped, g.op("Mul", _columns(g, LD, j, j + 1),
+                                                 _rows(g, swapped, j, j + 1)))
+                step = g.op("Sub", step, g.op("Mul", _columns(g, LD, j + 1, j + 2),
+                                              _rows(g, swapped, j + 1, j + 2)))
+                swapped = g.op("Where", below2, step, swapped)
+            akm1k = element(j + 1, j)
+            akm1 = g.op("Div", element(j, j), akm1k)
+            ak = g.op("Div", element(j + 1, j + 1), akm1k)
+            denominator = g.op("Sub", g.op("Mul", akm1, ak), g.const(1.0, LD.dtype))
+            bkm1 = g.op("Div", _rows(g, swapped, j, j + 1), akm1k)
+            bk = g.op("Div", _rows(g, swapped, j + 1, j + 2), akm1k)
+            new_j = g.op("Div", g.op("Sub", g.op("Mul", ak, bkm1), bk), denominator)
+            new_j1 = g.op("Div", g.op("Sub", g.op("Mul", akm1, bk), bkm1), denominator)
+            block = g.op("Where", row_of(j), new_j,
+                         g.op("Where", row_of(j + 1), new_j1, swapped))
+            result = g.op("Where", first[j], block, result)
+        X = result
+    for j in reversed(range(n)):  # L^T x = y, then the interchanges undone
+        if j + 1 < n:
+            reduced = g.op("Where", row_of(j), g.op("Sub", _rows(g, X, j, j + 1),
+                                                    dot_below(X, j, j + 1)), X)
+        else:
+            reduced = X
+        result = g.op("Where", one[j], swap(reduced, j, target[j]), X)
+        if j >= 1 and j + 1 < n:
+            closing = g.op("Where", row_of(j - 1), g.op("Sub", _rows(g, X, j - 1, j),
+                                                        dot_below(X, j - 1, j + 1)), reduced)
+            result = g.op("Where", second[j], swap(closing, j, target[j]), result)
+        elif j >= 1:
+            result = g.op("Where", second[j], swap(reduced, j, target[j]), result)
+        X = result
+    return _shaped(g.op("Identity", X) if n == 0 else X,
+                   [None] * (rank_ - 2) + [n, B.shape[-1]])
