@@ -13,7 +13,7 @@ from op_check import cases, check, check_opinfo, opinfo_cases
 SOLVE_OPS = [
     "linalg.inv_ex", "linalg.solve", "linalg.solve_triangular", "triangular_solve",
     "linalg.cholesky_ex", "cholesky_solve", "linalg.lu", "linalg.lu_solve", "lu_unpack",
-    "linalg.tensorsolve",
+    "linalg.tensorsolve", "linalg.ldl_factor_ex", "linalg.ldl_solve",
 ]
 
 
@@ -40,6 +40,12 @@ TIES = torch.tensor([[1.0, 2.0, -3.0, 1.0], [-1.0, 2.0, 3.0, 0.5],
                      [1.0, -2.0, 3.0, 2.0], [0.5, 2.0, -3.0, 4.0]])
 SINGULAR = A.clone()
 SINGULAR[1, :, 2] = 0.0
+
+# Small diagonals make Bunch-Kaufman take 2x2 pivots in some of the matrices, 1x1 in others.
+SYMMETRIC = randn(6, 5, 5)
+SYMMETRIC = SYMMETRIC + SYMMETRIC.mT
+SYMMETRIC[::2].diagonal(dim1=-2, dim2=-1).mul_(0.01)
+LDL, LDL_PIVOTS = torch.linalg.ldl_factor(SYMMETRIC)
 
 HAND = {
     "lu_factor_ex batched": (torch.linalg.lu_factor_ex, A),
@@ -82,7 +88,15 @@ HAND = {
     "cholesky_inverse": (torch.cholesky_inverse, L),
     "matrix_power negative": (lambda a: torch.linalg.matrix_power(a, -2), A),
     "tensorinv": (lambda a: torch.linalg.tensorinv(a, ind=2), randn(4, 2, 8)),
+    "ldl_factor_ex mixed pivots": (torch.linalg.ldl_factor_ex, SYMMETRIC),
+    "ldl_factor_ex zero matrix info": (torch.linalg.ldl_factor_ex, torch.zeros(2, 3, 3)),
+    "ldl_solve mixed pivots": (torch.linalg.ldl_solve, LDL, LDL_PIVOTS, randn(6, 5, 2)),
 }
+
+
+def test_ldl_samples_have_both_pivot_sizes():
+    negative = (LDL_PIVOTS < 0).any(-1)
+    assert negative.any() and not negative.all()
 
 
 @pytest.mark.parametrize("case", cases(HAND))
