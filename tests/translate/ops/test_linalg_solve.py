@@ -132,3 +132,17 @@ class _Module(torch.nn.Module):
 
     def forward(self, x):
         return self.function(x)
+
+
+def test_lu_without_pivoting_is_doolittle():
+    """torch has pivot=False on CUDA only, so eager cannot be the reference here: on a matrix
+    whose columns are dominated by their diagonal, partial pivoting swaps nothing and both
+    give the same factors, pivots 1..n included."""
+    dominant = randn(2, 4, 4) + 10 * torch.eye(4)
+    program = onnxport.export(_Module(lambda a: torch.linalg.lu_factor_ex(a, pivot=False)),
+                              (dominant,))
+    LU, pivots, info = program(dominant)
+    expected_LU, expected_pivots, _ = torch.linalg.lu_factor_ex(dominant)
+    assert torch.equal(expected_pivots, torch.arange(1, 5, dtype=torch.int32).expand(2, 4))
+    torch.testing.assert_close(LU, expected_LU, rtol=1e-3, atol=1e-4)
+    assert torch.equal(pivots, expected_pivots) and not info.any()

@@ -400,12 +400,6 @@ def linalg_cholesky_ex(g, A, *, upper=False, check_errors=False):
     return _cholesky(g, A)
 
 
-@translates("aten::cholesky", since_opset=13)
-def cholesky(g, self, upper=False):
-    """cholesky(Tensor self, bool upper=False) -> Tensor"""
-    return linalg_cholesky_ex(g, self, upper=upper)[0]
-
-
 def _lower_factor(g, factor, upper: bool):
     return _transpose(g, factor) if upper else factor
 
