@@ -24,11 +24,12 @@ MAX_UNROLLED_SIZE = 64
 
 def _matrix_size(g, x: ir.Value, what: str = "A") -> tuple[int, int]:
     """The static (rows, columns) of a batch of matrices, or a clear error."""
-    op = g.provenance.aten or "this linalg op"
+    op = _described(g)
     dims = list(x.shape)[-2:] if x.shape is not None and len(x.shape) >= 2 else None
     if dims is None or not all(isinstance(d, int) for d in dims):
+        shown = "unknown" if dims is None else " x ".join(str(d) for d in dims)
         raise TranslationError(
-            f"{op}: the matrix dims of {what} ({dims}) must be static, since ONNX has no linear "
+            f"{op}: the matrix dims of {what} ({shown}) must be static, since ONNX has no linear "
             "algebra ops and the factorization is unrolled over them (the batch dims may be "
             "dynamic). Export with static matrix dims (leave them out of dynamic_shapes) or "
             "register a custom translation for the op.")
@@ -39,6 +40,15 @@ def _matrix_size(g, x: ir.Value, what: str = "A") -> tuple[int, int]:
             "custom translation (e.g. to an ONNX Runtime contrib op) or move the solve out of "
             "the exported model.")
     return dims[0], dims[1]
+
+
+def _described(g) -> str:
+    """The op being translated, what it was decomposed from, and the user's line."""
+    p = g.provenance
+    text = p.aten or "a linalg op"
+    if p.decomposed_from:
+        text += f" (from {p.decomposed_from})"
+    return text + (f" at {p.source}" if p.source else "")
 
 
 # -- small pieces ---------------------------------------------------------------------------
@@ -191,7 +201,8 @@ def _perm_from_pivots(g, pivots, m: int):
     """The row order (int64 [..., m]) that LAPACK's ipiv swaps produce, applied in turn."""
     steps = pivots.shape[-1] if pivots.shape is not None else None
     if not isinstance(steps, int):
-        raise TranslationError(f"{g.provenance.aten}: the pivots' last dim must be static")
+        raise TranslationError(f"{_described(g)}: the pivots' last dim must be static, as the "
+                               "matrix dims are (the interchanges are unrolled)")
     targets = g.op("Sub", g.op("Cast", pivots, to_i=int(ir.DataType.INT64)), g.const(1))
     arange = g.const(torch.arange(m).reshape(m, 1))
     order = g.const(torch.arange(m).reshape(m, 1))
