@@ -68,6 +68,7 @@ HAND = {
     "inv_ex singular info": (lambda a: torch.linalg.inv_ex(a).info, SINGULAR),
     "solve broadcast": (torch.linalg.solve, A, randn(3, 1, 5, 2)),
     "solve vector": (torch.linalg.solve, A, randn(2, 5)),
+    "solve 1-d vector broadcast": (torch.linalg.solve, A, randn(5)),
     "solve right": (lambda a, b: torch.linalg.solve(a, b, left=False), A, B.mT),
     "_linalg_solve_ex right": (lambda a, b: torch.ops.aten._linalg_solve_ex(a, b, left=False),
                                A, B.mT),

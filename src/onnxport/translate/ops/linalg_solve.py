@@ -277,7 +277,8 @@ def _cholesky(g, A):
         c = _columns(g, A, j, j + 1)
         if columns:
             known = g.op("Concat", *columns, axis_i=-1) if len(columns) > 1 else columns[0]
-            c = g.op("Sub", c, g.op("MatMul", known, _transpose(g, _rows(g, known, j, j + 1), rank(A))))
+            row = _transpose(g, _rows(g, known, j, j + 1), rank(A))
+            c = g.op("Sub", c, g.op("MatMul", known, row))
         square = _rows(g, c, j, j + 1)
         flags.append(g.op("Not", g.op("Greater", square, zero)))
         diagonal = g.op("Sqrt", square)
