@@ -6,6 +6,11 @@ Errors of singular or non-positive-definite inputs are not raised: torch raises 
 from the `info` of the factorization (aten::_linalg_check_errors), a data-dependent check that
 an ONNX graph cannot make. `info` itself is computed as LAPACK does (the 1-based step whose
 pivot was zero, or whose diagonal was not positive), so the _ex variants report it.
+
+Pivots are LAPACK's: the first largest candidate, as i?amax takes it. Where two candidates tie
+in exact arithmetic (small-integer matrices) and rounding breaks the tie, the tie may break
+the other way than in torch's LAPACK, whose blocked kernels round in another order: LU and
+pivots then differ from eager's (both valid factorizations); solves and inverses do not.
 """
 
 from __future__ import annotations
