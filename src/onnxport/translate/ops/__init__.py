@@ -2,6 +2,7 @@
 
 from onnxport.translate.ops import (  # noqa: F401
     attention,
+    bessel,
     control_flow,
     conv_pool,
     counting,
