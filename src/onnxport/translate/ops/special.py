@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import onnx_ir as ir
+import torch
 
 from onnxport.translate.ops._helpers import (
     FLOAT_TYPES, cast, expected_dtype, normalize_axis, reduce,
@@ -494,3 +495,67 @@ def lcm(g, self, other):
     safe = g.op("Where", is_zero, g.const(1, self.dtype), divisor)
     result = g.op("Abs", g.op("Mul", g.op("Div", self, safe), other))
     return g.op("Where", is_zero, zero, result)
+
+
+# (mantissa bits with the hidden one, smallest normal, smallest subnormal) of the float dtypes
+# whose neighbours nextafter finds exactly.
+_FLOAT_GRID = {ir.DataType.FLOAT: (24, 2.0 ** -126, 2.0 ** -149),
+               ir.DataType.DOUBLE: (53, 2.0 ** -1022, 2.0 ** -1074)}
+
+
+@translates("aten::nextafter", "prims::nextafter")
+def nextafter(g, self, other):
+    """nextafter(Tensor self, Tensor other) -> Tensor"""
+    from onnxport.errors import TranslationError
+
+    dtype = expected_dtype(g)
+    if dtype not in _FLOAT_GRID:
+        raise TranslationError(
+            f"aten::nextafter of {dtype.name if dtype else 'an unknown dtype'} has no exact "
+            "translation (ONNX has no bit cast; float32 and float64 are computed exactly): "
+            "cast the inputs to float32 or float64")
+    bits, smallest_normal, smallest = _FLOAT_GRID[dtype]
+    x, y = cast(g, self, dtype), cast(g, other, dtype)
+    # No bit cast in ONNX: the neighbour is x +- a step s that rounds to exactly one spacing.
+    # With s = |x| 2^-bits (1 + 2^-20), s lies in (spacing/2, spacing] of x's binade, so x + s
+    # rounds up to the next float and x - s down to the previous one, also at a power of two
+    # where the spacing below halves. float32 is stepped in double and rounded by the Cast
+    # (its subnormals are normal there); float64 near the subnormals is scaled up first, so
+    # that s stays exact, and steps by the subnormal spacing at and below the smallest normal.
+    work = _D
+    xd, yd = cast(g, x, work), cast(g, y, work)
+    magnitude = g.op("Abs", xd)
+    up = g.op("Greater", yd, xd)
+    direction = g.op("Where", up, _c(g, 1.0), _c(g, -1.0))
+    if dtype == ir.DataType.FLOAT:
+        step = g.op("Max", g.op("Mul", magnitude, _c(g, 2.0 ** -bits * (1 + 2.0 ** -20))),
+                    _c(g, smallest))
+        result = cast(g, g.op("Add", xd, g.op("Mul", direction, step)), dtype)
+    else:
+        scale = g.op("Where", g.op("Less", magnitude, _c(g, 2.0 ** -900)), _c(g, 2.0 ** 200),
+                     _c(g, 1.0))
+        scaled = g.op("Mul", xd, scale)
+        step = g.op("Mul", g.op("Abs", scaled), _c(g, 2.0 ** -bits * (1 + 2.0 ** -20)))
+        result = g.op("Div", g.op("Add", scaled, g.op("Mul", direction, step)), scale)
+        tiny = g.op("Add", xd, g.op("Mul", direction, _c(g, smallest)))
+        result = g.op("Where", g.op("LessOrEqual", magnitude, _c(g, smallest_normal)), tiny,
+                      result)
+    # From an infinity towards anything else: the largest finite float of its sign.
+    largest = g.const(float(torch.finfo(torch.float32 if dtype == ir.DataType.FLOAT
+                                        else torch.float64).max), dtype)
+    result = g.op("Where", g.op("IsInf", x),
+                  g.op("Where", g.op("Less", x, g.const(0.0, dtype)), g.op("Neg", largest),
+                       largest), result)
+    # Equal (also 0 and -0): other itself; NaN in either: NaN (x + y is NaN then).
+    equal = g.op("Equal", x, y)
+    result = g.op("Where", equal, y, result)
+    nan = g.op("Or", g.op("IsNaN", x), g.op("IsNaN", y))
+    result = g.op("Where", nan, g.op("Add", x, y), result)
+    # The sign is put back by a product: ONNX Runtime's Where turns a -0 it picks into +0, and
+    # a zero result is y's zero when equal, else x's sign (-tiny towards 0 is -0).
+    zero = g.const(0.0, dtype)
+    negative = g.op("Where", g.op("Equal", result, zero),
+                    g.op("Where", equal, signbit(g, y), g.op("Less", x, zero)),
+                    g.op("Less", result, zero))
+    return g.op("Mul", g.op("Abs", result),
+                g.op("Where", negative, g.const(-1.0, dtype), g.const(1.0, dtype)))
