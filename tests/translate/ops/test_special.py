@@ -1,5 +1,5 @@
-"""Special functions of ops/special.py that need more than one ONNX op: nextafter (bit-exact
-without a bit cast), igamma and igammac (torch's Cephes branches)."""
+"""Special functions of ops/special.py that need more than one ONNX op: nextafter, bit-exact
+without a bit cast."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from onnxport.translate.ops import (  # noqa: F401
     dropout,
     elementwise,
     index_reduce,
+    incomplete_gamma,
     indexing,
     linalg,
     losses,

@@ -225,6 +225,10 @@ def _lgamma_positive(g, y) -> ir.Value:
 def lgamma(g, self):
     """lgamma(Tensor self) -> Tensor"""
     x, out = _in_double(g, self)
+    return cast(g, _lgamma_double(g, x), out)
+
+
+def _lgamma_double(g, x) -> ir.Value:
     below, y = _reflected(g, x)
     positive = _lgamma_positive(g, y)
     # Reflection: lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x).
@@ -233,8 +237,7 @@ def lgamma(g, self):
     result = g.op("Where", below, reflected, positive)
     # Poles at 0, -1, -2...; lgamma(-inf) is inf too.
     pole = g.op("Or", _nonpositive_integer(g, x), g.op("IsInf", x))
-    result = g.op("Where", pole, _c(g, float("inf")), result)
-    return cast(g, result, out)
+    return g.op("Where", pole, _c(g, float("inf")), result)
 
 
 def _digamma_double(g, x) -> ir.Value:
