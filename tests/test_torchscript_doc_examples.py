@@ -244,8 +244,9 @@ def test_my_log_exp_kept_whole_with_fallthrough():
 
 # -- Discovering all unconvertible ATen ops at once --------------------------------------------
 class TwoUnconvertible(torch.nn.Module):
-    # hash_tensor has no decomposition; as_strided_scatter's is prims::as_strided_scatter, which
-    # has no translation either.
+    # hash_tensor has no decomposition, and no translation below opset 18 (it XORs with
+    # BitwiseXor); as_strided_scatter's decomposition is prims::as_strided_scatter, which has no
+    # translation either.
     def forward(self, x):
         return torch.hash_tensor(x), torch.as_strided_scatter(x, x[:2], (2,), (1,)) * x
 
@@ -277,7 +278,8 @@ def test_registering_the_unconvertible_op_makes_the_export_pass(registrations):
         return g.op("ReduceMax", x, keepdims_i=0)
 
     registrations("aten::hash_tensor", hash_tensor, 9)
-    _, ops = onnxport.utils.unconvertible_ops(TwoUnconvertible(), (torch.rand(3),))
+    _, ops = onnxport.utils.unconvertible_ops(TwoUnconvertible(), (torch.rand(3),),
+                                              opset_version=17)
     assert ops == ["prims::as_strided_scatter"]
 
 
@@ -286,7 +288,7 @@ def test_registering_the_unconvertible_op_makes_the_export_pass(registrations):
 def test_aten_fallback_and_fallthrough_keep_unconvertible_ops(dynamo):
     args = (torch.rand(3) + 0.5,)
     kinds = onnxport.OperatorExportTypes
-    program = onnxport.export(TwoUnconvertible(), args, dynamo=dynamo,
+    program = onnxport.export(TwoUnconvertible(), args, dynamo=dynamo, opset_version=17,
                               operator_export_type=kinds.ONNX_ATEN_FALLBACK)
     # as_strided_scatter has a decomposition, but into prims::as_strided_scatter, which has no
     # translation either: the op of the model is what is kept, as torch.onnx does.
@@ -296,7 +298,7 @@ def test_aten_fallback_and_fallthrough_keep_unconvertible_ops(dynamo):
                  if n.op_type == "ATen"}
     assert operators == {"hash_tensor", "as_strided_scatter"}
     assert all(domain in ("", "org.pytorch.aten") for domain, _ in nodes)
-    program = onnxport.export(TwoUnconvertible(), args, dynamo=dynamo,
+    program = onnxport.export(TwoUnconvertible(), args, dynamo=dynamo, opset_version=17,
                               operator_export_type=kinds.ONNX_FALLTHROUGH)
     nodes = [(n.domain, n.op_type) for n in program.model.graph]
     assert ("aten", "hash_tensor") in nodes and ("aten", "as_strided_scatter") in nodes
@@ -311,7 +313,8 @@ def test_fallback_still_decomposes_what_decomposes_fully():
 
     x = torch.rand(3) + 0.5
     program = onnxport.export(
-        Mixed(), (x,), operator_export_type=onnxport.OperatorExportTypes.ONNX_FALLTHROUGH)
+        Mixed(), (x,), opset_version=17,
+        operator_export_type=onnxport.OperatorExportTypes.ONNX_FALLTHROUGH)
     assert [n.op_type for n in program.model.graph if n.domain] == ["hash_tensor"]
 
 

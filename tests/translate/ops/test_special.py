@@ -1,5 +1,5 @@
 """Special functions of ops/special.py that need more than one ONNX op: nextafter, bit-exact
-without a bit cast."""
+without a bit cast, and hash_tensor, which XORs the bits of float64 values."""
 
 from __future__ import annotations
 
@@ -44,3 +44,36 @@ def test_nextafter_of_half_is_a_clear_error():
     x = torch.tensor([1.0, 0.0], dtype=torch.float16)
     with pytest.raises(TranslationError, match="nextafter of FLOAT16 .* cast the inputs"):
         onnxport.export(lambda a, b: torch.nextafter(a, b), (x, x + 1))
+
+
+_HASH_CASES = [
+    (torch.tensor(1.5), {}),
+    (torch.tensor(7), {"dim": -1}),
+    # -0, NaN, inf, float32 subnormals and the largest float32: each bit pattern matters.
+    (torch.tensor([[1.5, -2.0, 0.0, 1e-40], [-0.0, float("nan"), float("-inf"), 3e38]]),
+     {"dim": 1}),
+    (torch.randn(4, 5, generator=torch.Generator().manual_seed(0)) * 1e3,
+     {"dim": (0,), "keepdim": True}),
+    # float64 subnormals and values whose 52-bit fraction needs every bit.
+    (torch.tensor([[1e-310, -5e-324, 1e300], [0.1, -1.0 / 3.0, 2.0 ** 70]], dtype=torch.float64),
+     {}),
+    (torch.tensor([[-3, 5], [2 ** 62, -2 ** 63]]), {"dim": 0}),
+    (torch.tensor([-3, 4], dtype=torch.int8), {}),
+    (torch.tensor([True, True, False]), {}),
+    (torch.zeros(2, 0), {"dim": 0}),
+]
+
+
+@pytest.mark.parametrize("index", range(len(_HASH_CASES)))
+def test_hash_tensor_xors_the_bits_torch_does(index):
+    x, options = _HASH_CASES[index]
+    program = onnxport.export(lambda t: torch.hash_tensor(t, **options), (x,))
+    actual, expected = program(x)[0], torch.hash_tensor(x, **options)
+    assert actual.dtype == torch.uint64 and actual.shape == expected.shape
+    assert torch.equal(actual.view(torch.int64), expected.view(torch.int64)), (actual, expected)
+
+
+def test_hash_tensor_before_opset_18_is_an_unsupported_op():
+    # Its XOR is ONNX's BitwiseXor, from opset 18.
+    with pytest.raises(onnxport.UnsupportedOpsError, match="aten::hash_tensor"):
+        onnxport.export(lambda t: torch.hash_tensor(t), (torch.randn(3),), opset_version=17)

@@ -562,3 +562,75 @@ def nextafter(g, self, other):
                     g.op("Less", result, zero))
     return g.op("Mul", g.op("Abs", result),
                 g.op("Where", negative, g.const(-1.0, dtype), g.const(1.0, dtype)))
+
+
+def _double_bits(g, x) -> ir.Value:
+    """The IEEE bits of float64(x) as int64, by arithmetic (ONNX before opset 26 has no bit
+    cast): sign, then exponent and mantissa from x / 2^e. A NaN is the positive quiet NaN."""
+    xd = cast(g, x, _D)
+    magnitude = g.op("Abs", xd)
+    zero = g.op("Equal", magnitude, _c(g, 0.0))
+    infinite = g.op("IsInf", xd)
+    special_value = g.op("Or", g.op("Or", zero, infinite), g.op("IsNaN", xd))
+    safe = g.op("Where", special_value, _c(g, 1.0), magnitude)
+    exponent = g.op("Floor", g.op("Div", g.op("Log", safe), _c(g, math.log(2.0))))
+    # Log's rounding can put e one off: one step back so that 1 <= |x| / 2^e < 2.
+    mantissa = g.op("Div", safe, g.op("Pow", _c(g, 2.0), exponent))
+    high = g.op("GreaterOrEqual", mantissa, _c(g, 2.0))
+    low = g.op("Less", mantissa, _c(g, 1.0))
+    exponent = g.op("Add", exponent, g.op("Sub", cast(g, high, _D), cast(g, low, _D)))
+    mantissa = g.op("Div", safe, g.op("Pow", _c(g, 2.0), exponent))
+    # (m - 1) 2^52 is an exact integer; the subnormals of float64 are |x| 2^1074.
+    fraction = g.op("Mul", g.op("Sub", mantissa, _c(g, 1.0)), _c(g, 2.0 ** 52))
+    # Exponent and fraction are added as int64: their sum needs up to 63 bits, double has 53.
+    int64 = ir.DataType.INT64
+    biased = g.op("Mul", g.op("Add", exponent, _c(g, 1023.0)), _c(g, 2.0 ** 52))
+    normal = g.op("Add", cast(g, biased, int64), cast(g, fraction, int64))
+    subnormal = g.op("Mul", g.op("Mul", safe, _c(g, 2.0 ** 1000)), _c(g, 2.0 ** 74))
+    bits = g.op("Where", g.op("Less", safe, _c(g, 2.0 ** -1022)), cast(g, subnormal, int64),
+                normal)
+    # Zero, inf and NaN are put in as int64 constants.
+    bits = g.op("Where", zero, g.const(0, int64), bits)
+    bits = g.op("Where", infinite, g.const(0x7FF0000000000000, int64), bits)
+    bits = g.op("Where", g.op("IsNaN", xd), g.const(0x7FF8000000000000, int64), bits)
+    # The sign bit: adding -2^63 to bits below 2^63 sets it without overflow.
+    negative = g.op("And", g.op("Not", g.op("IsNaN", xd)), signbit(g, xd))
+    return g.op("Where", negative, g.op("Add", bits, g.const(-(2 ** 63), int64)), bits)
+
+
+@translates("aten::hash_tensor", since_opset=18)
+def hash_tensor(g, self, dim=(), keepdim=False, mode=0):
+    """hash_tensor(Tensor self, int[1] dim=[], *, bool keepdim=False, int mode=0) -> Tensor"""
+    from onnxport.errors import TranslationError
+
+    shape = g.static_shape(self)
+    if mode != 0 or shape is None:
+        raise TranslationError(
+            "aten::hash_tensor is translated for mode 0 (xor_sum) on static shapes only"
+            f" (mode {mode}, shape {self.shape})")
+    int64 = ir.DataType.INT64
+    # torch XORs the elements as uint64: floats by the bits of their float64 value, integers
+    # and bools by their value.
+    if self.dtype in FLOAT_TYPES:
+        bits = _double_bits(g, self)
+    else:
+        bits = cast(g, self, int64)
+    rank = len(shape)
+    # dim=[] is every axis; a 0-d tensor has none to name (dim 0 or -1 means itself).
+    axes = sorted({normalize_axis(d, rank) for d in dim} if dim and rank else range(rank))
+    kept = [a for a in range(rank) if a not in axes]
+    count = math.prod(shape[a] for a in axes)
+    if rank:
+        bits = g.op("Transpose", bits, perm_i=kept + axes)
+    bits = g.op("Reshape", bits, g.const([shape[a] for a in kept] + [count], int64))
+    # XOR along the last axis, one slice a step: ONNX has no XOR reduction.
+    accumulated = g.op("Gather", bits, g.const(0, int64), axis_i=-1) if count else None
+    for k in range(1, count):
+        accumulated = g.op("BitwiseXor", accumulated,
+                           g.op("Gather", bits, g.const(k, int64), axis_i=-1))
+    if accumulated is None:
+        accumulated = g.const(torch.zeros([shape[a] for a in kept], dtype=torch.int64), int64)
+    out_shape = [1 if a in axes else shape[a] for a in range(rank)] if keepdim else \
+        [shape[a] for a in kept]
+    result = g.op("Reshape", accumulated, g.const(out_shape, int64))
+    return cast(g, result, ir.DataType.UINT64)
