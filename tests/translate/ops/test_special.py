@@ -77,3 +77,10 @@ def test_hash_tensor_before_opset_18_is_an_unsupported_op():
     # Its XOR is ONNX's BitwiseXor, from opset 18.
     with pytest.raises(onnxport.UnsupportedOpsError, match="aten::hash_tensor"):
         onnxport.export(lambda t: torch.hash_tensor(t), (torch.randn(3),), opset_version=17)
+
+
+def test_hash_tensor_xors_in_a_tree_of_log_depth():
+    x = torch.randn(3, 1001, generator=torch.Generator().manual_seed(1))
+    program = onnxport.export(lambda t: torch.hash_tensor(t, dim=1), (x,))
+    assert torch.equal(program(x)[0].view(torch.int64), torch.hash_tensor(x, dim=1).view(torch.int64))
+    assert [n.op_type for n in program.model.graph].count("BitwiseXor") == 10  # ceil(log2 1001)

@@ -622,14 +622,26 @@ def hash_tensor(g, self, dim=(), keepdim=False, mode=0):
     count = math.prod(shape[a] for a in axes)
     if rank:
         bits = g.op("Transpose", bits, perm_i=kept + axes)
-    bits = g.op("Reshape", bits, g.const([shape[a] for a in kept] + [count], int64))
-    # XOR along the last axis, one slice a step: ONNX has no XOR reduction.
-    accumulated = g.op("Gather", bits, g.const(0, int64), axis_i=-1) if count else None
-    for k in range(1, count):
-        accumulated = g.op("BitwiseXor", accumulated,
-                           g.op("Gather", bits, g.const(k, int64), axis_i=-1))
-    if accumulated is None:
-        accumulated = g.const(torch.zeros([shape[a] for a in kept], dtype=torch.int64), int64)
+    kept_shape = [shape[a] for a in kept]
+    bits = g.op("Reshape", bits, g.const(kept_shape + [count], int64))
+    # ONNX has no XOR reduction: pairs are XORed, halving the last axis each step (an odd
+    # element out is carried to the next).
+    width = count
+    while width > 1:
+        pairs = g.op("Reshape", g.op("Slice", bits, g.const([0], int64),
+                                     g.const([width - width % 2], int64), g.const([-1], int64)),
+                     g.const(kept_shape + [width // 2, 2], int64))
+        halved = g.op("BitwiseXor", g.op("Gather", pairs, g.const(0, int64), axis_i=-1),
+                      g.op("Gather", pairs, g.const(1, int64), axis_i=-1))
+        if width % 2:
+            halved = g.op("Concat", halved, g.op("Slice", bits, g.const([width - 1], int64),
+                                                 g.const([width], int64), g.const([-1], int64)),
+                          axis_i=-1)
+        bits, width = halved, (width + 1) // 2
+    if count:
+        accumulated = g.op("Gather", bits, g.const(0, int64), axis_i=-1)
+    else:
+        accumulated = g.op("Expand", g.const(0, int64), g.const(kept_shape, int64))
     out_shape = [1 if a in axes else shape[a] for a in range(rank)] if keepdim else \
         [shape[a] for a in kept]
     result = g.op("Reshape", accumulated, g.const(out_shape, int64))
