@@ -598,7 +598,7 @@ def _double_bits(g, x) -> ir.Value:
     return g.op("Where", negative, g.op("Add", bits, g.const(-(2 ** 63), int64)), bits)
 
 
-@translates("aten::hash_tensor", since_opset=18)
+@translates("aten::hash_tensor", since_opset=13)
 def hash_tensor(g, self, dim=(), keepdim=False, mode=0):
     """hash_tensor(Tensor self, int[1] dim=[], *, bool keepdim=False, int mode=0) -> Tensor"""
     from onnxport.errors import TranslationError
@@ -611,38 +611,32 @@ def hash_tensor(g, self, dim=(), keepdim=False, mode=0):
     int64 = ir.DataType.INT64
     # torch XORs the elements as uint64: floats by the bits of their float64 value, integers
     # and bools by their value.
-    if self.dtype in FLOAT_TYPES:
-        bits = _double_bits(g, self)
-    else:
-        bits = cast(g, self, int64)
+    bits = _double_bits(g, self) if self.dtype in FLOAT_TYPES else cast(g, self, int64)
     rank = len(shape)
     # dim=[] is every axis; a 0-d tensor has none to name (dim 0 or -1 means itself).
     axes = sorted({normalize_axis(d, rank) for d in dim} if dim and rank else range(rank))
-    kept = [a for a in range(rank) if a not in axes]
-    count = math.prod(shape[a] for a in axes)
-    if rank:
-        bits = g.op("Transpose", bits, perm_i=kept + axes)
-    kept_shape = [shape[a] for a in kept]
-    bits = g.op("Reshape", bits, g.const(kept_shape + [count], int64))
-    # ONNX has no XOR reduction: pairs are XORed, halving the last axis each step (an odd
-    # element out is carried to the next).
-    width = count
-    while width > 1:
-        pairs = g.op("Reshape", g.op("Slice", bits, g.const([0], int64),
-                                     g.const([width - width % 2], int64), g.const([-1], int64)),
-                     g.const(kept_shape + [width // 2, 2], int64))
-        halved = g.op("BitwiseXor", g.op("Gather", pairs, g.const(0, int64), axis_i=-1),
-                      g.op("Gather", pairs, g.const(1, int64), axis_i=-1))
-        if width % 2:
-            halved = g.op("Concat", halved, g.op("Slice", bits, g.const([width - 1], int64),
-                                                 g.const([width], int64), g.const([-1], int64)),
-                          axis_i=-1)
-        bits, width = halved, (width + 1) // 2
-    if count:
-        accumulated = g.op("Gather", bits, g.const(0, int64), axis_i=-1)
-    else:
-        accumulated = g.op("Expand", g.const(0, int64), g.const(kept_shape, int64))
+    # ONNX has no XOR reduction (nor BitwiseXor before opset 18): bit k of the XOR is the
+    # parity of the sum of the elements' bits k. The 64 bits go on a new last axis:
+    # bit k = (u >> k) - 2 (u >> (k + 1)), in int64 arithmetic that wraps like uint64.
+    unsigned = g.op("Reshape", cast(g, bits, ir.DataType.UINT64), g.const(shape + [1], int64))
+    shifted = cast(g, g.op("BitShift", unsigned, g.const(list(range(64)), ir.DataType.UINT64),
+                           direction_s="RIGHT"), int64)
+    higher = g.op("Concat", g.op("Slice", shifted, g.const([1], int64), g.const([64], int64),
+                                 g.const([-1], int64)),
+                  g.op("Expand", g.const([0], int64), g.const(shape + [1], int64)), axis_i=-1)
+    bit = g.op("Sub", shifted, g.op("Mul", higher, g.const(2, int64)))
+    counts = reduce(g, "ReduceSum", bit, axes, keepdim) if axes else bit
+    parity = g.op("Mod", counts, g.const(2, int64))
+    # Bits put back by their weights (2^63 is -2^63 in int64). ONNX Runtime's int64 ReduceSum
+    # adds in double: it sums 16 bits at a time, which double holds exactly, and Add joins
+    # the four sums.
     out_shape = [1 if a in axes else shape[a] for a in range(rank)] if keepdim else \
-        [shape[a] for a in kept]
-    result = g.op("Reshape", accumulated, g.const(out_shape, int64))
-    return cast(g, result, ir.DataType.UINT64)
+        [shape[a] for a in range(rank) if a not in axes]
+    weights = g.const(torch.tensor([2 ** k for k in range(63)] + [-(2 ** 63)], dtype=torch.int64))
+    weighted = g.op("Reshape", g.op("Mul", parity, weights), g.const(out_shape + [4, 16], int64))
+    quarters = g.op("ReduceSum", weighted, g.const([-1], int64), keepdims_i=0)
+    result = None
+    for quarter in range(4):
+        part = g.op("Gather", quarters, g.const(quarter, int64), axis_i=-1)
+        result = part if result is None else g.op("Add", result, part)
+    return cast(g, g.op("Reshape", result, g.const(out_shape, int64)), ir.DataType.UINT64)
