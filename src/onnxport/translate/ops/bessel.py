@@ -375,7 +375,8 @@ def spherical_bessel_j0(f, x):
     return f.where(f.IsInf(x), 0.0, result)
 
 
-_AIRY_SERIES_STEPS = 20  # Math.h loops until the term is below epsilon: 8 steps in float32, 13 in double
+# Math.h sums the series until a term is below epsilon: 8 steps in float32, about 13 in double.
+_AIRY_SERIES_STEPS = 20
 
 
 @_unary("aten::special_airy_ai")

@@ -8,6 +8,7 @@ import itertools
 import math
 
 import onnx_ir as ir
+import torch
 
 from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype
 from onnxport.translate.ops.elementwise import expm1, log1p
@@ -259,7 +260,8 @@ def _prefactor(g, a, x, maxlog):
     direct = g.op("Where", _op(g, "Less", ax, -maxlog), _c(g, 0.0), g.op("Exp", ax))
     fac = _op(g, "Add", a, _LANCZOS_G - 0.5)
     res = _op(g, "Div", g.op("Sqrt", _op(g, "Div", fac, math.e)), _lanczos_sum_expg_scaled(g, a))
-    moderate = _op(g, "Mul", g.op("Exp", _op(g, "Sub", a, x)), g.op("Pow", _op(g, "Div", x, fac), a))
+    moderate = _op(g, "Mul", g.op("Exp", _op(g, "Sub", a, x)),
+                   g.op("Pow", _op(g, "Div", x, fac), a))
     numfac = _op(g, "Div", _op(g, "Add", _op(g, "Sub", _op(g, "Sub", x, a), _LANCZOS_G), 0.5), fac)
     large = g.op("Exp", _op(g, "Add", _op(g, "Mul", a, _op(g, "Sub", log1p(g, numfac), numfac)),
                          _op(g, "Div", _op(g, "Mul", x, 0.5 - _LANCZOS_G), fac)))
@@ -289,7 +291,8 @@ def _iterate(g, name, states, step):
 
     def any_running(builder, finished):
         running = cast(builder, builder.op("Not", finished), ir.DataType.INT64)
-        flat = builder.op("Concat", builder.op("Reshape", running, builder.const([-1], ir.DataType.INT64)),
+        flat = builder.op("Concat", builder.op("Reshape", running,
+                                               builder.const([-1], ir.DataType.INT64)),
                           builder.const([0], ir.DataType.INT64), axis_i=0)
         return builder.op("Greater", builder.op("ReduceMax", flat, keepdims_i=0),
                           builder.const(0, ir.DataType.INT64))
@@ -309,11 +312,10 @@ def _lower_series(g, a, x, skip, machep, maxlog):
     def step(body, s):
         r, c, ans, _ = s
         r = _op(body, "Add", r, 1.0)
-        c = _op(body, "Mul", c, _op(body, "Div", s_x, r))
+        c = _op(body, "Mul", c, _op(body, "Div", x, r))
         ans = _op(body, "Add", ans, c)
         return [r, c, ans, body.op("Not", _op(body, "Greater", c, _op(body, "Mul", machep, ans)))]
 
-    s_x = x
     one = _op(g, "Add", _op(g, "Mul", a, 0.0), 1.0)
     _, _, ans, _ = _iterate(g, "igamma_series", [a, one, one, skip], step)
     return _op(g, "Div", _op(g, "Mul", ans, _prefactor(g, a, x, maxlog)), a)
@@ -381,8 +383,6 @@ def _asymptotic(g, a, x, lower: bool):
                g.op("Where", _op(g, "Less", x, a), g.op("Neg", eta_abs), _c(g, 0.0)))
     column = g.op("Unsqueeze", eta, g.const([-1], ir.DataType.INT64))
     powers = g.op("Pow", column, g.const([float(n) for n in range(25)], _D))
-    import torch
-
     table = g.const(torch.tensor(_ASYMPTOTIC_D, dtype=torch.float64).T.contiguous(), _D)
     ck = g.op("MatMul", powers, table)  # ck[..., k] = sum over n of d[k][n] eta^n
     a_column = g.op("Unsqueeze", a, g.const([-1], ir.DataType.INT64))
@@ -408,7 +408,6 @@ def _incomplete_gamma(g, self, other, lower: bool):
             for v in (self, other))
     shape = g.op("Shape", g.op("Add", a, x))
     a, x = g.op("Expand", a, shape), g.op("Expand", x, shape)
-    # Elements outside the branch a part is for go in as a = x = 1: finite, and done at once.
     inside = g.op("And", g.op("And", _op(g, "Greater", a, 0.0), _op(g, "Greater", x, 0.0)),
                   g.op("And", g.op("Not", g.op("IsInf", a)), g.op("Not", g.op("IsInf", x))))
     ratio = _op(g, "Div", g.op("Abs", g.op("Sub", x, a)), a)
@@ -421,7 +420,8 @@ def _incomplete_gamma(g, self, other, lower: bool):
     if lower:
         # x > 1 and x > a: 1 - igammac, whose branch there is the continued fraction above 1.1
         # and its own series up to it; elsewhere the power series.
-        complement = g.op("And", rest, g.op("And", _op(g, "Greater", x, 1.0), g.op("Greater", x, a)))
+        complement = g.op("And", rest,
+                          g.op("And", _op(g, "Greater", x, 1.0), g.op("Greater", x, a)))
         fraction = g.op("And", complement, _op(g, "Greater", x, 1.1))
         upper_series = g.op("And", complement, g.op("Not", fraction))
         series = g.op("And", rest, g.op("Not", complement))
@@ -429,12 +429,15 @@ def _incomplete_gamma(g, self, other, lower: bool):
         above = _op(g, "Greater", x, 1.1)
         below_half = _op(g, "LessOrEqual", x, 0.5)
         series = g.op("Where", above, g.op("Less", x, a),
-                      g.op("Where", below_half, g.op("Less", _op(g, "Div", -0.4, g.op("Log", x)), a),
+                      g.op("Where", below_half,
+                           g.op("Less", _op(g, "Div", -0.4, g.op("Log", x)), a),
                            g.op("Less", _op(g, "Mul", x, 1.1), a)))
         series = g.op("And", rest, series)
         fraction = g.op("And", rest, g.op("And", above, g.op("Not", series)))
         upper_series = g.op("And", rest, g.op("Not", g.op("Or", series, fraction)))
 
+    # Each part runs on every element; those outside its branch go in as a = x = 1 (finite,
+    # and done at once in the Loops).
     def only(mask):
         return (g.op("Where", mask, a, _c(g, 1.0)), g.op("Where", mask, x, _c(g, 1.0)),
                 g.op("Not", mask))
