@@ -244,16 +244,18 @@ def test_my_log_exp_kept_whole_with_fallthrough():
 
 # -- Discovering all unconvertible ATen ops at once --------------------------------------------
 class TwoUnconvertible(torch.nn.Module):
+    # geqrf has no decomposition; as_strided_scatter's is prims::as_strided_scatter, which has
+    # no translation either.
     def forward(self, x):
-        return torch.special.bessel_y1(x) + torch.special.bessel_j0(x) * torch.special.bessel_y1(x)
+        return torch.geqrf(x)[0], torch.as_strided_scatter(x, x[0], (3,), (1,)) * x
 
 
 def test_unconvertible_ops_lists_all_of_them():
-    model, args, opset_version = TwoUnconvertible(), (torch.rand(3) + 0.5,), 17
+    model, args, opset_version = TwoUnconvertible(), (torch.rand(3, 3) + 0.5,), 17
     torch_script_graph, unconvertible_ops = onnxport.utils.unconvertible_ops(
         model, args, opset_version=opset_version
     )
-    assert set(unconvertible_ops) == {"aten::special_bessel_y1", "prims::bessel_j0"}
+    assert set(unconvertible_ops) == {"aten::geqrf", "prims::as_strided_scatter"}
     assert len(unconvertible_ops) == 2
     assert any(n.op == "call_function" for n in torch_script_graph.nodes)
     # The export fails naming both, and how to get past them.
@@ -261,7 +263,7 @@ def test_unconvertible_ops_lists_all_of_them():
         onnxport.export(model, args, opset_version=opset_version, dynamo=False)
     message = str(failure.value)
     assert message.startswith("2 unsupported op(s)")
-    assert "aten::special_bessel_y1" in message and "prims::bessel_j0" in message
+    assert "aten::geqrf" in message and "prims::as_strided_scatter" in message
     assert "register_custom_op_symbolic" in message and "ONNX_FALLTHROUGH" in message
 
 
@@ -271,33 +273,33 @@ def test_unconvertible_ops_is_empty_for_a_convertible_model():
 
 
 def test_registering_the_unconvertible_op_makes_the_export_pass(registrations):
-    def bessel_y1(g, x):  # not the function: a stand-in that ONNX Runtime can run
-        return g.op("Sin", x)
+    def geqrf(g, x):  # not the function: a stand-in that ONNX Runtime can run
+        return g.op("Identity", x), g.op("ReduceMax", x, keepdims_i=0)
 
-    registrations("aten::special_bessel_y1", bessel_y1, 9)
-    _, ops = onnxport.utils.unconvertible_ops(TwoUnconvertible(), (torch.rand(3),))
-    assert ops == ["prims::bessel_j0"]
+    registrations("aten::geqrf", geqrf, 9)
+    _, ops = onnxport.utils.unconvertible_ops(TwoUnconvertible(), (torch.rand(3, 3),))
+    assert ops == ["prims::as_strided_scatter"]
 
 
 # -- operator_export_type ------------------------------------------------------------------
 @pytest.mark.parametrize("dynamo", [True, False])
 def test_aten_fallback_and_fallthrough_keep_unconvertible_ops(dynamo):
-    args = (torch.rand(3) + 0.5,)
+    args = (torch.rand(3, 3) + 0.5,)
     kinds = onnxport.OperatorExportTypes
     program = onnxport.export(TwoUnconvertible(), args, dynamo=dynamo,
                               operator_export_type=kinds.ONNX_ATEN_FALLBACK)
-    # special_bessel_j0 has a decomposition, but into prims::bessel_j0, which has no
+    # as_strided_scatter has a decomposition, but into prims::as_strided_scatter, which has no
     # translation either: the op of the model is what is kept, as torch.onnx does.
     nodes = [(n.domain, n.op_type) for n in program.model.graph]
     assert ("", "Mul") in nodes
     operators = {n.attributes["operator"].value for n in program.model.graph
                  if n.op_type == "ATen"}
-    assert operators == {"special_bessel_y1", "special_bessel_j0"}
+    assert operators == {"geqrf", "as_strided_scatter"}
     assert all(domain in ("", "org.pytorch.aten") for domain, _ in nodes)
     program = onnxport.export(TwoUnconvertible(), args, dynamo=dynamo,
                               operator_export_type=kinds.ONNX_FALLTHROUGH)
     nodes = [(n.domain, n.op_type) for n in program.model.graph]
-    assert ("aten", "special_bessel_y1") in nodes and ("aten", "special_bessel_j0") in nodes
+    assert ("aten", "geqrf") in nodes and ("aten", "as_strided_scatter") in nodes
     assert ("", "Mul") in nodes
     # ONNX Runtime has no kernel for these: the graph is what is checked.
 
@@ -305,12 +307,12 @@ def test_aten_fallback_and_fallthrough_keep_unconvertible_ops(dynamo):
 def test_fallback_still_decomposes_what_decomposes_fully():
     class Mixed(torch.nn.Module):
         def forward(self, x):  # addcmul decomposes into ops with translations
-            return torch.special.bessel_y1(x) + torch.addcmul(x, x, x, value=0.5)
+            return torch.geqrf(x)[0] + torch.addcmul(x, x, x, value=0.5)
 
-    x = torch.rand(3) + 0.5
+    x = torch.rand(3, 3) + 0.5
     program = onnxport.export(
         Mixed(), (x,), operator_export_type=onnxport.OperatorExportTypes.ONNX_FALLTHROUGH)
-    assert [n.op_type for n in program.model.graph if n.domain] == ["special_bessel_y1"]
+    assert [n.op_type for n in program.model.graph if n.domain] == ["geqrf"]
 
 
 def test_onnx_aten_exports_every_aten_op_as_an_aten_node():

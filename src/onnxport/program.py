@@ -198,7 +198,9 @@ class ONNXProgram:
             )
         feeds = {name: _to_numpy(t) for name, t in zip(names, flat)}
         outputs = session.run(None, feeds)
-        return [torch.from_numpy(np.asarray(o)) for o in outputs]
+        # ONNX Runtime gives uint64 as numpy's ulonglong, which torch.from_numpy refuses.
+        return [torch.from_numpy(np.asarray(o).view(np.uint64) if np.asarray(o).dtype.char == "Q"
+                                 else np.asarray(o)) for o in outputs]
 
     def _get_session(self, options: ONNXRuntimeOptions | None):
         # Only a session made with default options is kept and reused.

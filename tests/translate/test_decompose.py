@@ -43,10 +43,10 @@ def test_known_ops_are_not_decomposed():
 
 class _Unsupported(torch.nn.Module):
     """Ops with no translation: one called directly, another only reached by decomposing
-    an op that has none (special_bessel_j0 -> prims::bessel_j0)."""
+    an op that has none (as_strided_scatter -> prims::as_strided_scatter)."""
 
     def forward(self, x):
-        b = torch.special.bessel_j0(x)
+        b = torch.as_strided_scatter(x, x[0], (4,), (1,))
         c = torch.geqrf(x)[0]
         d = torch.relu(x)  # supported
         return b, c, d
@@ -56,9 +56,10 @@ def test_every_unsupported_op_is_listed_at_once_with_its_source_line():
     with pytest.raises(UnsupportedOpsError) as raised:
         onnxport.export(_Unsupported(), (torch.randn(2, 4),))
     missing = raised.value.missing
-    assert set(missing) == {"prims::bessel_j0", "aten::geqrf"}, missing
-    assert "in the decomposition of aten::special_bessel_j0" in missing["prims::bessel_j0"][0]
-    for name, line in [("prims::bessel_j0", "b = "), ("aten::geqrf", "c = ")]:
+    assert set(missing) == {"prims::as_strided_scatter", "aten::geqrf"}, missing
+    assert ("in the decomposition of aten::as_strided_scatter"
+            in missing["prims::as_strided_scatter"][0])
+    for name, line in [("prims::as_strided_scatter", "b = "), ("aten::geqrf", "c = ")]:
         place = missing[name][0]
         # Relative to tests/translate (on sys.path): sources hold no absolute path.
         assert place.startswith(f"test_decompose.py:{_line_of(line)} in forward"), place
@@ -71,9 +72,11 @@ def _line_of(text):
 
 def test_an_op_inside_a_decomposition_with_no_translation_is_an_unsupported_op():
     """It was called as None ('NoneType' object is not callable)."""
-    with pytest.raises(UnsupportedOpsError, match=r"prims::bessel_j0: used at .* in forward "
-                                                  r"\(in the decomposition of aten::special_bessel_j0\)"):
-        onnxport.export(lambda x: torch.special.bessel_j0(x), (torch.randn(3),))
+    with pytest.raises(UnsupportedOpsError,
+                       match=r"prims::as_strided_scatter: used at .* in forward "
+                             r"\(in the decomposition of aten::as_strided_scatter\)"):
+        onnxport.export(lambda x: torch.as_strided_scatter(x, x[:2], (2,), (1,)),
+                        (torch.randn(3),))
 
 
 def test_a_decomposition_that_calls_its_own_op_is_an_unsupported_op():

@@ -165,7 +165,9 @@ def _run_ort(model, inputs) -> list[torch.Tensor]:
     else:
         raise RuntimeError(f"model inputs {names} do not match the sample's {len(inputs)}")
     feeds = {n: t.contiguous().numpy() for n, t in feeds.items()}
-    return [torch.from_numpy(np.asarray(o).copy()) for o in session.run(None, feeds)]
+    # ONNX Runtime gives uint64 as numpy's ulonglong, which torch.from_numpy refuses.
+    return [torch.from_numpy(np.asarray(o).copy().view(np.uint64) if np.asarray(o).dtype.char == "Q"
+                             else np.asarray(o).copy()) for o in session.run(None, feeds)]
 
 
 def _short(error, lines: int = 2) -> str:

@@ -2,6 +2,7 @@
 
 from onnxport.translate.ops import (  # noqa: F401
     attention,
+    bessel,
     control_flow,
     conv_pool,
     counting,
@@ -9,6 +10,7 @@ from onnxport.translate.ops import (  # noqa: F401
     dropout,
     elementwise,
     index_reduce,
+    incomplete_gamma,
     indexing,
     linalg,
     linalg_solve,

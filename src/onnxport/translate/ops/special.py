@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import onnx_ir as ir
+import torch
 
 from onnxport.translate.ops._helpers import (
     FLOAT_TYPES, cast, expected_dtype, normalize_axis, reduce,
@@ -224,6 +225,10 @@ def _lgamma_positive(g, y) -> ir.Value:
 def lgamma(g, self):
     """lgamma(Tensor self) -> Tensor"""
     x, out = _in_double(g, self)
+    return cast(g, _lgamma_double(g, x), out)
+
+
+def _lgamma_double(g, x) -> ir.Value:
     below, y = _reflected(g, x)
     positive = _lgamma_positive(g, y)
     # Reflection: lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x).
@@ -232,8 +237,7 @@ def lgamma(g, self):
     result = g.op("Where", below, reflected, positive)
     # Poles at 0, -1, -2...; lgamma(-inf) is inf too.
     pole = g.op("Or", _nonpositive_integer(g, x), g.op("IsInf", x))
-    result = g.op("Where", pole, _c(g, float("inf")), result)
-    return cast(g, result, out)
+    return g.op("Where", pole, _c(g, float("inf")), result)
 
 
 def _digamma_double(g, x) -> ir.Value:
@@ -494,3 +498,145 @@ def lcm(g, self, other):
     safe = g.op("Where", is_zero, g.const(1, self.dtype), divisor)
     result = g.op("Abs", g.op("Mul", g.op("Div", self, safe), other))
     return g.op("Where", is_zero, zero, result)
+
+
+# (mantissa bits with the hidden one, smallest normal, smallest subnormal) of the float dtypes
+# whose neighbours nextafter finds exactly.
+_FLOAT_GRID = {ir.DataType.FLOAT: (24, 2.0 ** -126, 2.0 ** -149),
+               ir.DataType.DOUBLE: (53, 2.0 ** -1022, 2.0 ** -1074)}
+
+
+@translates("aten::nextafter", "prims::nextafter")
+def nextafter(g, self, other):
+    """nextafter(Tensor self, Tensor other) -> Tensor"""
+    from onnxport.errors import TranslationError
+
+    dtype = expected_dtype(g)
+    if dtype not in _FLOAT_GRID:
+        raise TranslationError(
+            f"aten::nextafter of {dtype.name if dtype else 'an unknown dtype'} has no exact "
+            "translation (ONNX has no bit cast; float32 and float64 are computed exactly): "
+            "cast the inputs to float32 or float64")
+    bits, smallest_normal, smallest = _FLOAT_GRID[dtype]
+    x, y = cast(g, self, dtype), cast(g, other, dtype)
+    # No bit cast in ONNX: the neighbour is x +- a step s that rounds to exactly one spacing.
+    # With s = |x| 2^-bits (1 + 2^-20), s lies in (spacing/2, spacing] of x's binade, so x + s
+    # rounds up to the next float and x - s down to the previous one, also at a power of two
+    # where the spacing below halves. float32 is stepped in double and rounded by the Cast
+    # (its subnormals are normal there); float64 near the subnormals is scaled up first, so
+    # that s stays exact, and steps by the subnormal spacing at and below the smallest normal.
+    work = _D
+    xd, yd = cast(g, x, work), cast(g, y, work)
+    magnitude = g.op("Abs", xd)
+    up = g.op("Greater", yd, xd)
+    direction = g.op("Where", up, _c(g, 1.0), _c(g, -1.0))
+    if dtype == ir.DataType.FLOAT:
+        step = g.op("Max", g.op("Mul", magnitude, _c(g, 2.0 ** -bits * (1 + 2.0 ** -20))),
+                    _c(g, smallest))
+        result = cast(g, g.op("Add", xd, g.op("Mul", direction, step)), dtype)
+    else:
+        scale = g.op("Where", g.op("Less", magnitude, _c(g, 2.0 ** -900)), _c(g, 2.0 ** 200),
+                     _c(g, 1.0))
+        scaled = g.op("Mul", xd, scale)
+        step = g.op("Mul", g.op("Abs", scaled), _c(g, 2.0 ** -bits * (1 + 2.0 ** -20)))
+        result = g.op("Div", g.op("Add", scaled, g.op("Mul", direction, step)), scale)
+        tiny = g.op("Add", xd, g.op("Mul", direction, _c(g, smallest)))
+        result = g.op("Where", g.op("LessOrEqual", magnitude, _c(g, smallest_normal)), tiny,
+                      result)
+    # From an infinity towards anything else: the largest finite float of its sign.
+    largest = g.const(float(torch.finfo(torch.float32 if dtype == ir.DataType.FLOAT
+                                        else torch.float64).max), dtype)
+    result = g.op("Where", g.op("IsInf", x),
+                  g.op("Where", g.op("Less", x, g.const(0.0, dtype)), g.op("Neg", largest),
+                       largest), result)
+    # Equal (also 0 and -0): other itself; NaN in either: NaN (x + y is NaN then).
+    equal = g.op("Equal", x, y)
+    result = g.op("Where", equal, y, result)
+    nan = g.op("Or", g.op("IsNaN", x), g.op("IsNaN", y))
+    result = g.op("Where", nan, g.op("Add", x, y), result)
+    # The sign is put back by a product: ONNX Runtime's Where turns a -0 it picks into +0, and
+    # a zero result is y's zero when equal, else x's sign (-tiny towards 0 is -0).
+    zero = g.const(0.0, dtype)
+    negative = g.op("Where", g.op("Equal", result, zero),
+                    g.op("Where", equal, signbit(g, y), g.op("Less", x, zero)),
+                    g.op("Less", result, zero))
+    return g.op("Mul", g.op("Abs", result),
+                g.op("Where", negative, g.const(-1.0, dtype), g.const(1.0, dtype)))
+
+
+def _double_bits(g, x) -> ir.Value:
+    """The IEEE bits of float64(x) as int64, by arithmetic (ONNX before opset 26 has no bit
+    cast): sign, then exponent and mantissa from x / 2^e. A NaN is the positive quiet NaN."""
+    xd = cast(g, x, _D)
+    magnitude = g.op("Abs", xd)
+    zero = g.op("Equal", magnitude, _c(g, 0.0))
+    infinite = g.op("IsInf", xd)
+    special_value = g.op("Or", g.op("Or", zero, infinite), g.op("IsNaN", xd))
+    safe = g.op("Where", special_value, _c(g, 1.0), magnitude)
+    exponent = g.op("Floor", g.op("Div", g.op("Log", safe), _c(g, math.log(2.0))))
+    # Log's rounding can put e one off: one step back so that 1 <= |x| / 2^e < 2.
+    mantissa = g.op("Div", safe, g.op("Pow", _c(g, 2.0), exponent))
+    high = g.op("GreaterOrEqual", mantissa, _c(g, 2.0))
+    low = g.op("Less", mantissa, _c(g, 1.0))
+    exponent = g.op("Add", exponent, g.op("Sub", cast(g, high, _D), cast(g, low, _D)))
+    mantissa = g.op("Div", safe, g.op("Pow", _c(g, 2.0), exponent))
+    # (m - 1) 2^52 is an exact integer; the subnormals of float64 are |x| 2^1074.
+    fraction = g.op("Mul", g.op("Sub", mantissa, _c(g, 1.0)), _c(g, 2.0 ** 52))
+    # Exponent and fraction are added as int64: their sum needs up to 63 bits, double has 53.
+    int64 = ir.DataType.INT64
+    biased = g.op("Mul", g.op("Add", exponent, _c(g, 1023.0)), _c(g, 2.0 ** 52))
+    normal = g.op("Add", cast(g, biased, int64), cast(g, fraction, int64))
+    subnormal = g.op("Mul", g.op("Mul", safe, _c(g, 2.0 ** 1000)), _c(g, 2.0 ** 74))
+    bits = g.op("Where", g.op("Less", safe, _c(g, 2.0 ** -1022)), cast(g, subnormal, int64),
+                normal)
+    # Zero, inf and NaN are put in as int64 constants.
+    bits = g.op("Where", zero, g.const(0, int64), bits)
+    bits = g.op("Where", infinite, g.const(0x7FF0000000000000, int64), bits)
+    bits = g.op("Where", g.op("IsNaN", xd), g.const(0x7FF8000000000000, int64), bits)
+    # The sign bit: adding -2^63 to bits below 2^63 sets it without overflow.
+    negative = g.op("And", g.op("Not", g.op("IsNaN", xd)), signbit(g, xd))
+    return g.op("Where", negative, g.op("Add", bits, g.const(-(2 ** 63), int64)), bits)
+
+
+@translates("aten::hash_tensor", since_opset=13)
+def hash_tensor(g, self, dim=(), keepdim=False, mode=0):
+    """hash_tensor(Tensor self, int[1] dim=[], *, bool keepdim=False, int mode=0) -> Tensor"""
+    from onnxport.errors import TranslationError
+
+    shape = g.static_shape(self)
+    if mode != 0 or shape is None:
+        raise TranslationError(
+            "aten::hash_tensor is translated for mode 0 (xor_sum) on static shapes only"
+            f" (mode {mode}, shape {self.shape})")
+    int64 = ir.DataType.INT64
+    # torch XORs the elements as uint64: floats by the bits of their float64 value, integers
+    # and bools by their value.
+    bits = _double_bits(g, self) if self.dtype in FLOAT_TYPES else cast(g, self, int64)
+    rank = len(shape)
+    # dim=[] is every axis; a 0-d tensor has none to name (dim 0 or -1 means itself).
+    axes = sorted({normalize_axis(d, rank) for d in dim} if dim and rank else range(rank))
+    # ONNX has no XOR reduction (nor BitwiseXor before opset 18): bit k of the XOR is the
+    # parity of the sum of the elements' bits k. The 64 bits go on a new last axis:
+    # bit k = (u >> k) - 2 (u >> (k + 1)), in int64 arithmetic that wraps like uint64.
+    unsigned = g.op("Reshape", cast(g, bits, ir.DataType.UINT64), g.const(shape + [1], int64))
+    shifted = cast(g, g.op("BitShift", unsigned, g.const(list(range(64)), ir.DataType.UINT64),
+                           direction_s="RIGHT"), int64)
+    higher = g.op("Concat", g.op("Slice", shifted, g.const([1], int64), g.const([64], int64),
+                                 g.const([-1], int64)),
+                  g.op("Expand", g.const([0], int64), g.const(shape + [1], int64)), axis_i=-1)
+    bit = g.op("Sub", shifted, g.op("Mul", higher, g.const(2, int64)))
+    counts = reduce(g, "ReduceSum", bit, axes, keepdim) if axes else bit
+    parity = g.op("Mod", counts, g.const(2, int64))
+    # Bits put back by their weights (2^63 is -2^63 in int64). ONNX Runtime's int64 ReduceSum
+    # adds in double: it sums 16 bits at a time, which double holds exactly, and Add joins
+    # the four sums.
+    out_shape = [1 if a in axes else shape[a] for a in range(rank)] if keepdim else \
+        [shape[a] for a in range(rank) if a not in axes]
+    weights = g.const(torch.tensor([2 ** k for k in range(63)] + [-(2 ** 63)], dtype=torch.int64))
+    weighted = g.op("Reshape", g.op("Mul", parity, weights), g.const(out_shape + [4, 16], int64))
+    quarters = g.op("ReduceSum", weighted, g.const([-1], int64), keepdims_i=0)
+    result = None
+    for quarter in range(4):
+        part = g.op("Gather", quarters, g.const(quarter, int64), axis_i=-1)
+        result = part if result is None else g.op("Add", result, part)
+    return cast(g, g.op("Reshape", result, g.const(out_shape, int64)), ir.DataType.UINT64)
