@@ -11,6 +11,7 @@ from onnxport.translate.ops import (  # noqa: F401
     index_reduce,
     indexing,
     linalg,
+    linalg_decomp,
     losses,
     matrix_functions,
     normalization,
