@@ -23,13 +23,16 @@ DOUBLE = ir.DataType.DOUBLE
 # A decomposition of an n x n matrix unrolls O(n) (QR) or O(n^2) (a Jacobi sweep) steps into
 # the graph; past this size the graph would be huge and slow to build.
 MAX_SIZE = 32
+# A QR step is a few nodes (one reflector), so QR unrolls further than a Jacobi sweep.
+MAX_QR_SIZE = 64
 # Jacobi sweeps converge quadratically: a few sweeps reach float64 round-off for n <= 32. The
 # loop stops as soon as the off-diagonal part is negligible, this is only its upper bound.
 MAX_SWEEPS = 40
 _JACOBI_TOLERANCE = 1e-13
 
 
-def _matrix_size(g, A, op: str, position: int = 0, unrolled=min) -> tuple[int, int]:
+def _matrix_size(g, A, op: str, position: int = 0, unrolled=min, limit: int = MAX_SIZE
+                 ) -> tuple[int, int]:
     """The static (rows, columns) of the matrix argument ``A``, or a clear error.
     ``unrolled(rows, columns)`` is the number of steps the graph unrolls (None: no limit)."""
     fake = g.arguments[position] if len(g.arguments) > position else None
@@ -44,9 +47,9 @@ def _matrix_size(g, A, op: str, position: int = 0, unrolled=min) -> tuple[int, i
             f"matrix size, which must be static; its last two axes are ({rows}, {columns}). "
             "Export with static matrix sizes (batch axes may stay dynamic), or register a "
             "custom translation")
-    if unrolled is not None and unrolled(rows, columns) > MAX_SIZE:
+    if unrolled is not None and unrolled(rows, columns) > limit:
         raise TranslationError(
-            f"{op}: onnxport unrolls {op} over the matrix size, up to {MAX_SIZE} steps; this "
+            f"{op}: onnxport unrolls {op} over the matrix size, up to {limit} steps; this "
             f"matrix is {rows} x {columns}. Register a custom translation for larger matrices")
     return rows, columns
 
@@ -186,7 +189,7 @@ def _apply_reflectors(g, V, tau, C, rows: int, count: int, left: bool, transpose
 @translates("aten::geqrf", since_opset=13)
 def geqrf(g, self):
     """geqrf(Tensor self) -> (Tensor a, Tensor tau)"""
-    rows, columns = _matrix_size(g, self, "geqrf")
+    rows, columns = _matrix_size(g, self, "geqrf", limit=MAX_QR_SIZE)
     rank = _result_rank(g)
     if min(rows, columns) == 0:
         return g.op("Identity", self), _filled(g, self, [0], self.dtype)
@@ -197,7 +200,7 @@ def geqrf(g, self):
 @translates("aten::linalg_qr", since_opset=13)
 def linalg_qr(g, A, mode="reduced"):
     """linalg_qr(Tensor A, str mode='reduced') -> (Tensor Q, Tensor R)"""
-    rows, columns = _matrix_size(g, A, "linalg_qr")
+    rows, columns = _matrix_size(g, A, "linalg_qr", limit=MAX_QR_SIZE)
     rank = _result_rank(g)
     k = min(rows, columns)
     r_rows = rows if mode == "complete" else k
@@ -226,7 +229,8 @@ def linalg_qr(g, A, mode="reduced"):
 @translates("aten::linalg_householder_product", since_opset=13)
 def householder_product(g, input, tau):
     """linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    rows, columns = _matrix_size(g, input, "linalg_householder_product")
+    rows, columns = _matrix_size(g, input, "linalg_householder_product",
+                                 limit=MAX_QR_SIZE)
     fake_tau = g.arguments[1]
     count = fake_tau.shape[-1]
     if not isinstance(count, int):
@@ -243,8 +247,8 @@ def householder_product(g, input, tau):
 @translates("aten::ormqr", since_opset=13)
 def ormqr(g, self, input2, input3, left=True, transpose=False):
     """ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False) -> Tensor"""
-    rows, _ = _matrix_size(g, self, "ormqr")
-    _matrix_size(g, input3, "ormqr", position=2)
+    rows, _ = _matrix_size(g, self, "ormqr", limit=MAX_QR_SIZE)
+    _matrix_size(g, input3, "ormqr", position=2, unrolled=None)
     count = g.arguments[1].shape[-1]
     if not isinstance(count, int):
         raise TranslationError("ormqr: the number of reflectors (tau's last axis) must be static")
@@ -511,22 +515,76 @@ def linalg_pinv(g, self, *, atol=None, rtol=None, hermitian=False):
                        zero)
         scaled = g.op("Mul", V, g.op("Unsqueeze", inverse, g.const([-2])))
         return cast(g, g.op("MatMul", scaled, _transpose(g, V)), self.dtype)
-    A, m, n = _to_double(g, self, rank), rows, columns
+    pinv, _ = _pseudo_inverse(g, _to_double(g, self, rank), rows, columns, rank,
+                              lambda largest: _tolerance(g, atol, rtol, largest, rows, columns,
+                                                         self.dtype))
+    return cast(g, pinv, self.dtype)
+
+
+def _pseudo_inverse(g, A, rows: int, columns: int, rank: int, threshold):
+    """(pinv(A), singular values, unsorted) of a float64 batch, zeroing the singular values
+    not above ``threshold(largest singular value [..., 1])``."""
+    m, n = rows, columns
     if rows < columns:
         A, m, n = _transpose(g, A), columns, rows
     W, V = _one_sided(g, A, m, n, rank, vectors=True)
     singular = _norms(g, W)
     largest = reduce(g, "ReduceMax", singular, [-1], True)
-    keep = g.op("Greater", singular, _tolerance(g, atol, rtol, largest, rows, columns,
-                                                self.dtype))
+    keep = g.op("Greater", singular, threshold(largest))
     # W = U diag(s), so pinv = V diag(1/s) U^T = V diag(1/s^2) W^T.
-    safe = g.op("Where", keep, singular, g.const(1.0, DOUBLE))
-    factor = g.op("Where", keep, g.op("Div", g.const(1.0, DOUBLE), g.op("Mul", safe, safe)), zero)
+    one = g.const(1.0, DOUBLE)
+    safe = g.op("Where", keep, singular, one)
+    factor = g.op("Where", keep, g.op("Div", one, g.op("Mul", safe, safe)),
+                  g.const(0.0, DOUBLE))
     pinv = g.op("MatMul", g.op("Mul", V, g.op("Unsqueeze", factor, g.const([-2]))),
                 _transpose(g, W))
     if rows < columns:
         pinv = _transpose(g, _with_rank(pinv, rank))
-    return cast(g, pinv, self.dtype)
+    return _with_rank(pinv, rank), (singular, keep)
+
+
+@translates("aten::linalg_lstsq", since_opset=13)
+def linalg_lstsq(g, self, b, rcond=None, *, driver=None):
+    """linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
+    rows, columns = _matrix_size(g, self, "linalg_lstsq")
+    rank = _result_rank(g)
+    solution_meta, residuals_meta, rank_meta, singular_meta = g.expected
+    vector = g.arguments[1].dim() == rank - 1
+    driver = driver or "gelsy"
+    empty = g.const(torch.zeros(0, dtype=_torch_dtype(self.dtype)))
+    empty_rank = g.const(torch.zeros(0, dtype=torch.int64))
+    if min(rows, columns) == 0:
+        raise TranslationError("linalg_lstsq: an empty matrix has no least-squares problem "
+                               "onnxport composes; export with non-empty matrices")
+    if driver in ("gelss", "gelsd") and rows > columns:
+        raise TranslationError(
+            f"linalg_lstsq: with driver={driver!r} the residuals exist only when every matrix "
+            "is full-rank, so the output's shape depends on the data; use driver='gelsy' or "
+            "'gels'")
+    # Every driver's solution is the least-squares one of minimal norm, for the singular
+    # values above rcond * the largest (gels assumes full rank, where it is the same).
+    ratio = rcond if rcond is not None and rcond > 0 else (
+        torch.finfo(_torch_dtype(self.dtype)).eps * max(rows, columns))
+    A = _to_double(g, self, rank)
+    B = _to_double(g, b, rank - 1 if vector else rank)
+    if vector:
+        B = _with_rank(g.op("Unsqueeze", B, g.const([-1])), rank)
+    pinv, (singular, keep) = _pseudo_inverse(
+        g, A, rows, columns, rank, lambda largest: g.op("Mul", largest, g.const(ratio, DOUBLE)))
+    X = _with_rank(g.op("MatMul", pinv, B), rank)
+    residuals = empty
+    if residuals_meta.numel() > 0 or (rows > columns and driver == "gels"):
+        error = g.op("Sub", g.op("MatMul", A, X), B)
+        residuals = cast(g, g.op("ReduceSum", g.op("Mul", error, error), g.const([-2]),
+                                 keepdims_i=0), self.dtype)
+    solution = g.op("Squeeze", X, g.const([-1])) if vector else X
+    matrix_rank = empty_rank if driver == "gels" else g.op(
+        "ReduceSum", cast(g, keep, ir.DataType.INT64), g.const([-1]), keepdims_i=0)
+    singular_values = empty
+    if driver in ("gelss", "gelsd"):
+        singular_values = cast(g, _sorted(g, singular, min(rows, columns), descending=True),
+                               self.dtype)
+    return cast(g, solution, self.dtype), residuals, matrix_rank, singular_values
 
 
 # -- the matrix exponential ------------------------------------------------------------------------
