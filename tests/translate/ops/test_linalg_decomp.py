@@ -13,7 +13,7 @@ DECOMPOSITIONS = [
     "geqrf", "linalg.qr", "linalg.householder_product", "ormqr", "linalg.svdvals",
     "linalg.eigvalsh", "linalg.matrix_rank", "linalg.matrix_rank:hermitian", "norm:nuc",
     "linalg.cond", "linalg.pinv", "linalg.pinv:hermitian", "linalg.pinv:singular", "pinverse",
-    "linalg.lstsq", "linalg.lstsq:grad_oriented",
+    "linalg.lstsq", "linalg.lstsq:grad_oriented", "linalg.polar",
 ]
 
 
@@ -95,6 +95,17 @@ def test_matrix_exp_is_float64_exact():
 class _MatrixExp(torch.nn.Module):
     def forward(self, a):
         return torch.linalg.matrix_exp(a)
+
+
+def test_polar_of_a_rank_deficient_matrix_has_a_nan_u():
+    # U is not unique there (eager's is LAPACK's choice); H is.
+    a = torch.stack([torch.randn(5, 2) @ torch.randn(2, 3), torch.randn(5, 3)])
+    program = onnxport.export(as_module(torch.linalg.polar), (a,))
+    u, h = program(a)
+    expected_u, expected_h = torch.linalg.polar(a)
+    assert u[0].isnan().all()
+    torch.testing.assert_close(u[1], expected_u[1], rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(h, expected_h, rtol=1e-3, atol=1e-4)
 
 
 def test_dynamic_batch():

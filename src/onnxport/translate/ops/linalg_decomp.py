@@ -543,6 +543,33 @@ def _pseudo_inverse(g, A, rows: int, columns: int, rank: int, threshold):
     return _with_rank(pinv, rank), (singular, keep)
 
 
+@translates("aten::linalg_polar", since_opset=13)
+def linalg_polar(g, A):
+    """linalg_polar(Tensor A) -> (Tensor U, Tensor H)"""
+    rows, columns = _matrix_size(g, A, "linalg_polar")
+    rank = _result_rank(g)
+    if columns == 0:
+        return _filled(g, A, [rows, 0], A.dtype), _filled(g, A, [0, 0], A.dtype)
+    # A V = W = U' diag(s) (one-sided Jacobi), so A = (U' V^T)(V diag(s) V^T). H is unique;
+    # U is unique only for a full-column-rank A. For a rank-deficient one (a singular value
+    # not above eps * max(m, n) * the largest, matrix_rank's default) eager's U is LAPACK's
+    # choice of vectors, which nothing here can reproduce: that matrix's U is NaN instead of
+    # an orthonormal matrix that differs from eager's.
+    W, V = _one_sided(g, _to_double(g, A, rank), rows, columns, rank, vectors=True)
+    norms = _norms(g, W)
+    singular = g.op("Unsqueeze", norms, g.const([-2]))
+    Vt = _transpose(g, V)
+    U = g.op("MatMul", g.op("Div", W, singular), Vt)
+    H = g.op("MatMul", g.op("Mul", V, singular), Vt)
+    ratio = torch.finfo(_torch_dtype(A.dtype)).eps * max(rows, columns)
+    largest = reduce(g, "ReduceMax", norms, [-1], True)
+    deficient = reduce(g, "ReduceMin", cast(g, g.op("Greater", norms, g.op(
+        "Mul", largest, g.const(ratio, DOUBLE))), DOUBLE), [-1], True)
+    U = g.op("Where", g.op("Equal", g.op("Unsqueeze", deficient, g.const([-1])),
+                          g.const(0.0, DOUBLE)), g.const(float("nan"), DOUBLE), U)
+    return cast(g, U, A.dtype), cast(g, H, A.dtype)
+
+
 @translates("aten::linalg_lstsq", since_opset=13)
 def linalg_lstsq(g, self, b, rcond=None, *, driver=None):
     """linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
