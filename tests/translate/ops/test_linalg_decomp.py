@@ -14,6 +14,7 @@ DECOMPOSITIONS = [
     "linalg.eigvalsh", "linalg.matrix_rank", "linalg.matrix_rank:hermitian", "norm:nuc",
     "linalg.cond", "linalg.pinv", "linalg.pinv:hermitian", "linalg.pinv:singular", "pinverse",
     "linalg.lstsq", "linalg.lstsq:grad_oriented", "linalg.polar",
+    "linalg.matrix_sqrth",
 ]
 
 
@@ -73,6 +74,9 @@ HAND = {
                                       torch.randn(3, 5), torch.randn(3)),
     "lstsq gelsd singular values": (lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd"),
                                     torch.randn(3, 5), torch.randn(3, 2)),
+    "matrix_sqrth of an indefinite matrix, lower triangle": (
+        torch.linalg.matrix_sqrth, torch.tensor([[1.0, 5.0, 0.0], [2.0, 1.0, 7.0],
+                                                 [0.5, -1.0, 3.0]])),
     "matrix_exp zero": (torch.linalg.matrix_exp, torch.zeros(3, 3)),
     "matrix_exp batch": (torch.linalg.matrix_exp, 0.5 * torch.randn(3, 4, 4)),
 }

@@ -543,6 +543,23 @@ def _pseudo_inverse(g, A, rows: int, columns: int, rank: int, threshold):
     return _with_rank(pinv, rank), (singular, keep)
 
 
+@translates("aten::linalg_matrix_sqrth", since_opset=13)
+def linalg_matrix_sqrth(g, self):
+    """linalg_matrix_sqrth(Tensor self) -> Tensor"""
+    rows, columns = _matrix_size(g, self, "linalg_matrix_sqrth", unrolled=max)
+    rank = _result_rank(g)
+    if rows == 0:
+        return g.op("Identity", self)
+    # V diag(sqrt(l)) V^T is a function of the matrix, unique whatever the eigenvectors' signs.
+    # Like eager, negative eigenvalues (of a matrix that is not positive semi-definite, or
+    # rounding's) count as zero.
+    values, V = _eigen(g, self, rows, rank, upper=False, vectors=True)
+    roots = g.op("Sqrt", g.op("Max", values, g.const(0.0, DOUBLE)))
+    X = g.op("MatMul", g.op("Mul", V, g.op("Unsqueeze", roots, g.const([-2]))),
+             _transpose(g, V))
+    return cast(g, X, self.dtype)
+
+
 @translates("aten::linalg_polar", since_opset=13)
 def linalg_polar(g, A):
     """linalg_polar(Tensor A) -> (Tensor U, Tensor H)"""
