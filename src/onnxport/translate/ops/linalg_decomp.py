@@ -16,7 +16,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import cast, onnx_dtype, reduce
+from onnxport.translate.ops._helpers import cast, reduce
 from onnxport.translate.registry import translates
 
 DOUBLE = ir.DataType.DOUBLE
@@ -88,8 +88,7 @@ def _entry(g, A, i: int, j: int):
 
 
 def _transpose(g, A):
-    """The transpose of the last two axes, whatever the rank: MatMul with a swap is not
-    possible without the rank, so Transpose needs it; ``A`` has a known rank here."""
+    """The transpose of the last two axes (Transpose needs the rank: ``A``'s is known)."""
     rank = len(A.shape) if A.shape is not None else None
     if rank is None:
         raise TranslationError(f"the rank of {A.name} is unknown")
@@ -131,8 +130,9 @@ def _householder_qr(g, A, rows: int, columns: int):
     for k in range(min(rows, columns)):
         x = _column(g, A, k)  # [..., m, 1]
         alpha = _entry(g, A, k, k)
-        below = g.const((row_index > k).to(torch.float64).reshape(rows, 1), DOUBLE)
-        tail = g.op("Mul", x, below)
+        # Masks pick rows and columns with Where: a product with 0 would turn inf into NaN.
+        below = g.const((row_index > k).reshape(rows, 1))
+        tail = g.op("Where", below, x, zero)
         xnorm2 = _sum_last(g, g.op("Mul", tail, tail))
         norm = g.op("Sqrt", g.op("Add", g.op("Mul", alpha, alpha), xnorm2))
         sign = g.op("Where", g.op("Less", alpha, zero), g.const(-1.0, DOUBLE), one)
@@ -143,17 +143,18 @@ def _householder_qr(g, A, rows: int, columns: int):
         tau = g.op("Where", identity, zero, g.op("Div", g.op("Sub", safe_beta, alpha), safe_beta))
         scale = g.op("Div", one, g.op("Where", identity, one, g.op("Sub", alpha, beta)))
         unit = g.const((row_index == k).to(torch.float64).reshape(rows, 1), DOUBLE)
-        v = g.op("Add", unit, g.op("Mul", tail, scale))  # [..., m, 1]
+        v = g.op("Where", below, g.op("Mul", tail, scale), unit)  # [..., m, 1]
         # H = I - tau v v^T applied to the columns right of k.
         vt_a = g.op("MatMul", _transpose(g, _with_rank(v, len(A.shape))), A)  # [..., 1, n]
-        right = g.const((column_index > k).to(torch.float64).reshape(1, columns), DOUBLE)
-        update = g.op("Mul", g.op("MatMul", g.op("Mul", v, tau), vt_a), right)
-        A = _with_rank(g.op("Sub", A, update), len(A.shape))
+        right = g.const((column_index > k).reshape(1, columns))
+        update = g.op("MatMul", g.op("Mul", v, tau), vt_a)
+        A = _with_rank(g.op("Where", right, g.op("Sub", A, update), A), len(A.shape))
         # Column k becomes beta on the diagonal and v below it (R above stays).
-        new_column = g.op("Add", g.op("Mul", x, g.const((row_index < k).to(torch.float64)
-                                                        .reshape(rows, 1), DOUBLE)),
-                          g.op("Add", g.op("Mul", unit, g.op("Where", identity, alpha, beta)),
-                               g.op("Mul", tail, g.op("Where", identity, one, scale))))
+        above = g.const((row_index < k).reshape(rows, 1))
+        on_diagonal = g.const((row_index == k).reshape(rows, 1))
+        new_column = g.op("Where", above, x, g.op(
+            "Where", on_diagonal, g.op("Where", identity, alpha, beta),
+            g.op("Mul", tail, g.op("Where", identity, one, scale))))
         is_k = g.const((column_index == k).reshape(1, columns))
         A = _with_rank(g.op("Where", is_k, new_column, A), len(A.shape))
         taus.append(tau)
@@ -173,9 +174,9 @@ def _apply_reflectors(g, V, tau, C, rows: int, count: int, left: bool, transpose
     if left != transpose:
         order.reverse()
     for i in order:
-        below = g.const((row_index > i).to(torch.float64).reshape(rows, 1), DOUBLE)
+        below = g.const((row_index > i).reshape(rows, 1))
         unit = g.const((row_index == i).to(torch.float64).reshape(rows, 1), DOUBLE)
-        v = _with_rank(g.op("Add", unit, g.op("Mul", _column(g, V, i), below)), rank)
+        v = _with_rank(g.op("Where", below, _column(g, V, i), unit), rank)
         t = g.op("Unsqueeze", g.op("Slice", tau, g.const([i]), g.const([i + 1]), g.const([-1])),
                  g.const([-1]))  # [..., 1, 1]
         if left:  # H C = C - tau v (v^T C)
