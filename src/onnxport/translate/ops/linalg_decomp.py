@@ -118,14 +118,24 @@ def _result_rank(g, position: int = 0) -> int:
 
 
 # -- Householder reflections (LAPACK's geqrf, orgqr, ormqr) ---------------------------------------
-def _householder_qr(g, A, rows: int, columns: int):
-    """LAPACK geqr2 on a float64 batch: (the reflectors below R's diagonal and R above, tau).
+def _householder_qr(g, A, rows: int, columns: int, dtype: ir.DataType):
+    """LAPACK geqr2 on a float64 batch: (the reflectors below R's diagonal and R above, tau,
+    whether each matrix's factorization is undetermined [..., 1, 1]).
 
     Column k's reflector is LAPACK's dlarfg: beta = -sign(alpha) * norm, tau = (beta - alpha)
-    / beta, v = x / (alpha - beta), which gives the same signs of Q and R as torch."""
+    / beta, v = x / (alpha - beta), which gives the same signs of Q and R as torch.
+
+    For a rank-deficient matrix, a column's remainder below the diagonal is only rounding
+    noise (eager's float32 noise, not ours), and the reflector built from it, so Q and R, is
+    arbitrary: such a matrix (a remainder not above 1000 eps(dtype) |A| but not exactly zero,
+    where both skip the reflection) is flagged, and its results are NaN rather than a valid
+    factorization that differs from eager's."""
     zero, one = g.const(0.0, DOUBLE), g.const(1.0, DOUBLE)
     row_index = torch.arange(rows)
     column_index = torch.arange(columns)
+    scale = g.op("Sqrt", g.op("ReduceSum", g.op("Mul", A, A), g.const([-2, -1]), keepdims_i=1))
+    negligible = g.op("Mul", scale, g.const(1000 * torch.finfo(_torch_dtype(dtype)).eps, DOUBLE))
+    undetermined = None
     taus = []
     for k in range(min(rows, columns)):
         x = _column(g, A, k)  # [..., m, 1]
@@ -139,6 +149,8 @@ def _householder_qr(g, A, rows: int, columns: int):
         beta = g.op("Neg", g.op("Mul", sign, norm))
         # No reflection (tau = 0) when the column is already zero below the diagonal.
         identity = g.op("Equal", xnorm2, zero)
+        noise = g.op("And", g.op("Not", identity), g.op("LessOrEqual", norm, negligible))
+        undetermined = noise if undetermined is None else g.op("Or", undetermined, noise)
         safe_beta = g.op("Where", identity, one, beta)
         tau = g.op("Where", identity, zero, g.op("Div", g.op("Sub", safe_beta, alpha), safe_beta))
         scale = g.op("Div", one, g.op("Where", identity, one, g.op("Sub", alpha, beta)))
@@ -158,10 +170,12 @@ def _householder_qr(g, A, rows: int, columns: int):
         is_k = g.const((column_index == k).reshape(1, columns))
         A = _with_rank(g.op("Where", is_k, new_column, A), len(A.shape))
         taus.append(tau)
-    if not taus:
-        return A, None
     tau = taus[0] if len(taus) == 1 else g.op("Concat", *taus, axis_i=-1)  # [..., 1, k]
-    return A, g.op("Squeeze", tau, g.const([-2]))
+    return A, g.op("Squeeze", tau, g.const([-2])), undetermined
+
+
+def _nan_where(g, flag, x):
+    return g.op("Where", flag, g.const(float("nan"), DOUBLE), x)
 
 
 def _apply_reflectors(g, V, tau, C, rows: int, count: int, left: bool, transpose: bool):
@@ -194,7 +208,10 @@ def geqrf(g, self):
     rank = _result_rank(g)
     if min(rows, columns) == 0:
         return g.op("Identity", self), _filled(g, self, [0], self.dtype)
-    reflectors, tau = _householder_qr(g, _to_double(g, self, rank), rows, columns)
+    reflectors, tau, undetermined = _householder_qr(g, _to_double(g, self, rank), rows, columns,
+                                                    self.dtype)
+    reflectors = _nan_where(g, undetermined, reflectors)
+    tau = _nan_where(g, g.op("Squeeze", undetermined, g.const([-1])), tau)
     return cast(g, reflectors, self.dtype), cast(g, tau, self.dtype)
 
 
@@ -213,18 +230,19 @@ def linalg_qr(g, A, mode="reduced"):
         eye = g.op("Expand", cast(g, _eye(g, rows, q_columns), A.dtype),
                    g.op("Concat", _batch_shape(g, A), g.const([rows, q_columns]), axis_i=0))
         return eye, r
-    reflectors, tau = _householder_qr(g, _to_double(g, A, rank), rows, columns)
+    reflectors, tau, undetermined = _householder_qr(g, _to_double(g, A, rank), rows, columns,
+                                                    A.dtype)
     upper = g.const(torch.triu(torch.ones(r_rows, columns, dtype=torch.bool)))
     r_part = reflectors if r_rows == rows else g.op(
         "Slice", reflectors, g.const([0]), g.const([r_rows]), g.const([-2]))
-    r = g.op("Where", upper, r_part, g.const(0.0, DOUBLE))
+    r = _nan_where(g, undetermined, g.op("Where", upper, r_part, g.const(0.0, DOUBLE)))
     if mode == "r":
         return g.const(torch.zeros(0, dtype=_torch_dtype(A.dtype))), cast(g, r, A.dtype)
     eye = g.op("Expand", _eye(g, rows, q_columns),
                g.op("Concat", _batch_shape(g, A), g.const([rows, q_columns]), axis_i=0))
     q = _apply_reflectors(g, reflectors, tau, _with_rank(eye, rank), rows, k, left=True,
                           transpose=False)
-    return cast(g, q, A.dtype), cast(g, r, A.dtype)
+    return cast(g, _nan_where(g, undetermined, q), A.dtype), cast(g, r, A.dtype)
 
 
 @translates("aten::linalg_householder_product", since_opset=13)
