@@ -123,6 +123,15 @@ def test_qr_of_a_rank_deficient_matrix_is_nan(function):
         torch.testing.assert_close(actual[1], expected[1], rtol=1e-3, atol=1e-4)
 
 
+def test_gels_of_a_rank_deficient_matrix_is_nan():
+    a = torch.stack([torch.randn(6, 2) @ torch.randn(2, 4), torch.randn(6, 4)])
+    b = torch.randn(2, 6, 1)
+    function = lambda a, b: torch.linalg.lstsq(a, b, driver="gels").solution  # noqa: E731
+    solution = onnxport.export(as_module(function), (a, b))(a, b)[0]
+    assert solution[0].isnan().all()
+    torch.testing.assert_close(solution[1], function(a, b)[1], rtol=1e-3, atol=1e-4)
+
+
 def test_dynamic_batch():
     batch = torch.export.Dim("batch")
     check(lambda a: (torch.linalg.svdvals(a), torch.linalg.qr(a)[1]), torch.randn(3, 4, 4),

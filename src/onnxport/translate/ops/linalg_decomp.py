@@ -635,6 +635,12 @@ def linalg_lstsq(g, self, b, rcond=None, *, driver=None):
     pinv, (singular, keep) = _pseudo_inverse(
         g, A, rows, columns, rank, lambda largest: g.op("Mul", largest, g.const(ratio, DOUBLE)))
     X = _with_rank(g.op("MatMul", pinv, B), rank)
+    if driver == "gels":
+        # gels assumes full rank: for a rank-deficient matrix eager divides by R's rounding
+        # noise, which nothing here reproduces; that matrix's solution is NaN instead.
+        full_rank = reduce(g, "ReduceMin", cast(g, keep, DOUBLE), [-1], True)
+        X = g.op("Where", g.op("Equal", g.op("Unsqueeze", full_rank, g.const([-1])),
+                               g.const(0.0, DOUBLE)), g.const(float("nan"), DOUBLE), X)
     residuals = empty
     if residuals_meta.numel() > 0 or (rows > columns and driver == "gels"):
         error = g.op("Sub", g.op("MatMul", A, X), B)
