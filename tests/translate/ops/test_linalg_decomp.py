@@ -77,6 +77,10 @@ HAND = {
     "matrix_sqrth of an indefinite matrix, lower triangle": (
         torch.linalg.matrix_sqrth, torch.tensor([[1.0, 5.0, 0.0], [2.0, 1.0, 7.0],
                                                  [0.5, -1.0, 3.0]])),
+    "lstsq of an empty matrix": (lambda a, b: torch.linalg.lstsq(a, b), torch.randn(2, 0, 3),
+                                 torch.randn(2, 0, 2)),
+    "lstsq gels, no columns": (lambda a, b: torch.linalg.lstsq(a, b, driver="gels"),
+                               torch.randn(3, 0), torch.randn(3, 2)),
     "matrix_exp zero": (torch.linalg.matrix_exp, torch.zeros(3, 3)),
     "matrix_exp batch": (torch.linalg.matrix_exp, 0.5 * torch.randn(3, 4, 4)),
 }

@@ -606,6 +606,30 @@ def linalg_polar(g, A):
     return cast(g, U, A.dtype), cast(g, H, A.dtype)
 
 
+def _empty_lstsq(g, A, b, columns: int, vector: bool, driver: str, rank: int):
+    """lstsq of empty matrices, as eager returns it: a zero solution, rank 0, and zero
+    residuals when gels computes them."""
+    right = 1 if vector else g.arguments[1].shape[-1]
+    if not isinstance(right, int):
+        raise TranslationError("linalg_lstsq: the number of right-hand sides must be static")
+    # A's batch with B's trailing sizes: B broadcasts against A in eager.
+    like = b if not vector else g.op("Unsqueeze", b, g.const([-1]))
+    like = _with_rank(like, rank)
+    solution = _filled(g, like, [columns] if vector else [columns, right], A.dtype)
+    residuals_meta = g.expected[1]
+    residuals = (_filled(g, like, [right], A.dtype) if residuals_meta.numel() > 0 or
+                 residuals_meta.dim() > 1 else g.const(torch.zeros(0, dtype=_torch_dtype(A.dtype))))
+    if driver == "gels":
+        matrix_rank = g.const(torch.zeros(0, dtype=torch.int64))
+    else:
+        shape = g.op("Concat", _batch_shape(g, like), g.const([], ir.DataType.INT64), axis_i=0)
+        matrix_rank = g.op("ConstantOfShape", shape,
+                           value_t=ir.tensor(torch.tensor([0], dtype=torch.int64)))
+    singular = (_filled(g, like, [0], A.dtype) if driver in ("gelss", "gelsd") else
+                g.const(torch.zeros(0, dtype=_torch_dtype(A.dtype))))
+    return solution, residuals, matrix_rank, singular
+
+
 @translates("aten::linalg_lstsq", since_opset=13)
 def linalg_lstsq(g, self, b, rcond=None, *, driver=None):
     """linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
@@ -617,8 +641,7 @@ def linalg_lstsq(g, self, b, rcond=None, *, driver=None):
     empty = g.const(torch.zeros(0, dtype=_torch_dtype(self.dtype)))
     empty_rank = g.const(torch.zeros(0, dtype=torch.int64))
     if min(rows, columns) == 0:
-        raise TranslationError("linalg_lstsq: an empty matrix has no least-squares problem "
-                               "onnxport composes; export with non-empty matrices")
+        return _empty_lstsq(g, self, b, columns, vector, driver, rank)
     if driver in ("gelss", "gelsd") and rows > columns:
         raise TranslationError(
             f"linalg_lstsq: with driver={driver!r} the residuals exist only when every matrix "
