@@ -496,12 +496,14 @@ def _first_lines(text: str, count: int = 12) -> str:
 @contextlib.contextmanager
 def _patched_for_export():
     """Register pytree support for transformers' cache classes when transformers is loaded,
-    and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic)."""
+    and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic), and
+    linalg_lstsq with its static output shapes."""
     from onnxport.capture import hf_cache
+    from onnxport.capture.lstsq_shapes import static_lstsq_shapes
     from onnxport.capture.recurrent_shapes import shape_only_recurrent_layers
 
     hf_cache.register_if_loaded()
-    with shape_only_recurrent_layers():
+    with shape_only_recurrent_layers(), static_lstsq_shapes():
         yield
 
 

@@ -13,6 +13,7 @@ from onnxport.translate.ops import (  # noqa: F401
     incomplete_gamma,
     indexing,
     linalg,
+    linalg_decomp,
     linalg_solve,
     losses,
     matrix_functions,
