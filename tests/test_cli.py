@@ -151,7 +151,7 @@ def test_torchvision_verify_dynamic_batch(tmp_path, capsys):
         assert_matches_eager(output, model, (torch.randn(batch, 3, 224, 224),))
 
 
-def test_export_failure_is_exit_1_with_reason_first(factory, tmp_path, capsys):
+def test_export_failure_is_exit_1_with_reason_first(factory, tmp_path, capsys, untranslated):
     output = tmp_path / "running_max.onnx"
     assert main(["export", f"{factory}:unsupported", "-o", str(output)]) == 1
     lines = capsys.readouterr().err.strip().splitlines()

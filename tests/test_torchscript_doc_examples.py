@@ -250,7 +250,7 @@ class TwoUnconvertible(torch.nn.Module):
         return torch.geqrf(x)[0], torch.as_strided_scatter(x, x[0], (3,), (1,)) * x
 
 
-def test_unconvertible_ops_lists_all_of_them():
+def test_unconvertible_ops_lists_all_of_them(untranslated):
     model, args, opset_version = TwoUnconvertible(), (torch.rand(3, 3) + 0.5,), 17
     torch_script_graph, unconvertible_ops = onnxport.utils.unconvertible_ops(
         model, args, opset_version=opset_version
@@ -272,7 +272,7 @@ def test_unconvertible_ops_is_empty_for_a_convertible_model():
     assert ops == []
 
 
-def test_registering_the_unconvertible_op_makes_the_export_pass(registrations):
+def test_registering_the_unconvertible_op_makes_the_export_pass(registrations, untranslated):
     def geqrf(g, x):  # not the function: a stand-in that ONNX Runtime can run
         return g.op("Identity", x), g.op("ReduceMax", x, keepdims_i=0)
 
@@ -283,7 +283,7 @@ def test_registering_the_unconvertible_op_makes_the_export_pass(registrations):
 
 # -- operator_export_type ------------------------------------------------------------------
 @pytest.mark.parametrize("dynamo", [True, False])
-def test_aten_fallback_and_fallthrough_keep_unconvertible_ops(dynamo):
+def test_aten_fallback_and_fallthrough_keep_unconvertible_ops(dynamo, untranslated):
     args = (torch.rand(3, 3) + 0.5,)
     kinds = onnxport.OperatorExportTypes
     program = onnxport.export(TwoUnconvertible(), args, dynamo=dynamo,
@@ -304,7 +304,7 @@ def test_aten_fallback_and_fallthrough_keep_unconvertible_ops(dynamo):
     # ONNX Runtime has no kernel for these: the graph is what is checked.
 
 
-def test_fallback_still_decomposes_what_decomposes_fully():
+def test_fallback_still_decomposes_what_decomposes_fully(untranslated):
     class Mixed(torch.nn.Module):
         def forward(self, x):  # addcmul decomposes into ops with translations
             return torch.geqrf(x)[0] + torch.addcmul(x, x, x, value=0.5)

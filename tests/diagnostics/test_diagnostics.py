@@ -152,10 +152,10 @@ def test_the_recorder_outside_an_export():
     assert not os.path.isabs(diagnostics.relative_path("/no/such/root/x.py"))
 
 
-def test_a_failed_export_keeps_its_diagnostics(tmp_path):
+def test_a_failed_export_keeps_its_diagnostics(tmp_path, untranslated):
     class Unsupported(torch.nn.Module):
         def forward(self, x):
-            return torch.geqrf(x)[0]  # no translation, no decomposition
+            return torch.geqrf(x)[0]  # no translation (taken out), no decomposition
 
     with pytest.raises(onnxport.OnnxExporterError) as raised:
         onnxport.dynamo_export(Unsupported(), torch.randn(2, 4))
@@ -163,7 +163,7 @@ def test_a_failed_export_keeps_its_diagnostics(tmp_path):
     assert failure.stage == "translate"
     [unsupported] = failure.recorder.of_rule("OPX0003")
     assert unsupported.properties["op"] == "aten::geqrf"
-    assert unsupported.line == _line_of("# no translation, no decomposition")
+    assert unsupported.line == _line_of("# no translation (taken out), no decomposition")
     failure.save_diagnostics(tmp_path / "failed.sarif")
     log = json.loads((tmp_path / "failed.sarif").read_text())
     _validate(log)

@@ -38,10 +38,10 @@ def test_report_profile_and_exported_program(tmp_path):
 
 class Unsupported(torch.nn.Module):
     def forward(self, x):
-        return torch.geqrf(x)[0]  # no translation, no decomposition
+        return torch.geqrf(x)[0]  # no translation (taken out), no decomposition
 
 
-def test_a_failed_export_still_writes_its_report(tmp_path):
+def test_a_failed_export_still_writes_its_report(tmp_path, untranslated):
     with pytest.raises(onnxport.UnsupportedOpsError):
         onnxport.export(Unsupported(), (torch.randn(2, 4),), report=True,
                         dump_exported_program=True, artifacts_dir=tmp_path)

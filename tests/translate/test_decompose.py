@@ -52,7 +52,7 @@ class _Unsupported(torch.nn.Module):
         return b, c, d
 
 
-def test_every_unsupported_op_is_listed_at_once_with_its_source_line():
+def test_every_unsupported_op_is_listed_at_once_with_its_source_line(untranslated):
     with pytest.raises(UnsupportedOpsError) as raised:
         onnxport.export(_Unsupported(), (torch.randn(2, 4),))
     missing = raised.value.missing
@@ -70,7 +70,7 @@ def _line_of(text):
     return next(i for i, line in enumerate(lines, 1) if line.strip().startswith(text))
 
 
-def test_an_op_inside_a_decomposition_with_no_translation_is_an_unsupported_op():
+def test_an_op_inside_a_decomposition_with_no_translation_is_an_unsupported_op(untranslated):
     """It was called as None ('NoneType' object is not callable)."""
     with pytest.raises(UnsupportedOpsError,
                        match=r"prims::as_strided_scatter: used at .* in forward "

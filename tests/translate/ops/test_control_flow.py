@@ -185,7 +185,7 @@ class UnsupportedInBranch(torch.nn.Module):
                           lambda x: x.cos(), (x,))
 
 
-def test_an_unsupported_op_inside_a_branch_is_reported():
+def test_an_unsupported_op_inside_a_branch_is_reported(untranslated):
     with pytest.raises(UnsupportedOpsError) as raised:
         onnxport.export(UnsupportedInBranch(), (torch.randn(2, 3),))
     assert set(raised.value.missing) == {"prims::as_strided_scatter"}, raised.value.missing
