@@ -210,12 +210,18 @@ def _scatter_nd_add(g, x, coordinates, updates, depth):
     count = reduce(g, "ReduceProd", lead, None, True)
     positions = g.op("Range", g.const(0, ir.DataType.INT64), g.op("Squeeze", count, g.const([0])),
                      g.const(1, ir.DataType.INT64))
+    # MatMul takes floats, int32 and int64: other dtypes sum in int64 (bools too, as torch's
+    # sum of bools is their "or").
+    compute = x.dtype if x.dtype in (*FLOAT_TYPES, ir.DataType.INT32, ir.DataType.INT64) \
+        else ir.DataType.INT64
     one_hot = g.op("Cast", g.op("Equal", g.op("Unsqueeze", positions, g.const([1])),
-                                g.op("Unsqueeze", rows, g.const([0]))), to_i=int(x.dtype))
-    flat_updates = g.op("Reshape", updates, g.op("Concat", g.op("Shape", rows), g.const([-1]),
-                                                 axis_i=0))
-    added = g.op("MatMul", one_hot, flat_updates)
-    return g.op("Add", x, g.op("Reshape", added, shape))
+                                g.op("Unsqueeze", rows, g.const([0]))), to_i=int(compute))
+    flat_updates = g.op("Reshape", cast(g, updates, compute),
+                        g.op("Concat", g.op("Shape", rows), g.const([-1]), axis_i=0))
+    added = g.op("Reshape", g.op("MatMul", one_hot, flat_updates), shape)
+    if x.dtype == ir.DataType.BOOL:
+        return g.op("Or", x, cast(g, added, ir.DataType.BOOL))
+    return g.op("Add", x, cast(g, added, x.dtype))
 
 
 def _put_by_mask(g, self, mask, values, accumulate):
@@ -504,6 +510,19 @@ def _scatter_reduce_one_hot(g, self, axis, index, src, how, include_self):
     """scatter_reduce before ScatterElements had the reduction: along the axis (moved last),
     each target t reduces the src values whose index is t, read through a one-hot [.., K, N]
     comparison of the K indices with the N targets. Costs K * N per row."""
+    if self.dtype == ir.DataType.BOOL:
+        # On bools torch's sum is "any" and its product "all": the max and min of 0/1.
+        as_bits = {"sum": "amax", "prod": "amin", "amax": "amax", "amin": "amin"}
+        if how not in as_bits:
+            raise NotImplementedError(f"scatter_reduce {how!r} of bools")
+        bits = []
+        for value in (self, src):
+            bit = cast(g, value, ir.DataType.INT32)
+            bit.shape = value.shape  # (read for the rank)
+            bits.append(bit)
+        out = _scatter_reduce_one_hot(g, bits[0], axis, index, bits[1], as_bits[how],
+                                      include_self)
+        return cast(g, out, ir.DataType.BOOL)
     r = rank(self)
     last = r - 1
     perm = list(range(r))
