@@ -243,9 +243,9 @@ def test_index_put_accumulate_at_opsets(where, opset):
     assert ("MatMul" in op_types(program)) == (opset < 16)
 
 
-@pytest.mark.parametrize("opset", [13, 15])
+@pytest.mark.parametrize("opset", [13, 15, 18])
 @pytest.mark.parametrize("dtype", [torch.bool, torch.int64])
-def test_accumulating_scatters_of_bools_before_opset_16(dtype, opset):
+def test_accumulating_scatters_of_bools(dtype, opset):
     # The one-hot fallbacks summed bools (MatMul and ReduceSum take no bools): torch's sum of
     # bools is their "or", its product their "and".
     x = (torch.randn(4, 5) * 3).to(dtype)
@@ -254,9 +254,12 @@ def test_accumulating_scatters_of_bools_before_opset_16(dtype, opset):
     check(lambda x, s: (x.index_add(0, index, s), x.index_put((index,), s, accumulate=True),
                         x.scatter_add(0, index[:, None].expand(3, 5), s)), x, src, opset=opset)
     if dtype == torch.bool:
-        check(lambda x, s: (x.scatter_reduce(0, index[:, None].expand(3, 5), s, "prod"),
-                            x.scatter_reduce(0, index[:, None].expand(3, 5), s, "amin",
-                                             include_self=False)), x, src, opset=opset)
+        targets = index[:, None].expand(3, 5)
+        check(lambda x, s: [x.scatter_reduce(0, targets, s, how, include_self=include_self)
+                            for how in ("sum", "prod", "amax", "amin")
+                            for include_self in (True, False)], x, src, opset=opset)
+        mask = torch.tensor([True, False, True, True])
+        check(lambda x, s: x.index_put((mask,), s[0], accumulate=True), x, src, opset=opset)
 
 
 REDUCTIONS = ["sum", "prod", "mean", "amax", "amin"]

@@ -230,7 +230,9 @@ def _put_by_mask(g, self, mask, values, accumulate):
         # Values that broadcast over the masked positions: a Where.
         expanded = mask if r_mask == r_self else g.op(
             "Unsqueeze", mask, g.const(list(range(r_mask, r_self))))
-        fill = g.op("Add", self, values) if accumulate else values
+        # (torch's sum of bools is their "or"; Add takes no bools, nor uint8 before opset 14.)
+        add = "Or" if self.dtype == ir.DataType.BOOL else "Add"
+        fill = g.op(add, self, values) if accumulate else values
         return g.op("Where", expanded, fill, self)
     # One value per masked position (x[mask] = tensor): scatter at the mask's coordinates.
     coordinates = g.op("Transpose", g.op("NonZero", mask), perm_i=[1, 0])
@@ -451,7 +453,8 @@ def _scatter_reduce(g, self, dim, index, src, reduce, include_self):
     src = g.op("Slice", src, g.const([0] * rank(self)), g.op("Shape", index),
                g.const(list(range(rank(self)))))
     attribute, since = _SCATTER_REDUCTIONS[reduce]
-    if g.opset < since:
+    if g.opset < since or self.dtype == ir.DataType.BOOL:
+        # (ScatterElements' reductions take no bools at any opset.)
         return _scatter_reduce_one_hot(g, self, axis, index, src, reduce, include_self)
     x = self
     if not include_self:
@@ -459,8 +462,6 @@ def _scatter_reduce(g, self, dim, index, src, reduce, include_self):
         x = g.op("ScatterElements", self, index,
                  g.op("Expand", g.const(_identity(reduce, self.dtype), self.dtype),
                       g.op("Shape", index)), axis_i=axis)
-    if x.dtype == ir.DataType.BOOL:
-        raise NotImplementedError("scatter_reduce of bools")
     if x.dtype in _NO_REDUCING_SCATTER:
         out = _in_float(g, lambda g, x, src: g.op("ScatterElements", x, index, src, axis_i=axis,
                                                   reduction_s=attribute), x, src)
