@@ -355,3 +355,16 @@ def test_scatter_reduce_amax_amin_propagate_nan(dtype, include_self, reduce, ops
                        dtype=dtype)
     check(lambda x, i, s: x.scatter_reduce(1, i, s, reduce, include_self=include_self),
           x, index, src, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [16, 18])
+def test_float16_reducing_scatter_nd_and_put(opset):
+    # ONNX Runtime's reducing ScatterND and ScatterElements have no float16 kernel: the
+    # builder computes them in float32 (index_put, index_add, put, index_reduce).
+    x = torch.randn(4, 5, dtype=torch.float16)
+    src = torch.randn(3, 5, dtype=torch.float16)
+    index = torch.tensor([0, 2, 0])
+    check(lambda x, s: (x.index_put((index,), s, accumulate=True), x.index_add(0, index, s),
+                        x.put(torch.tensor([0, 7, 0]), s[0, :3], accumulate=True),
+                        x.index_reduce(0, index, s, "prod")),
+          x, src, opset=opset, rtol=1e-2, atol=1e-2)  # float16's 3 digits

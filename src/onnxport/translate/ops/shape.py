@@ -169,7 +169,9 @@ def identity(g, self, *_, **__):
 def to(g, self, *_, **__):
     """to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False) -> Tensor(a)"""
     dtype = expected_dtype(g)
-    if dtype is None or self.dtype == dtype:
+    # (self is None for a value inference leaves out: batch norm's updated running stats,
+    # which torch casts back to a float16 model's dtype.)
+    if self is None or dtype is None or self.dtype == dtype:
         return self
     return g.op("Cast", self, to_i=int(dtype))
 
