@@ -157,7 +157,7 @@ def main(argv=None) -> int:
         pool.run(todo, lambda op: (op, plan, dtypes, options.samples), on_result)
     finally:
         pool.close()
-        document["summary"] = _summaries(results, document["results"], plan)
+        document["summary"] = _summaries(results, document["results"], plan, dtypes)
         _write(options.json, document)
     _print(document["summary"], plan)
     if options.write_expected:
@@ -199,11 +199,18 @@ def _reason(kind: str, detail: str) -> str:
     return f"{kind}: {text[:140]}"
 
 
-def _summaries(results, by_op: dict, plan) -> dict:
+def _summaries(results, by_op: dict, plan, dtypes=()) -> dict:
+    from onnxport.conformance.samples import COUNTED_DTYPES
+
     summary = {}
     for exporter, opsets in plan:
         for opset in opsets:
             summary[f"{exporter}@{opset}"] = results.summary(by_op, exporter, opset)
+            # float16 (and any other dtype outside the op-level count) on its own line.
+            for dtype in dtypes:
+                if dtype not in COUNTED_DTYPES:
+                    summary[f"{exporter}@{opset} {dtype}"] = results.summary(
+                        by_op, exporter, opset, dtypes=(dtype,))
     return summary
 
 
@@ -214,7 +221,7 @@ def _print(summary: dict, plan) -> None:
               f" {counts['mismatch']:8} {counts['crash']:5}"
               f"   ({100 * counts['pass'] / max(counts['testable'], 1):.1f} %)")
     for key in summary:
-        if not key.startswith("torch.onnx@"):
+        if not key.startswith("torch.onnx@") or " " in key:
             continue
         ours = summary.get("onnxport@" + key.split("@")[1])
         if ours is None:

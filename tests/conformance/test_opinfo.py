@@ -73,3 +73,29 @@ def test_random_ops_are_compared_on_shape_and_dtype():
     assert runner.compare(case, [torch.zeros(3)], (out,)) is None
     assert runner.compare(case, [torch.zeros(4)], (out,)) is not None
     assert runner.compare(case, [torch.zeros(3, dtype=torch.float64)], (out,)) is not None
+
+
+def test_float16_outputs_may_be_closer_to_float64_than_eager_but_not_farther():
+    import torch
+
+    # A sum of 2048 + 1 + 1 + ...: float16 eager rounds each partial sum back to 2048, the
+    # float64 value is 2048 + n; an output nearer to it than eager passes, a farther one not.
+    x = torch.tensor([2048.0] + [1.0] * 16, dtype=torch.float16)
+    case = samples.Case("cumsum", "float16", 0, _accumulate_in_float16(), (x,))
+    eager = (torch.tensor([2048.0], dtype=torch.float16),)
+    exact = torch.tensor([2064.0], dtype=torch.float16)
+    assert runner.compare(case, [exact], eager) is None
+    assert runner.compare(case, [torch.tensor([2032.0], dtype=torch.float16)], eager) is not None
+
+
+def _accumulate_in_float16():
+    import torch
+
+    class Accumulate(torch.nn.Module):
+        def forward(self, x):  # float16 partial sums, rounded at each step as a kernel might
+            total = x[:1].clone()
+            for value in x[1:]:
+                total = total + value
+            return total
+
+    return Accumulate()

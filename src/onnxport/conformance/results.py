@@ -47,12 +47,13 @@ def op_status(by_dtype: dict, dtypes=samples.COUNTED_DTYPES) -> str | None:
     return max((s[0] for s in statuses), key=lambda k: SEVERITY.get(k, 3))
 
 
-def summary(results: dict, exporter: str, opset: int) -> dict:
-    """Op-level counts for one exporter at one opset."""
+def summary(results: dict, exporter: str, opset: int,
+            dtypes=samples.COUNTED_DTYPES) -> dict:
+    """Op-level counts for one exporter at one opset, over ``dtypes``."""
     counts = {"testable": 0, **{k: 0 for k in SEVERITY}}
     passing = []
     for op, per_exporter in results.items():
-        status = op_status(per_exporter.get(exporter, {}).get(str(opset), {}))
+        status = op_status(per_exporter.get(exporter, {}).get(str(opset), {}), dtypes)
         if status is None:
             continue
         counts["testable"] += 1

@@ -25,9 +25,12 @@ class Outcome:
 
 
 def tolerances(dtype: torch.dtype) -> tuple[float, float]:
-    # float16 keeps ~3 decimal digits, and ONNX Runtime's CPU kernels compute some float16 ops
-    # through float32 with a different rounding order than torch.
-    return (1e-2, 1e-2) if dtype in (torch.float16, torch.bfloat16) else (1e-3, 1e-4)
+    # float16: torch's own OpInfo comparisons (rtol 1e-3 is one float16 ulp at 1; atol 1e-3
+    # for results near zero), since ONNX Runtime's CPU computes float16 ops in float32 and
+    # rounds once, as torch's CPU kernels do. bfloat16 keeps ~2 decimal digits.
+    if dtype == torch.float16:
+        return 1e-3, 1e-3
+    return (1e-2, 1e-2) if dtype == torch.bfloat16 else (1e-3, 1e-4)
 
 
 def eager(case: Case) -> tuple[torch.Tensor, ...]:
@@ -124,8 +127,35 @@ def compare(case: Case, actual, expected) -> str | None:
         except AssertionError as error:
             if case.tie_dim is not None and e.dtype == torch.int64 and _same_values(case, a, e):
                 continue
+            if e.dtype == torch.float16 and _as_accurate_as_eager(case, i, a, e, rtol, atol):
+                continue
             return f"output {i}: {_short(error, 4)}"
     return None
+
+
+def _as_accurate_as_eager(case: Case, i: int, actual, expected, rtol, atol) -> bool:
+    """Whether a float16 output is as close to the op computed in float64 as eager's float16
+    result is (within the float16 tolerance). torch's float16 kernels round their partial
+    sums and intermediates at other places than ONNX Runtime's: on OpInfo's samples eager
+    itself is then several ulps off (addbmm, conv_transpose, losses), or inf where the value
+    is finite (soft_margin_loss), so a bare comparison with eager measures torch's rounding."""
+    try:
+        with torch.no_grad():
+            reference = case.module(*(t.double() if t.is_floating_point() else t.clone()
+                                      for t in case.inputs))
+        reference = reference if isinstance(reference, (tuple, list)) else (reference,)
+        exact = reference[i].double()
+    except Exception:
+        return False
+    if exact.shape != expected.shape:
+        return False
+    a, e = actual.double(), expected.double()
+    nan = exact.isnan()
+    if not torch.equal(a.isnan() & ~nan, e.isnan() & ~nan):
+        return False  # a NaN where eager has a number (or the reverse) is not rounding
+    ours, eager = (a - exact).abs(), (e - exact).abs()
+    allowed = eager.nan_to_num(nan=0.0) + atol + rtol * exact.abs()
+    return bool(((ours <= allowed) | nan | a.isnan()).all())
 
 
 def _same_values(case: Case, actual: torch.Tensor, expected: torch.Tensor) -> bool:

@@ -94,7 +94,7 @@ class GraphBuilder:
         input_values = [self._as_value(v) for v in inputs]
         while input_values and input_values[-1] is None:
             input_values.pop()
-        compute = runtime_types.compute_dtype(domain, op_type, input_values)
+        compute = runtime_types.compute_dtype(domain, op_type, input_values, attributes)
         if compute is not None:
             return runtime_types.cast_around(self, op_type, input_values, compute, outputs,
                                              attributes)

@@ -22,15 +22,31 @@ _KERNELS: dict[str, tuple[tuple[int, ...], set]] = {
 }
 # The dtype to compute in, first that the kernel takes: exact for bools (uint8) and for
 # integers below 2**53 (double); Conv and AveragePool have float32 only (exact below 2**24).
-_PREFERRED = {_D.BOOL: (_D.UINT8, _D.INT32, _D.FLOAT)}
+_PREFERRED = {_D.BOOL: (_D.UINT8, _D.INT32, _D.FLOAT), _D.FLOAT16: (_D.FLOAT,)}
 _PREFERRED_OTHERS = (_D.DOUBLE, _D.FLOAT)
 
 
-def compute_dtype(domain: str, op_type: str, inputs) -> ir.DataType | None:
+# Scatters with a reduction (add, mul, max, min): ONNX Runtime's CPU kernels of the reducing
+# ScatterND and ScatterElements have no float16 (data and updates are inputs 0 and 2).
+_REDUCING_SCATTERS = {"ScatterND", "ScatterElements"}
+_SCATTER_DATA = (0, 2)
+
+
+def _kernel(op_type: str, attributes) -> tuple[tuple[int, ...], set] | None:
+    if op_type in _REDUCING_SCATTERS:
+        reduction = (attributes or {}).get("reduction_s")
+        if reduction in (None, "none"):
+            return None
+        return _SCATTER_DATA, set(_D) - {_D.FLOAT16}
+    return _KERNELS.get(op_type)
+
+
+def compute_dtype(domain: str, op_type: str, inputs, attributes=None) -> ir.DataType | None:
     """The dtype to cast ``op_type``'s T inputs to, None when the runtime takes them as they are."""
-    if domain not in ("", "ai.onnx") or op_type not in _KERNELS:
+    kernel = _kernel(op_type, attributes)
+    if domain not in ("", "ai.onnx") or kernel is None:
         return None
-    positions, supported = _KERNELS[op_type]
+    positions, supported = kernel
     dtypes = {inputs[i].dtype for i in positions if i < len(inputs) and inputs[i] is not None}
     if len(dtypes) != 1:
         return None
@@ -47,7 +63,7 @@ def compute_dtype(domain: str, op_type: str, inputs) -> ir.DataType | None:
 
 def cast_around(g, op_type: str, inputs: list, compute: ir.DataType, outputs: int, attributes):
     """``op_type`` on ``inputs`` computed in ``compute``; its first output cast back."""
-    positions, _ = _KERNELS[op_type]
+    positions, _ = _kernel(op_type, attributes)
     original = next(inputs[i].dtype for i in positions if i < len(inputs) and inputs[i] is not None)
     cast_inputs = [g.op("Cast", value, to_i=int(compute))
                    if i in positions and value is not None else value

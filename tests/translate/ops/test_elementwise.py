@@ -320,18 +320,25 @@ def test_trunc_of_specials(dtype):
         assert torch.signbit(program(x)[0][[4, 7]]).all()
 
 
-@pytest.mark.parametrize("function", [torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor],
-                         ids=["and", "or", "xor"])
-def test_bitwise_ops_of_integers_before_opset_18_are_a_clear_error(function):
-    # Found by the fuzzer: BitwiseXor at opset 17 made a model ONNX Runtime refused.
-    import onnxport
-    from op_check import as_module
+@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_bitwise_ops_of_integers_before_opset_18_go_bit_by_bit(dtype, opset):
+    # Before BitwiseAnd/Or/Xor (opset 18) the ops are composed from BitShift; the extremes and
+    # negatives check the top bit and two's complement.
+    info = torch.iinfo(dtype)
+    x = torch.tensor([info.min, info.max, 0, 1, info.max // 3, info.min // 5 - 7], dtype=torch.int64)
+    y = torch.tensor([info.max, info.min, info.min, -1 % (info.max + 1), info.min // 3, 12345 % info.max])
+    x, y = x.to(dtype), y.to(dtype)
+    program = check(lambda x, y: (x & y, x | y, x ^ y, x & 6), x, y, opset=opset)
+    assert "BitwiseAnd" not in op_types(program) and "BitShift" in op_types(program)
+    check(lambda x, y: (x & y, x ^ y), x > 0, y < 2, opset=opset)  # bools: And/Or/Xor
 
-    x = torch.tensor([[3, -4], [5, 0]])
-    with pytest.raises(onnxport.TranslationError, match="needs opset 18"):
-        onnxport.export(as_module(lambda x: function(x, x + 1)), (x,), opset_version=17)
-    check(lambda x: function(x, x + 1), x, opset=18)
-    check(lambda x: function(x > 0, x < 2), x, opset=17)  # bools: And/Or/Xor at any opset
+
+@pytest.mark.parametrize("opset", [13, 17, 23])
+def test_relu_of_integers_at_every_opset(opset):
+    # ONNX Runtime has no int64 Relu kernel at opsets 14-17 and 22-23 (nor integer Relu at 13).
+    program = check(torch.relu, INTS, opset=opset)
+    assert "Relu" not in op_types(program)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])

@@ -243,6 +243,25 @@ def test_index_put_accumulate_at_opsets(where, opset):
     assert ("MatMul" in op_types(program)) == (opset < 16)
 
 
+@pytest.mark.parametrize("opset", [13, 15, 18])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int64])
+def test_accumulating_scatters_of_bools(dtype, opset):
+    # The one-hot fallbacks summed bools (MatMul and ReduceSum take no bools): torch's sum of
+    # bools is their "or", its product their "and".
+    x = (torch.randn(4, 5) * 3).to(dtype)
+    src = (torch.randn(3, 5) * 3).to(dtype)
+    index = torch.tensor([0, 2, 0])
+    check(lambda x, s: (x.index_add(0, index, s), x.index_put((index,), s, accumulate=True),
+                        x.scatter_add(0, index[:, None].expand(3, 5), s)), x, src, opset=opset)
+    if dtype == torch.bool:
+        targets = index[:, None].expand(3, 5)
+        check(lambda x, s: [x.scatter_reduce(0, targets, s, how, include_self=include_self)
+                            for how in ("sum", "prod", "amax", "amin")
+                            for include_self in (True, False)], x, src, opset=opset)
+        mask = torch.tensor([True, False, True, True])
+        check(lambda x, s: x.index_put((mask,), s[0], accumulate=True), x, src, opset=opset)
+
+
 REDUCTIONS = ["sum", "prod", "mean", "amax", "amin"]
 
 
@@ -336,3 +355,16 @@ def test_scatter_reduce_amax_amin_propagate_nan(dtype, include_self, reduce, ops
                        dtype=dtype)
     check(lambda x, i, s: x.scatter_reduce(1, i, s, reduce, include_self=include_self),
           x, index, src, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [16, 18])
+def test_float16_reducing_scatter_nd_and_put(opset):
+    # ONNX Runtime's reducing ScatterND and ScatterElements have no float16 kernel: the
+    # builder computes them in float32 (index_put, index_add, put, index_reduce).
+    x = torch.randn(4, 5, dtype=torch.float16)
+    src = torch.randn(3, 5, dtype=torch.float16)
+    index = torch.tensor([0, 2, 0])
+    check(lambda x, s: (x.index_put((index,), s, accumulate=True), x.index_add(0, index, s),
+                        x.put(torch.tensor([0, 7, 0]), s[0, :3], accumulate=True),
+                        x.index_reduce(0, index, s, "prod")),
+          x, src, opset=opset, rtol=1e-2, atol=1e-2)  # float16's 3 digits

@@ -157,3 +157,17 @@ def test_instance_norm_module_over_dynamic_sizes(affine):
     program = check(torch.nn.InstanceNorm2d(3, affine=affine), torch.randn(2, 3, 4, 4),
                     dynamic_shapes=sizes, run_with=[(torch.randn(3, 3, 6, 5),)])
     assert op_types(program) == ["InstanceNormalization"]
+
+
+def test_float16_native_norms_keep_torch_s_statistics_dtypes():
+    # LayerNormalization's mean and 1/std come out in float32 (its stash type), torch's in
+    # float16; the functional batch norm casts its updated running stats back to float16,
+    # values inference leaves out (the Cast of nothing failed).
+    aten = torch.ops.aten
+    x = torch.randn(4, 5, 6, dtype=torch.float16)
+    w, b = torch.rand(6, dtype=torch.float16), torch.rand(6, dtype=torch.float16)
+    check(lambda x, w, b: aten.native_layer_norm(x, [6], w, b, 1e-5), x, w, b,
+          rtol=1e-2, atol=1e-2)  # float16's 3 digits
+    stats = [torch.rand(5, dtype=torch.float16) for _ in range(4)]
+    check(lambda x, w, b, m, v: aten._native_batch_norm_legit(x, w, b, m, v, True, 0.5, 0.6)[:3],
+          x, *stats, rtol=1e-2, atol=1e-2)

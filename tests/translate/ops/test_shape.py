@@ -194,6 +194,15 @@ def test_circular_pad_at_opsets_before_and_with_wrap(opset):
         assert not pads
 
 
+@pytest.mark.parametrize("opset", [19, 23])
+def test_circular_pad_of_empty_and_dynamic_batches(opset):
+    # ONNX Runtime's Pad fails in "wrap" mode on an empty input: Slice/Concat pad those.
+    pad = lambda x: F.pad(x, (1, 2), mode="circular")  # noqa: E731
+    check(pad, torch.randn(0, 3, 3), opset=opset)
+    check(pad, torch.randn(2, 3, 3), opset=opset, dynamic_shapes={"x": {0: torch.export.Dim("n")}},
+          run_with=[(torch.randn(0, 3, 3),), (torch.randn(5, 3, 3),)])
+
+
 def test_reflect_pad_is_one_pad():
     program = check(lambda x: F.pad(x, (2, 1), mode="reflect"), torch.randn(2, 3, 5))
     (pad,) = program.model.graph

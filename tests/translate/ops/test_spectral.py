@@ -124,6 +124,13 @@ def test_below_opset_17_is_a_clear_error_naming_the_line():
         onnxport.export(_Spectrogram(), (torch.randn(2, 32),), opset_version=16)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_real_and_conj_of_real_tensors_below_opset_17(dtype):
+    # Of a real tensor they are the tensor itself: no DFT is needed at any opset.
+    x = (torch.randn(2, 5) * 3).to(dtype)
+    check(lambda x: (torch.real(x) + 1, torch.conj_physical(x) * 2, x.conj() + 1), x, opset=13)
+
+
 def test_a_complex_output_is_still_refused():
     with pytest.raises(onnxport.errors.TranslationError, match="complex"):
         onnxport.export(lambda x: fft.rfft(x), (torch.randn(2, 8),), opset_version=18)

@@ -37,7 +37,6 @@ def _unary(onnx_op: str, *names: str, since_opset: int = 1, **attrs):
 
 
 for _op, _names in [
-    ("Relu", ("aten::relu", "aten::relu_")),
     ("Sigmoid", ("aten::sigmoid", "aten::sigmoid_")),
     ("Tanh", ("aten::tanh", "aten::tanh_")),
     ("Exp", ("aten::exp",)),
@@ -167,6 +166,16 @@ def gelu(g, self, approximate="none"):
 def hardtanh(g, self, min_val=-1.0, max_val=1.0):
     """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
     return g.op("Clip", self, g.const(min_val, self.dtype), g.const(max_val, self.dtype))
+
+
+@translates("aten::relu", "aten::relu_")
+def relu(g, self):
+    """relu(Tensor self) -> Tensor"""
+    if self.dtype in FLOAT_TYPES:
+        return g.op("Relu", self)
+    # Relu takes integers only from opset 14, and ONNX Runtime has no int64 kernel for it at
+    # most opsets; max(x, 0) is the same function with kernels for every integer dtype.
+    return g.op("Max", self, g.const(0, self.dtype))
 
 
 @translates("aten::relu6", "aten::relu6_")
@@ -413,16 +422,44 @@ def ne(g, self, other):
     return g.op("Not", g.op("Equal", a, b))
 
 
+def _bitwise_by_bits(g, logical_op: str, a, b, dtype):
+    """``logical_op`` (And/Or/Xor) of integers bit by bit, before ONNX's Bitwise* ops: the
+    operands go to uint64 (a Cast wraps modulo 2**64, so two's complement bits are kept), a
+    bit axis of the dtype's width is split off with BitShift (the only bit op ONNX has then),
+    the bits are combined as bools, and the bits of the result are summed back at their
+    places; the Cast to ``dtype`` wraps the sum as two's complement again. (About 20 nodes
+    and a 64-times larger intermediate for int64.)"""
+    if dtype not in _BITS:
+        raise NotImplementedError(f"bitwise {logical_op.lower()} of {dtype} values")
+    width = _BITS[dtype]
+    uint64 = ir.DataType.UINT64
+    last = g.const([-1], ir.DataType.INT64)
+    places = g.const([(1 << k) - (1 << 64 if k == 63 else 0) for k in range(width)],
+                     ir.DataType.INT64)
+
+    def bits(x):
+        x = g.op("Unsqueeze", cast(g, x, uint64), last)
+        # Bit k to the top (left by 63 - k), then down to bit 0 (right by 63): bit k alone.
+        top = g.op("BitShift", x, g.const([63 - k for k in range(width)], uint64),
+                   direction_s="LEFT")
+        return cast(g, g.op("BitShift", top, g.const(63, uint64), direction_s="RIGHT"),
+                    ir.DataType.BOOL)
+
+    # The bits back at their places by a MatMul with 2**k, exact in int64 (wrapping at bit 63)
+    # where ONNX Runtime's ReduceSum of int64 rounds through double.
+    combined = cast(g, g.op(logical_op, bits(a), bits(b)), ir.DataType.INT64)
+    return cast(g, g.op("MatMul", combined, places), dtype)
+
+
 def _logical(onnx_op: str, bitwise_op: str, *names: str):
     def translation(g, self, other):
         dtype = expected_dtype(g)
         if dtype == ir.DataType.BOOL:
             a, b = _operands(g, self, other, ir.DataType.BOOL)
             return g.op(onnx_op, a, b)
-        if g.opset < 18:  # ONNX has no bitwise op on integers before 18 (the model was refused)
-            raise NotImplementedError(
-                f"{bitwise_op} of integers needs opset 18 or later; export with opset_version=18")
         a, b = _operands(g, self, other, dtype)
+        if g.opset < 18:  # ONNX has no bitwise op on integers before 18
+            return _bitwise_by_bits(g, onnx_op, a, b, dtype)
         return g.op(bitwise_op, a, b)
 
     translation.__name__ = onnx_op.lower()

@@ -20,14 +20,13 @@ def _identity(reduce: str, dtype: ir.DataType) -> float | int:
     return 1 if reduce == "prod" else 0
 
 
-@translates("aten::index_reduce", since_opset=16)
+@translates("aten::index_reduce")
 def index_reduce(g, self, dim, index, source, reduce, *, include_self=True):
     """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor"""
-    if reduce in ("amax", "amin") and g.opset < 18:
-        from onnxport.errors import TranslationError
-
-        raise TranslationError(f"aten::index_reduce with reduce={reduce!r} needs "
-                               "ScatterElements' max/min reductions: export at opset 18 or above")
+    if g.opset < (18 if reduce in ("amax", "amin") else 16):
+        # Before ScatterElements has this reduction: scatter_reduce's composition, with the
+        # index spread along ``dim`` over source's other axes.
+        return _index_reduce_as_scatter_reduce(g, self, dim, index, source, reduce, include_self)
     scalar = rank(self) == 0
     if scalar:
         zero = g.const([0], _I64)
@@ -63,7 +62,21 @@ def index_reduce(g, self, dim, index, source, reduce, *, include_self=True):
     return result
 
 
-@translates("aten::put", since_opset=16)
+def _index_reduce_as_scatter_reduce(g, self, dim, index, source, reduce, include_self):
+    from onnxport.translate.ops.indexing import scatter_reduce
+
+    if rank(self) == 0:
+        return scatter_reduce(g, self, 0, cast(g, index, _I64), source, reduce,
+                              include_self=include_self)
+    axis = normalize_axis(dim, rank(self))
+    index_shape = [1] * rank(source)
+    index_shape[axis] = -1
+    positions = g.op("Expand", g.op("Reshape", cast(g, index, _I64), g.const(index_shape, _I64)),
+                     g.op("Shape", source))
+    return scatter_reduce(g, self, axis, positions, source, reduce, include_self=include_self)
+
+
+@translates("aten::put")
 def put(g, self, index, source, accumulate=False):
     """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
     # self as if flattened; negative indices count from the end.
@@ -72,8 +85,15 @@ def put(g, self, index, source, accumulate=False):
     size = g.op("Shape", flat)
     index = g.op("Where", g.op("Less", index, g.const(0, _I64)), g.op("Add", index, size), index)
     values = g.op("Reshape", source, g.const([-1], _I64))
-    result = g.op("ScatterElements", flat, index, values, axis_i=0,
-                  reduction_s="add" if accumulate else "none")
+    if accumulate and g.opset < 16:  # no reduction attribute yet: scatter_reduce's fallback
+        from onnxport.translate.ops.indexing import scatter_reduce
+
+        for value in (flat, index, values):
+            value.shape = ir.Shape([None])  # (1-d: read for the rank)
+        result = scatter_reduce(g, flat, 0, index, values, "sum")
+    else:
+        result = g.op("ScatterElements", flat, index, values, axis_i=0,
+                      reduction_s="add" if accumulate else None)
     return g.op("Reshape", result, g.op("Shape", self))
 
 

@@ -210,12 +210,18 @@ def _scatter_nd_add(g, x, coordinates, updates, depth):
     count = reduce(g, "ReduceProd", lead, None, True)
     positions = g.op("Range", g.const(0, ir.DataType.INT64), g.op("Squeeze", count, g.const([0])),
                      g.const(1, ir.DataType.INT64))
+    # MatMul takes floats, int32 and int64: other dtypes sum in int64 (bools too, as torch's
+    # sum of bools is their "or").
+    compute = x.dtype if x.dtype in (*FLOAT_TYPES, ir.DataType.INT32, ir.DataType.INT64) \
+        else ir.DataType.INT64
     one_hot = g.op("Cast", g.op("Equal", g.op("Unsqueeze", positions, g.const([1])),
-                                g.op("Unsqueeze", rows, g.const([0]))), to_i=int(x.dtype))
-    flat_updates = g.op("Reshape", updates, g.op("Concat", g.op("Shape", rows), g.const([-1]),
-                                                 axis_i=0))
-    added = g.op("MatMul", one_hot, flat_updates)
-    return g.op("Add", x, g.op("Reshape", added, shape))
+                                g.op("Unsqueeze", rows, g.const([0]))), to_i=int(compute))
+    flat_updates = g.op("Reshape", cast(g, updates, compute),
+                        g.op("Concat", g.op("Shape", rows), g.const([-1]), axis_i=0))
+    added = g.op("Reshape", g.op("MatMul", one_hot, flat_updates), shape)
+    if x.dtype == ir.DataType.BOOL:
+        return g.op("Or", x, cast(g, added, ir.DataType.BOOL))
+    return g.op("Add", x, cast(g, added, x.dtype))
 
 
 def _put_by_mask(g, self, mask, values, accumulate):
@@ -224,7 +230,9 @@ def _put_by_mask(g, self, mask, values, accumulate):
         # Values that broadcast over the masked positions: a Where.
         expanded = mask if r_mask == r_self else g.op(
             "Unsqueeze", mask, g.const(list(range(r_mask, r_self))))
-        fill = g.op("Add", self, values) if accumulate else values
+        # (torch's sum of bools is their "or"; Add takes no bools, nor uint8 before opset 14.)
+        add = "Or" if self.dtype == ir.DataType.BOOL else "Add"
+        fill = g.op(add, self, values) if accumulate else values
         return g.op("Where", expanded, fill, self)
     # One value per masked position (x[mask] = tensor): scatter at the mask's coordinates.
     coordinates = g.op("Transpose", g.op("NonZero", mask), perm_i=[1, 0])
@@ -445,7 +453,8 @@ def _scatter_reduce(g, self, dim, index, src, reduce, include_self):
     src = g.op("Slice", src, g.const([0] * rank(self)), g.op("Shape", index),
                g.const(list(range(rank(self)))))
     attribute, since = _SCATTER_REDUCTIONS[reduce]
-    if g.opset < since:
+    if g.opset < since or self.dtype == ir.DataType.BOOL:
+        # (ScatterElements' reductions take no bools at any opset.)
         return _scatter_reduce_one_hot(g, self, axis, index, src, reduce, include_self)
     x = self
     if not include_self:
@@ -453,8 +462,6 @@ def _scatter_reduce(g, self, dim, index, src, reduce, include_self):
         x = g.op("ScatterElements", self, index,
                  g.op("Expand", g.const(_identity(reduce, self.dtype), self.dtype),
                       g.op("Shape", index)), axis_i=axis)
-    if x.dtype == ir.DataType.BOOL:
-        raise NotImplementedError("scatter_reduce of bools")
     if x.dtype in _NO_REDUCING_SCATTER:
         out = _in_float(g, lambda g, x, src: g.op("ScatterElements", x, index, src, axis_i=axis,
                                                   reduction_s=attribute), x, src)
@@ -504,6 +511,19 @@ def _scatter_reduce_one_hot(g, self, axis, index, src, how, include_self):
     """scatter_reduce before ScatterElements had the reduction: along the axis (moved last),
     each target t reduces the src values whose index is t, read through a one-hot [.., K, N]
     comparison of the K indices with the N targets. Costs K * N per row."""
+    if self.dtype == ir.DataType.BOOL:
+        # On bools torch's sum is "any" and its product "all": the max and min of 0/1.
+        as_bits = {"sum": "amax", "prod": "amin", "amax": "amax", "amin": "amin"}
+        if how not in as_bits:
+            raise NotImplementedError(f"scatter_reduce {how!r} of bools")
+        bits = []
+        for value in (self, src):
+            bit = cast(g, value, ir.DataType.INT32)
+            bit.shape = value.shape  # (read for the rank)
+            bits.append(bit)
+        out = _scatter_reduce_one_hot(g, bits[0], axis, index, bits[1], as_bits[how],
+                                      include_self)
+        return cast(g, out, ir.DataType.BOOL)
     r = rank(self)
     last = r - 1
     perm = list(range(r))

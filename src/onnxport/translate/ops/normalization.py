@@ -119,6 +119,9 @@ def layer_norm(g, input, normalized_shape, weight=None, bias=None, eps=1e-5, *_)
     if native:
         out, mean, inv_std = g.op("LayerNormalization", input, scale, bias, axis_i=axis,
                                   epsilon_f=eps, outputs=3)
+        if input.dtype != ir.DataType.FLOAT:
+            # The statistics come out in the stash type (float32); torch's have the input's.
+            mean, inv_std = (g.op("Cast", v, to_i=int(input.dtype)) for v in (mean, inv_std))
         return out, mean, inv_std
     return g.op("LayerNormalization", input, scale, bias, axis_i=axis, epsilon_f=eps)
 

@@ -1,14 +1,64 @@
 """Random and uninitialized tensors: ONNX's RandomUniform(Like)/RandomNormal(Like) draw the
-numbers (their values differ from torch's generator, their shapes and dtypes do not); empty
-tensors are zeros."""
+numbers (their values differ from torch's generator, their shapes and dtypes do not), and from
+opset 22 a training-mode Dropout's mask does; empty tensors are zeros."""
 
 from __future__ import annotations
+
+import math
 
 import onnx_ir as ir
 
 from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, shape_list
 from onnxport.translate.ops.creation import _filled
 from onnxport.translate.registry import translates
+
+
+# ONNX Runtime (1.2x-1.3x) has no CPU kernel for the opset-22 versions of RandomUniform(Like),
+# RandomNormal(Like), Bernoulli and Multinomial, and a model's ops all take the model's opset
+# (a local function importing an older one is refused too). Its Dropout-22 runs: the mask of
+# a training-mode Dropout of ratio 1/2 is a tensor of fair random bits.
+_OWN_RANDOM_OPS_UNTIL = 22
+_MANTISSA_BITS = 24  # float32's: torch's uniform floats are k / 2**24 as well
+
+
+def _uniform_like(g, like: ir.Value, low: float, high: float) -> ir.Value:
+    """Uniform floats in [low, high) of ``like``'s shape and float dtype."""
+    if g.opset < _OWN_RANDOM_OPS_UNTIL:
+        return g.op("RandomUniformLike", like, low_f=float(low), high_f=float(high))
+    # 24 random bits per element, weighted 2**-1 ... 2**-24: k / 2**24 with k uniform.
+    bit_shape = g.op("Concat", g.op("Shape", like),
+                     g.const([_MANTISSA_BITS], ir.DataType.INT64), axis_i=0)
+    # The mask does not depend on the values dropped, but common-subexpression elimination
+    # would merge two Dropouts of the same input (Dropout is not among the random ops it
+    # knows), making two draws one: each draw drops a tensor filled with its own number.
+    draw = getattr(g, "_random_draws", 0) + 1
+    g._random_draws = draw
+    filled = g.op("ConstantOfShape", bit_shape,
+                  value=ir.tensor([float(draw)], dtype=ir.DataType.FLOAT))
+    _, mask = g.op("Dropout", filled, g.const(0.5, ir.DataType.FLOAT), g.const(True),
+                   outputs=2)
+    weights = g.const([2.0 ** -(k + 1) for k in range(_MANTISSA_BITS)], ir.DataType.FLOAT)
+    unit = g.op("MatMul", cast(g, mask, ir.DataType.FLOAT), weights)
+    if (low, high) != (0.0, 1.0):
+        unit = g.op("Add", g.op("Mul", unit, g.const(float(high) - float(low), ir.DataType.FLOAT)),
+                    g.const(float(low), ir.DataType.FLOAT))
+    return cast(g, unit, like.dtype)
+
+
+def _normal_like(g, like: ir.Value, mean: float, std: float) -> ir.Value:
+    """Normal floats of ``like``'s shape and float dtype."""
+    if g.opset < _OWN_RANDOM_OPS_UNTIL:
+        return g.op("RandomNormalLike", like, mean_f=float(mean), scale_f=float(std))
+    # Box-Muller on two uniforms, the first in (0, 1] so that its log is finite.
+    f32 = ir.DataType.FLOAT
+    like32 = cast(g, like, f32)
+    u1 = g.op("Sub", g.const(1.0, f32), _uniform_like(g, like32, 0.0, 1.0))
+    u2 = _uniform_like(g, like32, 0.0, 1.0)
+    radius = g.op("Sqrt", g.op("Mul", g.const(-2.0, f32), g.op("Log", u1)))
+    z = g.op("Mul", radius, g.op("Cos", g.op("Mul", u2, g.const(2 * math.pi, f32))))
+    if (mean, std) != (0.0, 1.0):
+        z = g.op("Add", g.op("Mul", z, g.const(float(std), f32)), g.const(float(mean), f32))
+    return cast(g, z, like.dtype)
 
 
 def _float_like(g, shape: ir.Value, dtype: ir.DataType) -> ir.Value:
@@ -18,15 +68,11 @@ def _float_like(g, shape: ir.Value, dtype: ir.DataType) -> ir.Value:
 
 
 def _uniform(g, shape: ir.Value, low: float, high: float, dtype: ir.DataType) -> ir.Value:
-    like = _float_like(g, shape, dtype)
-    return g.op("RandomUniformLike", like, low_f=float(low), high_f=float(high))
+    return _uniform_like(g, _float_like(g, shape, dtype), low, high)
 
 
 def _normal(g, shape: ir.Value, mean: float, std: float, dtype: ir.DataType) -> ir.Value:
-    like = _float_like(g, shape, dtype)
-    # (ONNX Runtime 1.32 has no CPU kernel for the opset-22 versions of the Random* ops: at
-    # opset 22 and above the model is valid ONNX but does not run there.)
-    return g.op("RandomNormalLike", like, mean_f=float(mean), scale_f=float(std))
+    return _normal_like(g, _float_like(g, shape, dtype), mean, std)
 
 
 def _integers(g, shape: ir.Value, low, high, dtype: ir.DataType) -> ir.Value:
@@ -114,6 +160,12 @@ def empty_strided(g, *args, **_):
     return _filled(g, list(size), 0, expected_dtype(g))
 
 
+def _gumbel(g, like: ir.Value) -> ir.Value:
+    """Standard Gumbel noise of ``like``'s shape: -log(-log u), u in (0, 1)."""
+    uniform = g.op("Max", _uniform_like(g, like, 0.0, 1.0), g.const(1e-20, like.dtype))
+    return g.op("Neg", g.op("Log", g.op("Neg", g.op("Log", uniform))))
+
+
 @translates("aten::multinomial")
 def multinomial(g, self, num_samples, replacement=False, *, generator=None):
     """multinomial(Tensor self, SymInt num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor"""
@@ -122,17 +174,23 @@ def multinomial(g, self, num_samples, replacement=False, *, generator=None):
     if one_row:
         probs = g.op("Unsqueeze", probs, g.const([0], ir.DataType.INT64))
     log_probs = g.op("Log", probs)
-    if replacement:
+    if replacement and g.opset < _OWN_RANDOM_OPS_UNTIL:
         # ONNX Multinomial takes unnormalized log-probabilities.
         drawn = g.op("Multinomial", log_probs, sample_size_i=int(num_samples),
                      dtype_i=int(ir.DataType.INT64))
         drawn.dtype = ir.DataType.INT64
+    elif replacement:
+        # Each sample on its own: the argmax of log p + Gumbel noise is a draw from p.
+        rows = g.op("Unsqueeze", log_probs, g.const([-2], ir.DataType.INT64))
+        noisy_shape = g.op("Concat", g.op("Shape", log_probs, end_i=-1),
+                           g.const([int(num_samples)], ir.DataType.INT64),
+                           g.op("Shape", log_probs, start_i=-1), axis_i=0)
+        noisy = g.op("Add", rows, _gumbel(g, g.op("Expand", rows, noisy_shape)))
+        drawn = g.op("ArgMax", noisy, axis_i=-1, keepdims_i=0)
     else:
         # Without replacement: the k largest of log p + Gumbel noise (the Gumbel-top-k trick)
         # are a draw of k distinct categories with torch's distribution.
-        uniform = g.op("RandomUniformLike", log_probs, low_f=1e-20, high_f=1.0)
-        gumbel = g.op("Neg", g.op("Log", g.op("Neg", g.op("Log", uniform))))
-        _, drawn = g.op("TopK", g.op("Add", log_probs, gumbel),
+        _, drawn = g.op("TopK", g.op("Add", log_probs, _gumbel(g, log_probs)),
                         g.const([int(num_samples)], ir.DataType.INT64), axis_i=-1, outputs=2)
         drawn.dtype = ir.DataType.INT64
     if one_row:
@@ -152,7 +210,7 @@ def rrelu_with_noise(g, self, *args, lower=0.125, upper=1.0 / 3, training=False,
         training = rest[2]
     if training:
         # A slope per element, uniform in [lower, upper].
-        slope = g.op("RandomUniformLike", self, low_f=float(lower), high_f=float(upper))
+        slope = _uniform_like(g, self, lower, upper)
     else:
         slope = g.const((float(lower) + float(upper)) / 2, self.dtype)
     negative = g.op("Less", self, g.const(0.0, self.dtype))

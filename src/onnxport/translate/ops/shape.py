@@ -169,7 +169,9 @@ def identity(g, self, *_, **__):
 def to(g, self, *_, **__):
     """to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False) -> Tensor(a)"""
     dtype = expected_dtype(g)
-    if dtype is None or self.dtype == dtype:
+    # (self is None for a value inference leaves out: batch norm's updated running stats,
+    # which torch casts back to a float16 model's dtype.)
+    if self is None or dtype is None or self.dtype == dtype:
         return self
     return g.op("Cast", self, to_i=int(dtype))
 
@@ -496,11 +498,20 @@ def pad(g, self, pad, mode="constant", value=None):
     onnx_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge",
                  "circular": "wrap"}[mode]
     if onnx_mode == "wrap" and (g.opset < 19 or any(
-            isinstance(p, int) and p < 0 for p in begins + ends)):
+            isinstance(p, int) and p < 0 for p in begins + ends) or _maybe_empty(self, begins + ends)):
         return _circular_pad(g, self, begins, ends)
     pads = shape_list(g, begins + ends)
     fill = as_tensor(g, value if value is not None else 0, self) if onnx_mode == "constant" else None
     return g.op("Pad", self, pads, fill, mode_s=onnx_mode)
+
+
+def _maybe_empty(x, pads) -> bool:
+    """Whether ``x`` may have no elements while Slice and Concat can pad it: ONNX Runtime's
+    Pad fails on an empty input in "wrap" mode ("Unexpected mode of 3")."""
+    if not all(isinstance(p, int) for p in pads):
+        return False  # symbolic pads: only Pad takes them
+    dims = list(x.shape) if x.shape is not None else []
+    return x.shape is None or any(not isinstance(d, int) or d == 0 for d in dims)
 
 
 def _circular_pad(g, x, begins, ends):

@@ -14,18 +14,21 @@ from onnxport.translate.ops._helpers import cast, squeeze, unsqueeze
 from onnxport.translate.registry import _DEFAULT, COMPLEX_LAYOUT_OPS, translates
 
 
-def _spectral(*names: str):
-    """Register a translation that handles complex values in their layout (DFT needs 17)."""
+def _spectral(*names: str, identity_on_real: bool = False):
+    """Register a translation that handles complex values in their layout (DFT needs 17).
+    ``identity_on_real``: of a real tensor the op is the tensor itself, at any opset."""
     def decorator(function):
         COMPLEX_LAYOUT_OPS.update(names)
         translates(*names, since_opset=17)(function)
-        translates(*names, since_opset=1)(_needs_opset_17(names[0]))
+        translates(*names, since_opset=1)(_needs_opset_17(names[0], identity_on_real))
         return function
     return decorator
 
 
-def _needs_opset_17(name: str):
+def _needs_opset_17(name: str, identity_on_real: bool = False):
     def translation(g, *args, **kwargs):
+        if identity_on_real and args and not is_complex(args[0]):
+            return args[0]
         where = f" (at {g.provenance.source})" if g.provenance.source else ""
         raise TranslationError(
             f"{name}{where} needs opset_version >= 17: ONNX has no DFT nor STFT before opset "
@@ -315,7 +318,7 @@ def view_as_complex(g, self):
     return g.op("Identity", self)
 
 
-@_spectral("aten::real")
+@_spectral("aten::real", identity_on_real=True)
 def real(g, self):
     """real(Tensor(a) self) -> Tensor(a)"""
     return _real_part(g, self) if is_complex(self) else self
@@ -327,7 +330,7 @@ def imag(g, self):
     return _imag_part(g, self)
 
 
-@_spectral("aten::_conj", "aten::conj_physical", "aten::conj")
+@_spectral("aten::_conj", "aten::conj_physical", "aten::conj", identity_on_real=True)
 def conj(g, self):
     """_conj(Tensor(a) self) -> Tensor(a)"""
     return _conj(g, self) if is_complex(self) else self

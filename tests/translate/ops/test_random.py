@@ -1,0 +1,68 @@
+"""Random ops: their values differ from torch's generator, so shapes and dtypes are compared
+with eager and the distributions with their moments (bounds of ~7 standard errors)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import onnxport
+from op_check import as_module
+
+N = 40_000
+
+
+def _draws(x, p):
+    return (torch.rand_like(x), torch.randn_like(x), torch.randn(2, N // 2) * 2 + 1,
+            torch.randint(3, 7, (N,)), torch.bernoulli(torch.full((N,), 0.3)),
+            torch.multinomial(p, N, replacement=True), torch.multinomial(p, 3),
+            torch.nn.functional.rrelu(-x, training=True), torch.rand_like(x))
+
+
+def _run(opset):
+    x, p = torch.rand(N), torch.tensor([0.1, 0.2, 0.7])
+    model = as_module(_draws)
+    program = onnxport.export(model, (x, p), opset_version=opset)
+    actual = [t.numpy() for t in program(x, p)]
+    for a, e in zip(actual, _draws(x, p)):
+        assert a.shape == tuple(e.shape) and a.dtype == e.numpy().dtype
+    return program, actual
+
+
+# ONNX Runtime has no kernel for the opset-22 Random*/Multinomial ops: from 22 on the draws come
+# from a training-mode Dropout's mask.
+@pytest.mark.parametrize("opset", [18, 23])
+def test_random_draws_have_torch_s_distributions(opset):
+    program, (uniform, normal, scaled, ints, bern, mult, distinct, rrelu, uniform2) = _run(opset)
+    op_types = {node.op_type for node in program.model.graph}
+    assert ("RandomUniformLike" in op_types) == (opset < 22)
+    assert 0 <= uniform.min() and uniform.max() < 1 and abs(uniform.mean() - 0.5) < 0.01
+    assert abs(normal.mean()) < 0.035 and abs(normal.std() - 1) < 0.03
+    assert abs(scaled.mean() - 1) < 0.07 and abs(scaled.std() - 2) < 0.06
+    assert set(np.unique(ints)) == {3, 4, 5, 6}
+    assert abs(bern.mean() - 0.3) < 0.016
+    assert np.allclose(np.bincount(mult, minlength=3) / N, [0.1, 0.2, 0.7], atol=0.015)
+    assert sorted(distinct) == [0, 1, 2]
+    # Two draws of the same shape in one graph stay two draws (not merged as one subexpression).
+    assert abs(np.corrcoef(uniform, uniform2)[0, 1]) < 0.035
+    assert abs(np.corrcoef(uniform, normal)[0, 1]) < 0.035
+
+
+def test_rrelu_slopes_stay_in_their_range_at_opset_23():
+    x = -torch.rand(N) - 0.5
+    program = onnxport.export(as_module(
+        lambda x: torch.nn.functional.rrelu(x, 0.1, 0.3, training=True)), (x,), opset_version=23)
+    slopes = program(x)[0].numpy() / x.numpy()
+    assert 0.1 - 1e-6 <= slopes.min() and slopes.max() <= 0.3 + 1e-6
+    assert abs(slopes.mean() - 0.2) < 0.003
+
+
+def test_two_draws_of_a_dynamic_shape_stay_two_at_opset_23():
+    # With a dynamic shape nothing is folded, and common-subexpression elimination merged the
+    # two draws' identical Dropouts into one: both outputs were the same tensor.
+    x = torch.rand(5)
+    program = onnxport.export(as_module(lambda x: (torch.rand_like(x), torch.rand_like(x))), (x,),
+                              opset_version=23, dynamic_shapes={"x": {0: torch.export.Dim("n")}})
+    first, second = program(torch.rand(64))
+    assert first.shape == (64,) and not torch.equal(first, second)
