@@ -19,7 +19,7 @@ from onnx_ir.tensor_adapters import TorchTensor
 from onnxport import api
 from onnxport.checkpoints import DescribedTensor
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
-from onnxport.passes import FuseConsecutiveUnsqueeze
+from onnxport.passes import CommonSubexpressions, FuseConsecutiveUnsqueeze
 from onnxport.program import ONNXProgram
 from onnxport.registry_api import OnnxRegistry
 from onnxport.translate import functions
@@ -313,7 +313,7 @@ def _optimize_without_weights(model: ir.Model) -> None:
     ir.passes.PassManager([
         FuseConsecutiveUnsqueeze(),
         common.RemoveUnusedNodesPass(),
-        common.CommonSubexpressionEliminationPass(),
+        CommonSubexpressions(),
         common.RemoveUnusedNodesPass(),
         common.RemoveUnusedOpsetsPass(),
     ], steps=1)(model)

@@ -8,6 +8,7 @@ import onnx_ir.passes.common as common
 from onnxport.passes.attention_3d import Attention3D
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
+from onnxport.passes.common_subexpressions import CommonSubexpressions
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.flat_rowwise import FlatRowwise
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
@@ -43,7 +44,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             MergeReshapes(),
             ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
-            common.CommonSubexpressionEliminationPass(),
+            CommonSubexpressions(),
             common.RemoveUnusedNodesPass(),
             common.RemoveUnusedOpsetsPass(),
         ],
@@ -53,7 +54,8 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 
 __all__ = [
-    "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "FlatRowwise",
+    "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
+    "FlatRowwise",
     "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
     "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding",
     "MergeReshapes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "optimize",
