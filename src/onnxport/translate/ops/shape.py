@@ -410,8 +410,16 @@ def as_strided(g, self, size, stride, storage_offset=None):
 def narrow(g, self, dim, start, length):
     """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
     if isinstance(start, int) and isinstance(length, int):
-        end: Any = start + length
+        # A negative start counts from the end, where start + length = 0 means the end too.
+        end: Any = start + length if start >= 0 or start + length < 0 else INT64_MAX
     else:
+        if isinstance(start, ir.Value):
+            # A start read from data (narrow at a tensor start) may count from the end.
+            start = as_1d(g, as_tensor(g, start, dtype=ir.DataType.INT64))
+            axis = normalize_axis(dim, rank(self))
+            size = g.op("Slice", g.op("Shape", self), g.const([axis]), g.const([axis + 1]))
+            start = g.op("Where", g.op("Less", start, g.const([0])), g.op("Add", start, size),
+                         start)
         end = g.op("Add", as_1d(g, as_tensor(g, start, dtype=ir.DataType.INT64)),
                    as_1d(g, as_tensor(g, length, dtype=ir.DataType.INT64)))
     return slice_(g, self, dim, start, end, 1)
