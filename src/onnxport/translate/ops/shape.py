@@ -506,6 +506,33 @@ def pad(g, self, pad, mode="constant", value=None):
     if onnx_mode == "wrap" and (g.opset < 19 or any(
             isinstance(p, int) and p < 0 for p in begins + ends)):
         return _circular_pad(g, self, begins, ends)
+    negative = [a for a in range(r) if isinstance(begins[a], int) and isinstance(ends[a], int)
+                and (begins[a] < 0 or ends[a] < 0)]
+    if onnx_mode == "edge" and negative:
+        # ONNX Runtime's edge Pad refuses negative pads. torch's replicate reads the input at
+        # clamp(i - before, 0, size - 1), even where the crop takes the whole axis: a Gather.
+        for a in negative:
+            size = g.op("Slice", g.op("Shape", self), g.const([a]), g.const([a + 1]))
+            length = g.op("Add", size, g.const([begins[a] + ends[a]]))
+            positions = g.op("Sub", g.op("Range", g.const(0, ir.DataType.INT64),
+                                         g.op("Squeeze", length, g.const([0])),
+                                         g.const(1, ir.DataType.INT64)),
+                             g.const([begins[a]]))
+            positions = g.op("Max", g.op("Min", positions, g.op("Sub", size, g.const([1]))),
+                             g.const([0]))
+            self = g.op("Gather", self, positions, axis_i=a)
+            begins[a] = ends[a] = 0
+    elif onnx_mode == "reflect" and negative:
+        # Nor its reflect Pad: torch crops by them (the reflections on the other side are
+        # those of the edge cropping keeps).
+        self = g.op("Slice", self, g.const([max(0, -begins[a]) for a in negative]),
+                    g.const([ends[a] if ends[a] < 0 else INT64_MAX for a in negative]),
+                    g.const(negative))
+        begins = [max(0, p) if a in negative else p for a, p in enumerate(begins)]
+        ends = [max(0, p) if a in negative else p for a, p in enumerate(ends)]
+    if onnx_mode != "constant" and not any(begins + ends) and all(
+            isinstance(p, int) for p in begins + ends):
+        return g.op("Identity", self)
     pads = shape_list(g, begins + ends)
     fill = as_tensor(g, value if value is not None else 0, self) if onnx_mode == "constant" else None
     return g.op("Pad", self, pads, fill, mode_s=onnx_mode)
