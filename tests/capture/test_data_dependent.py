@@ -86,6 +86,14 @@ def test_cov_formulation_matches_torch_in_its_corner_cases():
                                        equal_nan=True)
 
 
+def test_gaussian_nll_loss_without_its_check_on_the_values():
+    loss = torch.nn.functional.gaussian_nll_loss
+    x, target = torch.randn(4, 3, 2), torch.randn(4, 3, 2)
+    _check(lambda x, t, v, w, u: (loss(x, t, v), loss(x, t, w, reduction="sum", full=True),
+                                  loss(x, t, u, reduction="none", eps=0.5)),
+           (x, target, torch.rand(4, 3, 2), torch.rand(4, 3), torch.rand(4, 1, 2)))
+
+
 def test_tensor_split_at_a_0d_tensor_of_sections_is_refused_clearly():
     with pytest.raises(CaptureError, match="number of outputs would depend on"):
         onnxport.export(Function(lambda x, n: torch.tensor_split(x, n)), (X, torch.tensor(2)))

@@ -4,6 +4,8 @@ traces (non-strict), their calls take an equivalent formulation it can capture."
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -83,13 +85,31 @@ def _corrcoef(original, input):
 
 
 
+def _gaussian_nll_loss(original, input, target, var, full=False, eps=1e-6, reduction="mean"):
+    if not isinstance(var, torch.Tensor) or reduction not in ("none", "mean", "sum"):
+        return NotImplemented
+    # As torch's, without its check that no variance is negative (a branch on the values).
+    if var.shape != input.shape:
+        if var.shape == input.shape[:-1]:
+            var = var.unsqueeze(-1)
+        elif var.dim() != input.dim() or sum(
+                v for i, v in zip(input.shape, var.shape) if i != v) != 1:
+            return NotImplemented  # torch says what is wrong with the size
+    var = var.clamp(min=eps)
+    loss = 0.5 * (torch.log(var) + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
 def _functions() -> dict:
     functional = torch.nn.functional
     return {torch.narrow: _narrow, torch.Tensor.narrow: _narrow,
             functional.one_hot: _one_hot,
             torch.tensor_split: _tensor_split, torch.Tensor.tensor_split: _tensor_split,
             torch.cov: _cov, torch.Tensor.cov: _cov,
-            torch.corrcoef: _corrcoef, torch.Tensor.corrcoef: _corrcoef}
+            torch.corrcoef: _corrcoef, torch.Tensor.corrcoef: _corrcoef,
+            functional.gaussian_nll_loss: _gaussian_nll_loss}
 
 
 class DataDependentArguments(TorchFunctionMode):
