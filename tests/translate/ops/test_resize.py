@@ -163,11 +163,22 @@ def test_antialiased_interpolate_over_dynamic_sizes():
           run_with=[(torch.randn(1, 2, 57, 23),)])
 
 
-def test_antialiased_interpolate_with_align_corners_is_an_error():
-    # Resize's antialias filter under align_corners differs from torch's by up to 1.0.
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("size", [(5, 7), (1, 30), (33, 9), (20, 20)],
+                         ids=["down", "to one row", "up and down", "same size"])
+def test_antialiased_interpolate_with_align_corners(mode, size):
+    # Resize's antialias filter under align_corners differs from torch's by up to 1.0: one
+    # weight matrix per axis instead.
+    program = check(_interpolate(size=size, mode=mode, antialias=True, align_corners=True),
+                    torch.randn(1, 2, 20, 24))
+    assert "Resize" not in op_types(program)
+
+
+def test_antialiased_interpolate_with_align_corners_over_dynamic_sizes_is_an_error():
     with pytest.raises(onnxport.errors.TranslationError, match="align_corners=False"):
-        check(_interpolate(size=(5, 7), mode="bilinear", antialias=True, align_corners=True),
-              torch.randn(1, 2, 20, 20))
+        check(_interpolate(scale_factor=0.5, mode="bilinear", antialias=True,
+                           align_corners=True), torch.randn(1, 2, 20, 20),
+              dynamic_shapes={"x": {2: Dim("height", min=4, max=200)}})
 
 
 def test_upsample_nearest_by_a_quarter_of_an_odd_size():

@@ -220,12 +220,56 @@ def upsample_bicubic(g, self, output_size, align_corners, *scales):
 
 def _antialiased(g, x, output_size, scale_factors, mode, align_corners):
     if align_corners:
-        # Resize's antialias filter with align_corners differs from torch's by up to 1.0.
+        return _antialiased_by_matrices(g, x, mode)
+    return _resize(g, x, output_size, scale_factors, mode, antialias=True)
+
+
+def _antialiased_by_matrices(g, x, mode):
+    """Resize's antialias filter with align_corners differs from torch's by up to 1.0: at
+    static sizes, torch's separable filter is one [out, in] weight matrix per spatial axis."""
+    in_sizes = list(x.shape)[2:] if x.shape is not None else [None]
+    out_sizes = list(getattr(g.expected, "shape", [None] * len(in_sizes)))[2:]
+    if not all(isinstance(n, int) for n in in_sizes + out_sizes):
         raise TranslationError(
             f"F.interpolate(mode={'bilinear' if mode == 'linear' else 'bicubic'!r}, "
-            "antialias=True, align_corners=True) has no ONNX Resize equivalent; use "
-            "align_corners=False with antialias=True")
-    return _resize(g, x, output_size, scale_factors, mode, antialias=True)
+            "antialias=True, align_corners=True) over dynamic sizes has no ONNX Resize "
+            "equivalent; use align_corners=False with antialias=True, or static sizes")
+    dtype = x.dtype
+    height = _aa_weights(in_sizes[0], out_sizes[0], mode)
+    width = _aa_weights(in_sizes[1], out_sizes[1], mode).T
+    rows = g.op("MatMul", g.const(height.astype(np.float32), ir.DataType.FLOAT),
+                cast(g, x, ir.DataType.FLOAT))
+    out = g.op("MatMul", rows, g.const(np.ascontiguousarray(width, np.float32),
+                                       ir.DataType.FLOAT))
+    return cast(g, out, dtype)
+
+
+def _aa_filter(mode, t):
+    t = abs(t)
+    if mode == "linear":
+        return max(0.0, 1.0 - t)
+    a = -0.5  # PIL's bicubic, as torch's antialiased kernel
+    if t < 1.0:
+        return ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0
+    return (((t - 5.0) * t + 8.0) * t - 4.0) * a if t < 2.0 else 0.0
+
+
+def _aa_weights(size_in, size_out, mode):
+    """torch's antialiased weights with align_corners along one axis (its _compute_weights_aa):
+    taps within the support around each output's center, normalised; [out, in]."""
+    scale = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    taps = 2 if mode == "linear" else 4
+    support = taps * 0.5 * scale if scale >= 1.0 else taps * 0.5
+    inverse = 1.0 / scale if scale >= 1.0 else 1.0
+    weights = np.zeros((size_out, size_in), np.float64)
+    for i in range(size_out):
+        center = scale * (i + 0.5)
+        first = max(int(center - support + 0.5), 0)
+        last = min(int(center + support + 0.5), size_in)
+        row = [_aa_filter(mode, (j - center + 0.5) * inverse) for j in range(first, last)]
+        total = sum(row)
+        weights[i, first:last] = [w / total for w in row] if total != 0 else row
+    return weights
 
 
 @translates("aten::_upsample_bilinear2d_aa.vec", since_opset=18)
