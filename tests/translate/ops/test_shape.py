@@ -231,3 +231,19 @@ def test_roll_of_dynamic_axes_takes_the_shift_modulo_the_run_time_size(opset):
 
 def test_roll_flattened_by_more_than_the_elements():
     check(lambda x: x.roll(130), X)
+
+
+def test_resize_keeps_the_first_elements():
+    check(lambda x, t: (x.clone().resize_(3, 7) * 2, x.clone().resize_(25), torch.ops.aten.resize(
+        x, [5, 5]), x.clone().resize_as_(t)), torch.randn(5, 5), torch.empty(2, 2, 3))
+
+
+@pytest.mark.parametrize("function, match", [
+    (lambda x: x.clone().resize_(6, 6), "uninitialised"),
+    (lambda x: x.t().resize_(3, 3), "not contiguous"),
+], ids=["growing", "not contiguous"])
+def test_resize_it_cannot_reproduce_is_refused(function, match):
+    import onnxport.errors
+
+    with pytest.raises(onnxport.errors.TranslationError, match=match):
+        check(function, torch.randn(5, 5))

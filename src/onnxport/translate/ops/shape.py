@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import onnx_ir as ir
 import torch
 
+from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import (
     as_1d, as_tensor, cast, expected_dtype, normalize_axis, onnx_dtype, rank, shape_list, split,
     squeeze, unsqueeze,
@@ -605,3 +606,45 @@ def _torch_dtype(dtype: ir.DataType) -> torch.dtype:
     from onnx_ir.tensor_adapters import to_torch_dtype
 
     return to_torch_dtype(dtype)
+
+
+@translates("aten::resize_", "aten::resize")
+def resize_(g, self, size, memory_format=None):
+    """resize_(Tensor(a!) self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor(a!)
+
+    At most as many elements as self holds: its first ones in storage order, reshaped (self
+    must be contiguous, so that storage order is its order). Growing reads memory torch has
+    not initialised, which no graph can reproduce."""
+    return _resized(g, self, [int(s) if isinstance(s, int) else s for s in size])
+
+
+@translates("aten::resize_as_", "aten::resize_as")
+def resize_as_(g, self, the_template, memory_format=None):
+    """resize_as_(Tensor(a!) self, Tensor the_template, *, MemoryFormat? memory_format=None) -> Tensor(a!)"""
+    shape = g.static_shape(the_template)
+    if shape is None:
+        raise TranslationError("resize_as_ to a template of dynamic shape: the number of "
+                               "elements kept would be known only at run time")
+    return _resized(g, self, shape)
+
+
+def _resized(g, self, size):
+    meta = g.arguments[0] if g.arguments else None
+    old = g.static_shape(self)
+    if old is None or not all(isinstance(s, int) for s in size):
+        raise TranslationError("resize_ over dynamic sizes: whether it keeps, drops or "
+                               "invents elements would be known only at run time; use reshape")
+    if isinstance(meta, torch.Tensor) and not meta.is_contiguous():
+        raise TranslationError("resize_ of a tensor that is not contiguous: it keeps elements "
+                               "in storage order, which is not the tensor's; call "
+                               ".contiguous() first")
+    count, available = math.prod(size), math.prod(old)
+    if count > available:
+        raise TranslationError(
+            f"resize_ from {available} to {count} elements: the new elements are memory torch "
+            "leaves uninitialised, which an ONNX graph cannot reproduce; resize to at most "
+            f"{available} elements or use torch.zeros/new_empty and copy")
+    flat = g.op("Reshape", self, g.const([-1]))
+    if count < available:
+        flat = g.op("Slice", flat, g.const([0]), g.const([count]), g.const([0]))
+    return g.op("Reshape", flat, g.const(list(size), ir.DataType.INT64))
