@@ -21,6 +21,7 @@ SHAPE = [
     "diagonal", "diagonal_copy", "linalg.diagonal", ("diagonal", torch.int64),
     ("diagonal", torch.bool), "trace", ("trace", torch.int64), "meshgrid:variadic_tensors",
     "meshgrid:list_of_tensors", "as_strided", "as_strided:partial_views", "as_strided_copy",
+    "as_strided_scatter", ("as_strided_scatter", torch.bool),
 ]
 
 
@@ -247,3 +248,16 @@ def test_resize_it_cannot_reproduce_is_refused(function, match):
 
     with pytest.raises(onnxport.errors.TranslationError, match=match):
         check(function, torch.randn(5, 5))
+
+
+def test_as_strided_scatter_through_a_strided_window():
+    check(lambda x, y: torch.as_strided_scatter(x, y, (2, 3), (6, 2), 1) * 2,
+          torch.randn(4, 5), torch.randn(2, 3))
+
+
+def test_as_strided_scatter_through_overlapping_elements_is_refused():
+    import onnxport.errors
+
+    with pytest.raises(onnxport.errors.TranslationError, match="overlap"):
+        check(lambda x, y: torch.as_strided_scatter(x, y, (2, 2), (1, 1)), torch.randn(3, 3),
+              torch.randn(2, 2))

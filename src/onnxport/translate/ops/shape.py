@@ -395,6 +395,12 @@ def as_strided(g, self, size, stride, storage_offset=None):
         numel = meta.numel()
         if isinstance(numel, int) and 0 not in size and (offset < 0 or last >= numel):
             raise NotImplementedError("as_strided reaching outside its input's elements")
+    positions = _strided_positions(g, size, stride, offset)
+    return g.op("Gather", g.op("Reshape", self, g.const([-1])), positions, axis_i=0)
+
+
+def _strided_positions(g, size, stride, offset):
+    """The flat positions offset + sum(i_k * stride_k) of a strided view, of shape size."""
     positions = g.const(offset, ir.DataType.INT64)
     count = len(size)
     for axis, (length, step) in enumerate(zip(size, stride)):
@@ -404,7 +410,39 @@ def as_strided(g, self, size, stride, storage_offset=None):
         shape = [1] * count
         shape[axis] = -1
         positions = g.op("Add", positions, g.op("Reshape", along, g.const(shape)))
-    return g.op("Gather", g.op("Reshape", self, g.const([-1])), positions, axis_i=0)
+    return positions
+
+
+@translates("aten::as_strided_scatter")
+def as_strided_scatter(g, self, src, size, stride, storage_offset=None):
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor
+
+    src written into self's storage where as_strided(size, stride, offset) reads: a
+    ScatterElements into the flattened self (contiguous, so that storage order is its order).
+    Views whose elements overlap are refused: which write wins is not defined."""
+    meta = g.arguments[0] if g.arguments else None
+    if not isinstance(meta, torch.Tensor) or not meta.is_contiguous():
+        raise TranslationError("as_strided_scatter into a tensor that is not contiguous (its "
+                               "storage order is not its ONNX order)")
+    offset = (meta.storage_offset() if storage_offset is None else storage_offset) \
+        - meta.storage_offset()
+    if not all(isinstance(v, int) for v in [offset, *size, *stride]):
+        raise TranslationError("as_strided_scatter at symbolic sizes, strides or offset")
+    numel = meta.numel()
+    if 0 in size:
+        return g.op("Identity", self)
+    reached = {offset}
+    for length, step in zip(size, stride):
+        reached = {p + i * step for p in reached for i in range(length)}
+    if len(reached) != math.prod(size) or min(reached) < 0 or (
+            isinstance(numel, int) and max(reached) >= numel):
+        raise TranslationError("as_strided_scatter through a view whose elements overlap or "
+                               "reach outside self: torch's result there has no defined order")
+    positions = g.op("Reshape", _strided_positions(g, size, stride, offset), g.const([-1]))
+    values = g.op("Reshape", cast(g, src, self.dtype), g.const([-1]))
+    flat = g.op("ScatterElements", g.op("Reshape", self, g.const([-1])), positions, values,
+                axis_i=0)
+    return g.op("Reshape", flat, g.op("Shape", self))
 
 
 @translates("aten::narrow", "aten::narrow_copy")
