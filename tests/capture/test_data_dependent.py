@@ -94,6 +94,19 @@ def test_gaussian_nll_loss_without_its_check_on_the_values():
            (x, target, torch.rand(4, 3, 2), torch.rand(4, 3), torch.rand(4, 1, 2)))
 
 
+@pytest.mark.skipif(not hasattr(torch.nn, "LinearCrossEntropyOptions"), reason="torch < 2.12")
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_chunked_linear_cross_entropy_is_the_unchunked_loss(reduction):
+    options = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=2)
+    loss = torch.nn.functional.linear_cross_entropy
+    _check(lambda x, w, t, b, cw: (
+        loss(x, w, t, reduction=reduction, options=options),
+        loss(x, w, t, linear_bias=b, weight=cw, label_smoothing=0.1, reduction=reduction,
+             options=options)),
+        (torch.randn(8, 3), torch.randn(5, 3), torch.randint(0, 5, (8,)), torch.randn(5),
+         torch.rand(5)))
+
+
 def test_tensor_split_at_a_0d_tensor_of_sections_is_refused_clearly():
     with pytest.raises(CaptureError, match="number of outputs would depend on"):
         onnxport.export(Function(lambda x, n: torch.tensor_split(x, n)), (X, torch.tensor(2)))

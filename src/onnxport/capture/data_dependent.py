@@ -1,6 +1,6 @@
-"""Ops whose composite implementation torch.export cannot trace because it reads data (a
-tensor where an int is meant, a size or a check read from the values): while torch.export
-traces (non-strict), their calls take an equivalent formulation it can capture."""
+"""Ops whose implementation torch.export cannot trace because it reads data (a tensor where an
+int is meant, a size or a check read from the values), or that reach custom ops no graph can
+call: while torch.export traces (non-strict), their calls take an equivalent formulation."""
 
 from __future__ import annotations
 
@@ -102,14 +102,25 @@ def _gaussian_nll_loss(original, input, target, var, full=False, eps=1e-6, reduc
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
 
 
+def _linear_cross_entropy(original, input, linear_weight, target, **kwargs):
+    if kwargs.get("options") is None:
+        return NotImplemented
+    # The options choose how torch computes the loss (batch chunks, to save memory), through
+    # custom ops no graph can call; the graph computes the unchunked loss, the same value.
+    return original(input, linear_weight, target, **{**kwargs, "options": None})
+
+
 def _functions() -> dict:
     functional = torch.nn.functional
-    return {torch.narrow: _narrow, torch.Tensor.narrow: _narrow,
-            functional.one_hot: _one_hot,
-            torch.tensor_split: _tensor_split, torch.Tensor.tensor_split: _tensor_split,
-            torch.cov: _cov, torch.Tensor.cov: _cov,
-            torch.corrcoef: _corrcoef, torch.Tensor.corrcoef: _corrcoef,
-            functional.gaussian_nll_loss: _gaussian_nll_loss}
+    rewrites = {torch.narrow: _narrow, torch.Tensor.narrow: _narrow,
+                functional.one_hot: _one_hot,
+                torch.tensor_split: _tensor_split, torch.Tensor.tensor_split: _tensor_split,
+                torch.cov: _cov, torch.Tensor.cov: _cov,
+                torch.corrcoef: _corrcoef, torch.Tensor.corrcoef: _corrcoef,
+                functional.gaussian_nll_loss: _gaussian_nll_loss}
+    if hasattr(functional, "linear_cross_entropy"):  # torch >= 2.12
+        rewrites[functional.linear_cross_entropy] = _linear_cross_entropy
+    return rewrites
 
 
 class DataDependentArguments(TorchFunctionMode):
