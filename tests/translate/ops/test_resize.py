@@ -194,3 +194,19 @@ def test_upsample_nearest_by_a_quarter_of_an_odd_size():
 def test_upsample_with_scales_steps_by_them(op):
     # Given scales, torch samples every 1 / 0.25 = 4 rows, not 59 / 14 (2.2 off, was).
     check(lambda x: op(x, [14, 14], False, 0.25, 0.25), torch.randn(1, 2, 59, 59))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_over_a_volume_at_opset_20(mode, padding_mode, align_corners):
+    torch.manual_seed(0)
+    check(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode,
+                                        align_corners=align_corners),
+          torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 2, 4, 3) * 2.4 - 1.2, opset=20)
+
+
+def test_grid_sample_over_a_volume_below_opset_20_is_an_error():
+    with pytest.raises(onnxport.errors.TranslationError, match="opset_version >= 20"):
+        check(lambda x, grid: F.grid_sample(x, grid, align_corners=False),
+              torch.randn(1, 2, 3, 4, 5), torch.rand(1, 2, 2, 2, 3) * 2 - 1, opset=18)

@@ -296,3 +296,28 @@ def upsample_bicubic_aa(g, self, output_size, align_corners, *scales):
     """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
     return _antialiased(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
                         "cubic", align_corners)
+
+
+_GRID_MODES = {0: "linear", 1: "nearest", 2: "cubic"}
+_GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+@translates("aten::grid_sampler_3d", since_opset=20)
+def grid_sampler_3d(g, input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+
+    GridSample over volumes arrived in opset 20 (torch's 2-d sampler reaches the graph as its
+    decomposition, at any opset)."""
+    return g.op("GridSample", input, grid, mode_s=_GRID_MODES[interpolation_mode],
+                padding_mode_s=_GRID_PADDING[padding_mode], align_corners_i=int(align_corners))
+
+
+@translates("aten::grid_sampler_3d", since_opset=1)
+def grid_sampler_3d_before_opset_20(g, input, grid, interpolation_mode, padding_mode,
+                                    align_corners):
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    raise TranslationError(
+        f"grid_sample over a volume (5-d input) needs opset_version >= 20, where ONNX "
+        f"GridSample took volumes; export with opset_version=20 or later (below it the options "
+        f"are a custom translation, onnxport.register_custom_op_symbolic, or "
+        f"operator_export_type=ONNX_FALLTHROUGH)")
