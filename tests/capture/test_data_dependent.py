@@ -107,6 +107,27 @@ def test_chunked_linear_cross_entropy_is_the_unchunked_loss(reduction):
          torch.rand(5)))
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss_by_its_forward_recursion(reduction):
+    # Padded and concatenated targets, lengths as tensors and as lists, an item too short
+    # for its target (infinite loss, zeroed by zero_infinity); run at other lengths too.
+    torch.manual_seed(0)
+    loss = torch.nn.functional.ctc_loss
+    log_probs = torch.randn(9, 3, 5).log_softmax(2)
+    targets = torch.randint(1, 5, (3, 4))
+
+    def both(lp, t, il, tl):
+        flat = torch.cat([t[0, :3], t[1, :1], t[2, :4]])
+        return (loss(lp, t, il, tl, reduction=reduction),
+                loss(lp, flat, [9, 7, 2], [3, 1, 4], blank=0, reduction=reduction,
+                     zero_infinity=True),
+                loss(lp[:, 0], t[0], torch.tensor(8), torch.tensor(4), reduction=reduction))
+
+    _check(both, (log_probs, targets, torch.tensor([9, 6, 8]), torch.tensor([4, 2, 3])),
+           (torch.randn(9, 3, 5).log_softmax(2), torch.randint(1, 5, (3, 4)),
+            torch.tensor([5, 9, 1]), torch.tensor([2, 4, 0])))
+
+
 def test_tensor_split_at_a_0d_tensor_of_sections_is_refused_clearly():
     with pytest.raises(CaptureError, match="number of outputs would depend on"):
         onnxport.export(Function(lambda x, n: torch.tensor_split(x, n)), (X, torch.tensor(2)))

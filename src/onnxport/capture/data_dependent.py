@@ -110,6 +110,66 @@ def _linear_cross_entropy(original, input, linear_weight, target, **kwargs):
     return original(input, linear_weight, target, **{**kwargs, "options": None})
 
 
+def _ctc_loss(original, log_probs, targets, input_lengths, target_lengths, blank=0,
+              reduction="mean", zero_infinity=False):
+    # torch's kernel sizes its alphas by the longest target, read from the values. Here the
+    # forward recursion runs over the padded extended targets (blank, l1, blank, l2, ...,
+    # blank), one time step after the other, each batch item frozen past its input length.
+    if reduction not in ("none", "mean", "sum") or log_probs.dim() not in (2, 3):
+        return NotImplemented
+    unbatched = log_probs.dim() == 2
+    if unbatched:
+        log_probs = log_probs.unsqueeze(1)
+        targets = targets.unsqueeze(0) if targets.dim() == 1 else targets
+    steps, batch = log_probs.shape[0], log_probs.shape[1]
+    device = log_probs.device
+    input_lengths = torch.as_tensor(input_lengths, device=device).reshape(-1).long()
+    target_lengths = torch.as_tensor(target_lengths, device=device).reshape(-1).long()
+    if unbatched or targets.dim() == 2:
+        padded = targets.reshape(batch, -1).long()
+    else:  # concatenated targets: item n's start at the sum of the lengths before it
+        longest = targets.shape[0]
+        starts = torch.cumsum(target_lengths, 0) - target_lengths
+        positions = (starts.unsqueeze(1) + torch.arange(longest, device=device)).clamp(
+            max=max(longest - 1, 0))
+        padded = targets.long()[positions] if longest else targets.long().reshape(batch, 0)
+    length = padded.shape[1]
+    labels = torch.full((batch, 2 * length + 1), blank, dtype=torch.long, device=device)
+    labels[:, 1::2] = padded
+    labels = labels.clamp(0, log_probs.shape[2] - 1)
+    # A label (odd position past the first) may be reached from two back unless it repeats
+    # the label there.
+    skip = torch.zeros_like(labels, dtype=torch.bool)
+    skip[:, 3::2] = labels[:, 3::2] != labels[:, 1:-2:2]
+    minus_inf = torch.tensor(float("-inf"), dtype=log_probs.dtype, device=device)
+    emitted = log_probs.gather(2, labels.unsqueeze(0).expand(steps, -1, -1))  # [T, N, 2L+1]
+    index = torch.arange(2 * length + 1, device=device)
+    alpha = torch.where(index <= 1, emitted[0], minus_inf)
+    alpha = torch.where((index == 1) & (target_lengths.unsqueeze(1) == 0), minus_inf, alpha)
+    for t in range(1, steps):
+        previous = torch.cat([minus_inf.expand(batch, 1), alpha[:, :-1]], 1)
+        before = torch.cat([minus_inf.expand(batch, 2), alpha[:, :-2]], 1)
+        before = torch.where(skip, before, minus_inf)
+        terms = torch.stack([alpha, previous, before])
+        top = terms.amax(0)
+        top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
+        total = torch.log(torch.exp(terms - top).sum(0)) + top + emitted[t]
+        alpha = torch.where((t < input_lengths).unsqueeze(1), total, alpha)
+    last = (2 * target_lengths).unsqueeze(1)
+    ends = torch.stack([alpha.gather(1, last).squeeze(1), torch.where(
+        target_lengths > 0, alpha.gather(1, (last - 1).clamp(min=0)).squeeze(1), minus_inf)])
+    top = ends.amax(0)
+    top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
+    loss = -(torch.log(torch.exp(ends - top).sum(0)) + top)
+    if zero_infinity:
+        loss = torch.where(torch.isinf(loss), torch.zeros_like(loss), loss)
+    if reduction == "mean":
+        return (loss / target_lengths.clamp(min=1).to(loss.dtype)).mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss.squeeze(0) if unbatched else loss
+
+
 def _functions() -> dict:
     functional = torch.nn.functional
     rewrites = {torch.narrow: _narrow, torch.Tensor.narrow: _narrow,
@@ -117,7 +177,7 @@ def _functions() -> dict:
                 torch.tensor_split: _tensor_split, torch.Tensor.tensor_split: _tensor_split,
                 torch.cov: _cov, torch.Tensor.cov: _cov,
                 torch.corrcoef: _corrcoef, torch.Tensor.corrcoef: _corrcoef,
-                functional.gaussian_nll_loss: _gaussian_nll_loss}
+                functional.gaussian_nll_loss: _gaussian_nll_loss, functional.ctc_loss: _ctc_loss}
     if hasattr(functional, "linear_cross_entropy"):  # torch >= 2.12
         rewrites[functional.linear_cross_entropy] = _linear_cross_entropy
     return rewrites
