@@ -157,6 +157,25 @@ def test_antialiased_interpolate(mode, options):
     check(_interpolate(mode=mode, antialias=True, **options), torch.randn(1, 3, 56, 56))
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("options", [dict(size=(13, 27)), dict(size=(100, 20)),
+                                     dict(scale_factor=(0.37, 1.6)), dict(size=(1, 1))],
+                         ids=["down", "up and down", "by scales", "to one pixel"])
+def test_antialiased_interpolate_before_opset_18(mode, options):
+    # Resize has no antialias before opset 18: torch's weights as matrices, stepping by
+    # 1 / scale where scales are given (56 * 0.37 -> 20 rows, not 56 / 20 apart).
+    program = check(_interpolate(mode=mode, antialias=True, **options),
+                    torch.randn(1, 3, 56, 56), opset=13)
+    assert "Resize" not in op_types(program)
+
+
+def test_antialiased_interpolate_over_dynamic_sizes_before_opset_18_is_an_error():
+    with pytest.raises(onnxport.errors.TranslationError, match="opset_version >= 18"):
+        check(_interpolate(scale_factor=0.4, mode="bilinear", antialias=True),
+              torch.randn(1, 2, 30, 40), opset=17,
+              dynamic_shapes={"x": {2: Dim("height", min=4, max=200)}})
+
+
 def test_antialiased_interpolate_over_dynamic_sizes():
     check(_interpolate(scale_factor=0.4, mode="bilinear", antialias=True), torch.randn(1, 2, 30, 40),
           dynamic_shapes={"x": {2: Dim("height", min=4, max=200), 3: Dim("width", min=4, max=200)}},

@@ -218,25 +218,33 @@ def upsample_bicubic(g, self, output_size, align_corners, *scales):
                    "cubic", align_corners)
 
 
-def _antialiased(g, x, output_size, scale_factors, mode, align_corners):
-    if align_corners:
-        return _antialiased_by_matrices(g, x, mode)
+def _antialiased(g, x, output_size, scale_factors, mode, align_corners, scales=None):
+    """``scales``: the non-vec overloads' scales_h/scales_w, which torch's kernel steps by
+    even where _sizes_or_scales gives Resize the sizes instead."""
+    if align_corners or g.opset < 18:
+        return _antialiased_by_matrices(g, x, mode, align_corners,
+                                        scale_factors if scales is None else scales)
     return _resize(g, x, output_size, scale_factors, mode, antialias=True)
 
 
-def _antialiased_by_matrices(g, x, mode):
-    """Resize's antialias filter with align_corners differs from torch's by up to 1.0: at
-    static sizes, torch's separable filter is one [out, in] weight matrix per spatial axis."""
+def _antialiased_by_matrices(g, x, mode, align_corners, scale_factors=None):
+    """Resize's antialias filter with align_corners differs from torch's by up to 1.0, and
+    Resize has no antialias before opset 18: at static sizes, torch's separable filter is one
+    [out, in] weight matrix per spatial axis."""
     in_sizes = list(x.shape)[2:] if x.shape is not None else [None]
     out_sizes = list(getattr(g.expected, "shape", [None] * len(in_sizes)))[2:]
     if not all(isinstance(n, int) for n in in_sizes + out_sizes):
         raise TranslationError(
             f"F.interpolate(mode={'bilinear' if mode == 'linear' else 'bicubic'!r}, "
-            "antialias=True, align_corners=True) over dynamic sizes has no ONNX Resize "
-            "equivalent; use align_corners=False with antialias=True, or static sizes")
+            f"antialias=True{', align_corners=True' if align_corners else ''}) over dynamic "
+            "sizes has no ONNX Resize equivalent"
+            f"{' before opset 18' if not align_corners else ''}; use "
+            f"{'opset_version >= 18' if not align_corners else 'align_corners=False'}, or "
+            "static sizes")
+    scales = _per_axis(scale_factors, len(in_sizes))
     dtype = x.dtype
-    height = _aa_weights(in_sizes[0], out_sizes[0], mode)
-    width = _aa_weights(in_sizes[1], out_sizes[1], mode).T
+    height = _aa_weights(in_sizes[0], out_sizes[0], mode, align_corners, scales[0])
+    width = _aa_weights(in_sizes[1], out_sizes[1], mode, align_corners, scales[1]).T
     rows = g.op("MatMul", g.const(height.astype(np.float32), ir.DataType.FLOAT),
                 cast(g, x, ir.DataType.FLOAT))
     out = g.op("MatMul", rows, g.const(np.ascontiguousarray(width, np.float32),
@@ -254,10 +262,17 @@ def _aa_filter(mode, t):
     return (((t - 5.0) * t + 8.0) * t - 4.0) * a if t < 2.0 else 0.0
 
 
-def _aa_weights(size_in, size_out, mode):
-    """torch's antialiased weights with align_corners along one axis (its _compute_weights_aa):
-    taps within the support around each output's center, normalised; [out, in]."""
-    scale = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+def _aa_weights(size_in, size_out, mode, align_corners=True, scale_factor=None):
+    """torch's antialiased weights along one axis (its _compute_weights_aa): taps within the
+    support around each output's center, normalised; [out, in]. The step is torch's
+    area_pixel_compute_scale: (in - 1) / (out - 1) with align_corners, else 1 / the given
+    scale factor, else in / out."""
+    if align_corners:
+        scale = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    elif scale_factor is not None and scale_factor > 0:
+        scale = 1.0 / scale_factor
+    else:
+        scale = size_in / size_out
     taps = 2 if mode == "linear" else 4
     support = taps * 0.5 * scale if scale >= 1.0 else taps * 0.5
     inverse = 1.0 / scale if scale >= 1.0 else 1.0
@@ -272,30 +287,30 @@ def _aa_weights(size_in, size_out, mode):
     return weights
 
 
-@translates("aten::_upsample_bilinear2d_aa.vec", since_opset=18)
+@translates("aten::_upsample_bilinear2d_aa.vec", since_opset=9)
 def upsample_bilinear_aa_vec(g, input, output_size, align_corners, scale_factors):
     """_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
     return _antialiased(g, input, output_size, scale_factors, "linear", align_corners)
 
 
-@translates("aten::_upsample_bicubic2d_aa.vec", since_opset=18)
+@translates("aten::_upsample_bicubic2d_aa.vec", since_opset=9)
 def upsample_bicubic_aa_vec(g, input, output_size, align_corners, scale_factors):
     """_upsample_bicubic2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
     return _antialiased(g, input, output_size, scale_factors, "cubic", align_corners)
 
 
-@translates("aten::_upsample_bilinear2d_aa", since_opset=18)
+@translates("aten::_upsample_bilinear2d_aa", since_opset=9)
 def upsample_bilinear_aa(g, self, output_size, align_corners, *scales):
     """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
     return _antialiased(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
-                        "linear", align_corners)
+                        "linear", align_corners, scales)
 
 
-@translates("aten::_upsample_bicubic2d_aa", since_opset=18)
+@translates("aten::_upsample_bicubic2d_aa", since_opset=9)
 def upsample_bicubic_aa(g, self, output_size, align_corners, *scales):
     """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
     return _antialiased(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
-                        "cubic", align_corners)
+                        "cubic", align_corners, scales)
 
 
 _GRID_MODES = {0: "linear", 1: "nearest", 2: "cubic"}
