@@ -225,7 +225,22 @@ def test_grid_sample_over_a_volume_at_opset_20(mode, padding_mode, align_corners
           torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 2, 4, 3) * 2.4 - 1.2, opset=20)
 
 
-def test_grid_sample_over_a_volume_below_opset_20_is_an_error():
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_over_a_volume_before_opset_20(mode, padding_mode, align_corners):
+    # Points outside [-1, 1] too: padded, reflected (several times) or zero, as torch.
+    torch.manual_seed(0)
+    grid = torch.cat([torch.rand(2, 3, 2, 4, 3) * 5 - 2.5, torch.zeros(2, 3, 2, 1, 3)], 3)
+    program = check(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode,
+                                                  align_corners=align_corners),
+                    torch.randn(2, 3, 4, 5, 6), grid, opset=13,
+                    run_with=[(torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 2, 5, 3) * 3 - 1.5)])
+    assert "GridSample" not in op_types(program)
+
+
+def test_grid_sample_over_a_volume_of_dynamic_size_below_opset_20_is_an_error():
     with pytest.raises(onnxport.errors.TranslationError, match="opset_version >= 20"):
         check(lambda x, grid: F.grid_sample(x, grid, align_corners=False),
-              torch.randn(1, 2, 3, 4, 5), torch.rand(1, 2, 2, 2, 3) * 2 - 1, opset=18)
+              torch.randn(1, 2, 3, 4, 5), torch.rand(1, 2, 2, 2, 3) * 2 - 1, opset=18,
+              dynamic_shapes={"x": {4: Dim("width", min=2, max=64)}, "grid": None})

@@ -327,12 +327,94 @@ def grid_sampler_3d(g, input, grid, interpolation_mode, padding_mode, align_corn
                 padding_mode_s=_GRID_PADDING[padding_mode], align_corners_i=int(align_corners))
 
 
-@translates("aten::grid_sampler_3d", since_opset=1)
+@translates("aten::grid_sampler_3d", since_opset=9)
 def grid_sampler_3d_before_opset_20(g, input, grid, interpolation_mode, padding_mode,
                                     align_corners):
-    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
-    raise TranslationError(
-        f"grid_sample over a volume (5-d input) needs opset_version >= 20, where ONNX "
-        f"GridSample took volumes; export with opset_version=20 or later (below it the options "
-        f"are a custom translation, onnxport.register_custom_op_symbolic, or "
-        f"operator_export_type=ONNX_FALLTHROUGH)")
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+
+    Before GridSample took volumes: torch's sampler at static input sizes, each output
+    point's (trilinear: eight) neighbours gathered from the flattened volume and weighted,
+    coordinates padded (border, reflection) or the outside neighbours zeroed as torch does."""
+    mode = _GRID_MODES[interpolation_mode]
+    sizes = g.static_shape(input)
+    if mode == "cubic" or sizes is None:
+        raise TranslationError(
+            "grid_sample over a volume (5-d input) "
+            f"{'in bicubic mode' if mode == 'cubic' else 'of dynamic size'} needs "
+            "opset_version >= 20, where ONNX GridSample took volumes; export with "
+            "opset_version=20 or later")
+    dtype = input.dtype
+    depth, height, width = sizes[2:]
+    grid = cast(g, grid, ir.DataType.FLOAT)
+    coords = []
+    for axis, size in enumerate((width, height, depth)):  # grid holds (x, y, z)
+        c = g.op("Gather", grid, g.const(axis), axis_i=4)  # [N, Do, Ho, Wo]
+        coords.append(_grid_coordinate(g, c, size, _GRID_PADDING[padding_mode],
+                                       align_corners))
+    flat = g.op("Reshape", cast(g, input, ir.DataType.FLOAT), g.const([0, 0, -1]))
+    out_shape = g.op("Shape", coords[0])
+
+    def pick(x, y, z):
+        """The values at integer (x, y, z) [N, Do, Ho, Wo] (float), 0 outside."""
+        inside = None
+        index = None
+        for c, size, stride in ((x, width, 1), (y, height, width), (z, depth, width * height)):
+            ok = g.op("And", g.op("GreaterOrEqual", c, g.const(0.0)),
+                      g.op("LessOrEqual", c, g.const(float(size - 1))))
+            inside = ok if inside is None else g.op("And", inside, ok)
+            position = g.op("Cast", g.op("Clip", c, g.const(0.0), g.const(float(size - 1))),
+                            to_i=int(ir.DataType.INT64))
+            position = g.op("Mul", position, g.const(stride)) if stride != 1 else position
+            index = position if index is None else g.op("Add", index, position)
+        index = g.op("Unsqueeze", g.op("Reshape", index, g.const([0, -1])), g.const([1]))
+        index = g.op("Expand", index, g.const([1, sizes[1], 1]))  # [N, C, P]
+        values = g.op("GatherElements", flat, index, axis_i=2)  # [N, C, P]
+        mask = g.op("Unsqueeze", g.op("Reshape", cast(g, inside, ir.DataType.FLOAT),
+                                      g.const([0, -1])), g.const([1]))
+        return g.op("Mul", values, mask)
+
+    if mode == "nearest":
+        out = pick(*[g.op("Round", c) for c in coords])
+    else:
+        low = [g.op("Floor", c) for c in coords]
+        frac = [g.op("Sub", c, f) for c, f in zip(coords, low)]
+        out = None
+        for corner in range(8):
+            point, weight = [], None
+            for axis in range(3):
+                upper = (corner >> axis) & 1
+                point.append(g.op("Add", low[axis], g.const(1.0)) if upper else low[axis])
+                w = frac[axis] if upper else g.op("Sub", g.const(1.0), frac[axis])
+                weight = w if weight is None else g.op("Mul", weight, w)
+            weight = g.op("Unsqueeze", g.op("Reshape", weight, g.const([0, -1])), g.const([1]))
+            term = g.op("Mul", pick(*point), weight)
+            out = term if out is None else g.op("Add", out, term)
+    shape = g.op("Concat", g.op("Slice", g.op("Shape", flat), g.const([0]), g.const([2])),
+                 g.op("Slice", out_shape, g.const([1]), g.const([4])), axis_i=0)
+    return cast(g, g.op("Reshape", out, shape), dtype)
+
+
+def _grid_coordinate(g, c, size, padding, align_corners):
+    """torch's grid_sampler_compute_source_index: unnormalise, then pad (border clips,
+    reflection reflects about the edges, then clips)."""
+    if align_corners:
+        c = g.op("Mul", g.op("Add", c, g.const(1.0)), g.const((size - 1) / 2.0))
+    else:
+        c = g.op("Div", g.op("Sub", g.op("Mul", g.op("Add", c, g.const(1.0)),
+                                         g.const(float(size))), g.const(1.0)), g.const(2.0))
+    if padding == "reflection":
+        low, high = (0.0, 2.0 * (size - 1)) if align_corners else (-1.0, 2.0 * size - 1)
+        if low == high:
+            c = g.op("Mul", c, g.const(0.0))
+        else:
+            minimum, span = low / 2, (high - low) / 2
+            distance = g.op("Abs", g.op("Sub", c, g.const(minimum)))
+            flips = g.op("Floor", g.op("Div", distance, g.const(span)))
+            extra = g.op("Sub", distance, g.op("Mul", flips, g.const(span)))
+            even = g.op("Equal", g.op("Mod", g.op("Cast", flips, to_i=int(ir.DataType.INT64)),
+                                      g.const(2)), g.const(0))
+            c = g.op("Where", even, g.op("Add", extra, g.const(minimum)),
+                     g.op("Add", g.op("Sub", g.const(span), extra), g.const(minimum)))
+    if padding in ("border", "reflection"):
+        c = g.op("Clip", c, g.const(0.0), g.const(float(size - 1)))
+    return c
