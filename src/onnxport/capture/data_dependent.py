@@ -44,6 +44,8 @@ def _cov(original, input, correction=1, fweights=None, aweights=None):
     # torch's kernel checks the weights and the degrees of freedom on their values; here the
     # checks of invalid weights are left out and a non-positive normalization becomes 0
     # (what torch does after its warning) in the graph.
+    if input.dim() > 2 or input.dtype == torch.bool:
+        return NotImplemented  # torch says what is wrong
     x = input.reshape(1, -1) if input.dim() < 2 else input
     count = x.shape[1]
     weights = fweights
