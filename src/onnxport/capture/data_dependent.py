@@ -78,6 +78,8 @@ def _cov(original, input, correction=1, fweights=None, aweights=None):
 
 def _corrcoef(original, input):
     c = _cov(None, input)
+    if c is NotImplemented:
+        return c
     if c.dim() == 0:
         return c / c
     deviation = torch.sqrt(c.diagonal())
