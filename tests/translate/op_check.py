@@ -169,11 +169,9 @@ def describe(sample) -> str:
 # Case id -> why it fails. Case ids are OpInfo names ("addmm", "div.floor_rounding"), with a
 # "[subset]" for samples that SAMPLE_SUBSETS sets apart, or a hand-written test's id.
 EXPECTED_FAILURES: dict[str, str] = {
-    "narrow[tensor start]":
-        "torch.export cannot capture narrow with a tensor start (PendingUnbackedSymbolNotFound)",
     "tensor_split[0-d tensor sections]":
-        "torch.export cannot capture tensor_split with a 0-d tensor of sections "
-        "(GuardOnDataDependentSymNode)",
+        "the number of outputs would depend on the 0-d tensor's value: capture refuses it "
+        "(capture/data_dependent.py)",
     "nn.functional.batch_norm[1-d input]":
         "a 1-d input has no channel axis; ONNX BatchNormalization needs [N, C, ...]",
     # shape

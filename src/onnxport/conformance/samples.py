@@ -24,7 +24,10 @@ RANDOM_OPS = frozenset({
     "nn.functional.dropout3d", "nn.functional.alpha_dropout",
     "nn.functional.feature_alpha_dropout.with_train", "nn.functional.rrelu", "uniform",
     "exponential", "geometric", "cauchy", "log_normal", "empty", "empty_like", "empty_strided",
-    "new_empty", "new_empty_strided", "empty_permuted"})
+    "new_empty", "new_empty_strided", "empty_permuted",
+    # Windows placed by torch.rand samples (no _random_samples in OpInfo's): at small sizes two
+    # eager calls can agree by chance, so the check at run time does not always see it.
+    "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d"})
 
 
 # Ops whose eager call OpInfo seeds (wrapper_set_seed), random in the samples that ask for

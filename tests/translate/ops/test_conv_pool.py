@@ -179,3 +179,26 @@ def test_ceil_mode_with_a_last_window_partly_in_the_padding_stays():
     program = check(lambda x: F.max_pool2d(x, 3, 2, ceil_mode=True), torch.randn(1, 2, 6, 6))
     (pool,) = program.model.graph
     assert pool.attributes["ceil_mode"].value == 1
+
+
+@pytest.mark.parametrize("shape, kernel, output, three", [
+    ((2, 3, 9, 9), 3, 4, False), ((1, 2, 10, 7), (2, 3), (5, 3), False),
+    ((3, 9, 9), 3, 1, False), ((2, 2, 6, 7, 5), 2, (3, 4, 2), True),
+], ids=["2d", "2d rectangular", "2d unbatched to one", "3d"])
+def test_fractional_max_pool_with_given_samples(shape, kernel, output, three):
+    # Given _random_samples the windows are torch's exactly: values and indices equal eager's,
+    # for samples other than the example's too.
+    pool = F.fractional_max_pool3d if three else F.fractional_max_pool2d
+    channels = shape[1] if len(shape) == (5 if three else 4) else shape[0]
+    batch = shape[0] if len(shape) == (5 if three else 4) else 1
+    samples = (batch, channels, 3 if three else 2)
+    check(lambda x, u: pool(x, kernel, output_size=output, return_indices=True,
+                            _random_samples=u),
+          torch.randn(shape), torch.rand(samples),
+          run_with=[(torch.randn(shape), torch.rand(samples)) for _ in range(3)],
+          rtol=0, atol=0)
+
+
+def test_fractional_max_pool_draws_its_samples_in_the_graph():
+    program = check(lambda x: F.fractional_max_pool2d(x, 2, output_size=4) * 0, torch.randn(1, 2, 8, 8))
+    assert "RandomUniformLike" in op_types(program) or "RandomUniform" in op_types(program)

@@ -16,6 +16,8 @@ INDEXING = [
     "scatter_reduce:sum", "scatter_reduce:prod", "scatter_reduce:mean", "scatter_reduce:amax",
     "scatter_reduce:amin", ("scatter_reduce:sum", torch.int64),
     ("scatter_reduce:mean", torch.int64), ("scatter_reduce:amin", torch.int64),
+    ("scatter_reduce:sum", torch.bool), ("scatter_reduce:prod", torch.bool),
+    ("scatter_reduce:amax", torch.bool), ("scatter_reduce:amin", torch.bool),
     # sizes that are data (torch.export's unbacked symbols)
     "nonzero", ("nonzero", torch.bool), ("nonzero", torch.int64), ("nonzero", torch.int8),
     ("nonzero", torch.float64), "nonzero_static", "argwhere", "masked_select",

@@ -157,17 +157,47 @@ def test_antialiased_interpolate(mode, options):
     check(_interpolate(mode=mode, antialias=True, **options), torch.randn(1, 3, 56, 56))
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("options", [dict(size=(13, 27)), dict(size=(100, 20)),
+                                     dict(scale_factor=(0.37, 1.6)), dict(size=(1, 1))],
+                         ids=["down", "up and down", "by scales", "to one pixel"])
+def test_antialiased_interpolate_before_opset_18(mode, options):
+    # Resize has no antialias before opset 18: torch's weights as matrices, stepping by
+    # 1 / scale where scales are given (56 * 0.37 -> 20 rows, not 56 / 20 apart).
+    program = check(_interpolate(mode=mode, antialias=True, **options),
+                    torch.randn(1, 3, 56, 56), opset=13)
+    assert "Resize" not in op_types(program)
+
+
+def test_antialiased_interpolate_over_dynamic_sizes_before_opset_18_is_an_error():
+    with pytest.raises(onnxport.errors.TranslationError, match="opset_version >= 18"):
+        check(_interpolate(scale_factor=0.4, mode="bilinear", antialias=True),
+              torch.randn(1, 2, 30, 40), opset=17,
+              dynamic_shapes={"x": {2: Dim("height", min=4, max=200)}})
+
+
 def test_antialiased_interpolate_over_dynamic_sizes():
     check(_interpolate(scale_factor=0.4, mode="bilinear", antialias=True), torch.randn(1, 2, 30, 40),
           dynamic_shapes={"x": {2: Dim("height", min=4, max=200), 3: Dim("width", min=4, max=200)}},
           run_with=[(torch.randn(1, 2, 57, 23),)])
 
 
-def test_antialiased_interpolate_with_align_corners_is_an_error():
-    # Resize's antialias filter under align_corners differs from torch's by up to 1.0.
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("size", [(5, 7), (1, 30), (33, 9), (20, 20)],
+                         ids=["down", "to one row", "up and down", "same size"])
+def test_antialiased_interpolate_with_align_corners(mode, size):
+    # Resize's antialias filter under align_corners differs from torch's by up to 1.0: one
+    # weight matrix per axis instead.
+    program = check(_interpolate(size=size, mode=mode, antialias=True, align_corners=True),
+                    torch.randn(1, 2, 20, 24))
+    assert "Resize" not in op_types(program)
+
+
+def test_antialiased_interpolate_with_align_corners_over_dynamic_sizes_is_an_error():
     with pytest.raises(onnxport.errors.TranslationError, match="align_corners=False"):
-        check(_interpolate(size=(5, 7), mode="bilinear", antialias=True, align_corners=True),
-              torch.randn(1, 2, 20, 20))
+        check(_interpolate(scale_factor=0.5, mode="bilinear", antialias=True,
+                           align_corners=True), torch.randn(1, 2, 20, 20),
+              dynamic_shapes={"x": {2: Dim("height", min=4, max=200)}})
 
 
 def test_upsample_nearest_by_a_quarter_of_an_odd_size():
@@ -183,3 +213,34 @@ def test_upsample_nearest_by_a_quarter_of_an_odd_size():
 def test_upsample_with_scales_steps_by_them(op):
     # Given scales, torch samples every 1 / 0.25 = 4 rows, not 59 / 14 (2.2 off, was).
     check(lambda x: op(x, [14, 14], False, 0.25, 0.25), torch.randn(1, 2, 59, 59))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_over_a_volume_at_opset_20(mode, padding_mode, align_corners):
+    torch.manual_seed(0)
+    check(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode,
+                                        align_corners=align_corners),
+          torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 2, 4, 3) * 2.4 - 1.2, opset=20)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_over_a_volume_before_opset_20(mode, padding_mode, align_corners):
+    # Points outside [-1, 1] too: padded, reflected (several times) or zero, as torch.
+    torch.manual_seed(0)
+    grid = torch.cat([torch.rand(2, 3, 2, 4, 3) * 5 - 2.5, torch.zeros(2, 3, 2, 1, 3)], 3)
+    program = check(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode,
+                                                  align_corners=align_corners),
+                    torch.randn(2, 3, 4, 5, 6), grid, opset=13,
+                    run_with=[(torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 2, 5, 3) * 3 - 1.5)])
+    assert "GridSample" not in op_types(program)
+
+
+def test_grid_sample_over_a_volume_of_dynamic_size_below_opset_20_is_an_error():
+    with pytest.raises(onnxport.errors.TranslationError, match="opset_version >= 20"):
+        check(lambda x, grid: F.grid_sample(x, grid, align_corners=False),
+              torch.randn(1, 2, 3, 4, 5), torch.rand(1, 2, 2, 2, 3) * 2 - 1, opset=18,
+              dynamic_shapes={"x": {4: Dim("width", min=2, max=64)}, "grid": None})

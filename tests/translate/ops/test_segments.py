@@ -63,3 +63,34 @@ def test_cumprod_dynamic_length():
     ["cumprod", ("cumprod", torch.int64), "nn.functional.embedding_bag"]))
 def test_opinfo(name, variant, dtype, subset):
     check_opinfo(name, variant, dtype, subset)
+
+
+SEGMENT_OPINFO = ["_segment_reduce:lengths", "_segment_reduce:offsets"]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(SEGMENT_OPINFO))
+def test_segment_reduce_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset)
+
+
+# Segment 1 is empty, segment 0 holds a NaN: torch's identities, initial and NaN rules.
+DATA = torch.tensor([1.0, float("nan"), 3.0, -4.0, 5.0, 2.5])
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "max", "min"])
+@pytest.mark.parametrize("initial", [None, 2.0])
+def test_segment_reduce(reduce, initial):
+    lengths, offsets = torch.tensor([2, 0, 3, 1]), torch.tensor([0, 2, 2, 5, 6])
+    check(lambda x, lengths, offsets: (
+        torch.segment_reduce(x, reduce, lengths=lengths, initial=initial),
+        torch.segment_reduce(x, reduce, offsets=offsets, initial=initial)),
+        DATA, lengths, offsets,
+        run_with=[(torch.randn(6), torch.tensor([0, 6, 0, 0]), torch.tensor([0, 1, 3, 3, 6]))])
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
+def test_segment_reduce_along_an_inner_axis(reduce):
+    # lengths per leading row, and values after the axis reduced alike.
+    x = torch.randn(2, 6, 3)
+    check(lambda x, lengths: torch.segment_reduce(x, reduce, lengths=lengths, axis=1), x,
+          torch.tensor([[2, 4, 0], [1, 1, 4]]))

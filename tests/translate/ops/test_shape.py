@@ -15,11 +15,13 @@ SHAPE = [
     "squeeze:multiple", "unsqueeze", "flatten", "unflatten", "view", "reshape", "view_as",
     "reshape_as", "expand", "expand_as", "broadcast_to", "narrow", "select", "slice", "unbind",
     "constant_pad_nd", "nn.functional.pad:constant", "nn.functional.pad:reflect",
-    "nn.functional.pad:replicate", "nn.functional.pad:circular", "clone", "contiguous", "to",
+    "nn.functional.pad:replicate", "nn.functional.pad:replicate_negative",
+    ("nn.functional.pad:replicate_negative", torch.int64), "nn.functional.pad:circular", "clone", "contiguous", "to",
     ("cat", torch.int64), ("view", torch.bool),
     "diagonal", "diagonal_copy", "linalg.diagonal", ("diagonal", torch.int64),
     ("diagonal", torch.bool), "trace", ("trace", torch.int64), "meshgrid:variadic_tensors",
     "meshgrid:list_of_tensors", "as_strided", "as_strided:partial_views", "as_strided_copy",
+    "as_strided_scatter", ("as_strided_scatter", torch.bool),
 ]
 
 
@@ -122,6 +124,11 @@ HAND = {
     "aten::constant_pad_nd": (lambda x: aten.constant_pad_nd(x, [2, 1], 3.0), X),
     "pad reflect": (lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect"), X),
     "pad replicate": (lambda x: F.pad(x, (2, 1), mode="replicate"), torch.randn(2, 3, 5)),
+    # ONNX Runtime's edge/reflect Pad refuse negative pads; replicate past a whole axis' crop.
+    "pad replicate negative": (lambda x: F.pad(x, (-5, 7, 2, -3), mode="replicate"), X),
+    "pad reflect negative": (lambda x: (F.pad(x, (-1, 2), mode="reflect"),
+                                        F.pad(x, (3, -2), mode="reflect")),
+                             torch.randn(2, 3, 6)),
     "pad circular": (lambda x: F.pad(x, (2, 1, 1, 3), mode="circular"), X),
     "aten::reflection_pad1d": (lambda x: aten.reflection_pad1d(x, [2, 1]), torch.randn(2, 3, 5)),
     "aten::reflection_pad3d": (lambda x: aten.reflection_pad3d(x, [1, 1, 1, 0, 0, 1]),
@@ -234,3 +241,32 @@ def test_roll_of_dynamic_axes_takes_the_shift_modulo_the_run_time_size(opset):
 
 def test_roll_flattened_by_more_than_the_elements():
     check(lambda x: x.roll(130), X)
+
+
+def test_resize_keeps_the_first_elements():
+    check(lambda x, t: (x.clone().resize_(3, 7) * 2, x.clone().resize_(25), torch.ops.aten.resize(
+        x, [5, 5]), x.clone().resize_as_(t)), torch.randn(5, 5), torch.empty(2, 2, 3))
+
+
+@pytest.mark.parametrize("function, match", [
+    (lambda x: x.clone().resize_(6, 6), "uninitialised"),
+    (lambda x: x.t().resize_(3, 3), "not contiguous"),
+], ids=["growing", "not contiguous"])
+def test_resize_it_cannot_reproduce_is_refused(function, match):
+    import onnxport.errors
+
+    with pytest.raises(onnxport.errors.TranslationError, match=match):
+        check(function, torch.randn(5, 5))
+
+
+def test_as_strided_scatter_through_a_strided_window():
+    check(lambda x, y: torch.as_strided_scatter(x, y, (2, 3), (6, 2), 1) * 2,
+          torch.randn(4, 5), torch.randn(2, 3))
+
+
+def test_as_strided_scatter_through_overlapping_elements_is_refused():
+    import onnxport.errors
+
+    with pytest.raises(onnxport.errors.TranslationError, match="overlap"):
+        check(lambda x, y: torch.as_strided_scatter(x, y, (2, 2), (1, 1)), torch.randn(3, 3),
+              torch.randn(2, 2))

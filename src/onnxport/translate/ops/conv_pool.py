@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import onnx_ir as ir
 
 from onnxport.translate.ops._helpers import rank, reduce, squeeze, unsqueeze
@@ -335,3 +336,66 @@ def adaptive_max_pool(g, self, output_size):
     # The aten op always returns (values, indices), used or not.
     with_indices = isinstance(g.expected, (tuple, list))
     return _adaptive(g, self, output_size, "MaxPool", "GlobalMaxPool", with_indices)
+
+
+@translates("aten::fractional_max_pool2d", "aten::fractional_max_pool3d")
+def fractional_max_pool(g, self, kernel_size, output_size, random_samples):
+    """fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)
+
+    torch's windows: along an axis of size n pooled by k to m, output i starts at
+    int((i + u) * alpha) - int(u * alpha) with alpha = (n - k) / (m - 1) in the input's
+    float type and u the (batch, channel)'s sample, the last at n - k. The windows' flat
+    positions gather the values; their max, and its first position in scan order, come out.
+    (F.fractional_max_pool draws the samples with torch.rand, which is random in the graph
+    too; given as _random_samples, the output is torch's exactly.)"""
+    spatial = len(kernel_size)
+    unbatched = rank(self) == spatial + 1
+    x = unsqueeze(g, self, [0]) if unbatched else self
+    static = g.static_shape(self)
+    if static is None:
+        raise NotImplementedError("fractional_max_pool over dynamic sizes")
+    sizes = static[-spatial:]
+    dtype = x.dtype
+    samples = random_samples if random_samples.dtype == dtype else \
+        g.op("Cast", random_samples, to_i=int(dtype))
+    float_type = {ir.DataType.FLOAT: np.float32, ir.DataType.DOUBLE: np.float64,
+                  ir.DataType.FLOAT16: np.float16}.get(dtype, np.float32)
+    positions = None
+    stride = 1
+    for d in reversed(range(spatial)):
+        n, k, m = sizes[d], int(kernel_size[d]), int(output_size[d])
+        u = g.op("Gather", samples, g.const(d), axis_i=2)  # [N, C]
+        u = unsqueeze(g, u, [2])
+        last = g.const(np.full((1, 1, 1), n - k, np.int64))
+        if m > 1:
+            alpha = float_type(n - k) / float_type(m - 1)
+            steps = g.const(np.arange(m - 1).astype(float_type).reshape(1, 1, -1))
+            scaled = g.op("Cast", g.op("Mul", g.op("Add", steps, u), g.const(alpha, dtype)),
+                          to_i=int(ir.DataType.INT64))
+            base = g.op("Cast", g.op("Mul", u, g.const(alpha, dtype)),
+                        to_i=int(ir.DataType.INT64))
+            starts = g.op("Concat", g.op("Sub", scaled, base),
+                          g.op("Expand", last, g.op("Shape", base)), axis_i=2)
+        else:
+            starts = g.op("Expand", last, g.op("Shape", u))
+        # [N, C, m, k] positions along this axis, placed on its own output and window axes.
+        along = g.op("Add", unsqueeze(g, starts, [3]), g.const(np.arange(k).reshape(1, 1, 1, -1)))
+        shape = [0, 0] + [1] * (2 * spatial)
+        shape[2 + d], shape[2 + spatial + d] = m, k
+        along = g.op("Reshape", along, g.const(shape))
+        along = g.op("Mul", along, g.const(stride)) if stride != 1 else along
+        positions = along if positions is None else g.op("Add", positions, along)
+        stride *= n
+    window = int(np.prod([int(k) for k in kernel_size]))
+    target = [0, 0] + [int(m) for m in output_size] + [window]
+    positions = g.op("Reshape", positions, g.const(target))
+    flat = g.op("Reshape", x, g.const([0, 0, -1]))
+    values = g.op("GatherElements", flat, g.op("Reshape", positions, g.const([0, 0, -1])),
+                  axis_i=2)
+    values = g.op("Reshape", values, g.const(target))
+    out = reduce(g, "ReduceMax", values, [-1], keepdims=False)
+    first = g.op("ArgMax", values, axis_i=-1, keepdims_i=1)
+    indices = squeeze(g, g.op("GatherElements", positions, first, axis_i=-1), [-1])
+    if unbatched:
+        out, indices = squeeze(g, out, [0]), squeeze(g, indices, [0])
+    return out, indices

@@ -134,3 +134,129 @@ def unique_consecutive(g, self, return_inverse=False, return_counts=False, dim=N
                 size, axis_i=0)
     counts = g.op("Sub", ends, starts)
     return values, inverse, counts
+
+
+# -- histogram, histogramdd ----------------------------------------------------------------------
+def _outer_edges(g, column, range_, dtype):
+    """The first and last bin edges (0-d): the given range or the data's, an empty one widened
+    by 0.5 on each side as torch (and NumPy) do."""
+    if range_ is not None:
+        low, high = g.const(float(range_[0]), dtype), g.const(float(range_[1]), dtype)
+    else:
+        low = g.op("ReduceMin", column, keepdims_i=0)
+        high = g.op("ReduceMax", column, keepdims_i=0)
+    flat = g.op("Equal", low, high)
+    half = g.const(0.5, dtype)
+    return (g.op("Where", flat, g.op("Sub", low, half), low),
+            g.op("Where", flat, g.op("Add", high, half), high))
+
+
+def _linspace(g, low, high, bins: int, dtype):
+    """torch's linspace of bins + 1 edges, in its arithmetic: the step in the dtype, then from
+    the start up to the middle and from the end after it, each edge one fused multiply-add
+    (one rounding: the float32 product is exact in float64). Values on an edge fall in the bin
+    torch's edge puts them in only with torch's very edges."""
+    steps = bins + 1
+    step = g.op("Div", g.op("Sub", high, low), g.const(float(bins), dtype))
+    wide = ir.DataType.DOUBLE if dtype == ir.DataType.FLOAT else dtype
+    low, high, step = (cast(g, v, wide) for v in (low, high, step))
+    index = g.const([float(i) for i in range(steps)], wide)
+    from_end = g.const([float(steps - i - 1) for i in range(steps)], wide)
+    lower = g.op("Add", low, g.op("Mul", step, index))
+    upper = g.op("Sub", high, g.op("Mul", step, from_end))
+    first_half = g.const([i < steps // 2 for i in range(steps)], ir.DataType.BOOL)
+    return cast(g, g.op("Where", first_half, lower, upper), dtype)
+
+
+def _bin_of(g, column, edges):
+    """Each value's bin among the 1-D ``edges`` (int64): the number of edges at or below it,
+    less one, the last edge in the last bin; -1 outside the edges (and for NaN)."""
+    below = g.op("LessOrEqual", g.op("Unsqueeze", edges, g.const([0], _I64)),
+                 g.op("Unsqueeze", column, g.const([1], _I64)))
+    index = g.op("Sub", g.op("ReduceSum", cast(g, below, _I64), g.const([1], _I64),
+                             keepdims_i=0), g.const(1, _I64))
+    last = g.op("Sub", g.op("Size", edges), g.const(2, _I64))
+    first_edge = g.op("Gather", edges, g.const(0, _I64), axis_i=0)
+    last_edge = g.op("Gather", edges, g.const(-1, _I64), axis_i=0)
+    inside = g.op("And", g.op("GreaterOrEqual", column, first_edge),
+                  g.op("LessOrEqual", column, last_edge))
+    return g.op("Where", inside, g.op("Min", index, last), g.const(-1, _I64))
+
+
+def _histogram_dd(g, self, edges, weight, density):
+    """The counts (or weight sums) of the rows of self [n, d] in the bins of ``edges`` (one
+    1-D edges value per column), shaped [bins_0, ..., bins_d-1]."""
+    dtype = self.dtype
+    x = g.op("Reshape", self, g.const([-1, len(edges)], _I64))
+    flat, stride_total = None, None
+    sizes = []
+    for d, column_edges in reversed(list(enumerate(edges))):
+        column = g.op("Gather", x, g.const(d, _I64), axis_i=1)
+        index = _bin_of(g, column, column_edges)
+        size = g.op("Sub", g.op("Size", column_edges), g.const(1, _I64))
+        sizes.insert(0, g.op("Unsqueeze", size, g.const([0], _I64)))
+        outside = g.op("Less", index, g.const(0, _I64))
+        if flat is None:
+            flat, stride_total, missing = index, size, outside
+        else:
+            flat = g.op("Add", flat, g.op("Mul", index, stride_total))
+            stride_total = g.op("Mul", stride_total, size)
+            missing = g.op("Or", missing, outside)
+    flat = g.op("Where", missing, g.const(-1, _I64), flat)
+    weights = None if weight is None else g.op("Reshape", weight, g.const([-1], _I64))
+    hist = _counts(g, flat, stride_total, weights, dtype)
+    hist = g.op("Reshape", hist, g.op("Concat", *sizes, axis_i=0))
+    if density:
+        # torch: hist / (its total * the bin's volume).
+        hist = g.op("Div", hist, g.op("ReduceSum", hist, keepdims_i=0))
+        for d, column_edges in enumerate(edges):
+            widths = g.op("Sub", g.op("Slice", column_edges, g.const([1], _I64),
+                                      g.const([2 ** 62], _I64)),
+                          g.op("Slice", column_edges, g.const([0], _I64), g.const([-1], _I64)))
+            shape = [1] * len(edges)
+            shape[d] = -1
+            hist = g.op("Div", hist, g.op("Reshape", widths, g.const(shape, _I64)))
+    return hist
+
+
+def _edges_from_counts(g, self, bins, range_):
+    x = g.op("Reshape", self, g.const([-1, len(bins)], _I64))
+    edges = []
+    for d, count in enumerate(bins):
+        column = g.op("Gather", x, g.const(d, _I64), axis_i=1)
+        pair = None if range_ is None else range_[2 * d:2 * d + 2]
+        low, high = _outer_edges(g, column, pair, self.dtype)
+        edges.append(_linspace(g, low, high, int(count), self.dtype))
+    return edges
+
+
+@translates("aten::histogram.bin_ct")
+def histogram_bin_ct(g, self, bins=100, *, range=None, weight=None, density=False):
+    """histogram.bin_ct(Tensor self, int bins=100, *, float[]? range=None, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)"""
+    edges = _edges_from_counts(g, g.op("Reshape", self, g.const([-1, 1], _I64)), [bins], range)
+    return _histogram_dd(g, self, edges, weight, density), edges[0]
+
+
+@translates("aten::histogram.bins_tensor")
+def histogram_bins_tensor(g, self, bins, *, weight=None, density=False):
+    """histogram.bins_tensor(Tensor self, Tensor bins, *, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)"""
+    edges = cast(g, bins, self.dtype)
+    return _histogram_dd(g, self, [edges], weight, density), bins
+
+
+@translates("aten::_histogramdd_bin_edges")
+def histogramdd_bin_edges(g, self, bins, *, range=None, weight=None, density=False):
+    """_histogramdd_bin_edges(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor[]"""
+    return _edges_from_counts(g, self, bins, range)
+
+
+@translates("aten::_histogramdd_from_bin_cts")
+def histogramdd_from_bin_cts(g, self, bins, *, range=None, weight=None, density=False):
+    """_histogramdd_from_bin_cts(Tensor self, int[] bins, *, float[]? range=None, Tensor? weight=None, bool density=False) -> Tensor"""
+    return _histogram_dd(g, self, _edges_from_counts(g, self, bins, range), weight, density)
+
+
+@translates("aten::_histogramdd_from_bin_tensors")
+def histogramdd_from_bin_tensors(g, self, bins, *, weight=None, density=False):
+    """_histogramdd_from_bin_tensors(Tensor self, Tensor[] bins, *, Tensor? weight=None, bool density=False) -> Tensor"""
+    return _histogram_dd(g, self, [cast(g, b, self.dtype) for b in bins], weight, density)

@@ -406,6 +406,14 @@ _SCATTER_REDUCTIONS = {"sum": ("add", 16), "mean": ("add", 16), "prod": ("mul", 
 @translates("aten::scatter_reduce", "aten::scatter_reduce_")
 def scatter_reduce(g, self, dim, index, src, reduce, *, include_self=True):
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
+    if self.dtype == ir.DataType.BOOL:
+        # ScatterElements reduces no bools: on 0/1 in int64 sum and amax are torch's "or",
+        # prod and amin its "and", once cast back.
+        wide = [cast(g, v, ir.DataType.INT64) for v in (self, src)]
+        for value, like in zip(wide, (self, src)):
+            value.shape = like.shape
+        out = _scatter_reduce(g, wide[0], dim, index, wide[1], reduce, include_self)
+        return cast(g, out, ir.DataType.BOOL)
     if reduce not in ("amax", "amin") or self.dtype not in FLOAT_TYPES or rank(self) == 0:
         return _scatter_reduce(g, self, dim, index, src, reduce, include_self)
     # torch's amax/amin propagate NaN; ONNX Runtime's max/min scatter and its ReduceMax skip

@@ -218,37 +218,203 @@ def upsample_bicubic(g, self, output_size, align_corners, *scales):
                    "cubic", align_corners)
 
 
-def _antialiased(g, x, output_size, scale_factors, mode, align_corners):
-    if align_corners:
-        # Resize's antialias filter with align_corners differs from torch's by up to 1.0.
-        raise TranslationError(
-            f"F.interpolate(mode={'bilinear' if mode == 'linear' else 'bicubic'!r}, "
-            "antialias=True, align_corners=True) has no ONNX Resize equivalent; use "
-            "align_corners=False with antialias=True")
+def _antialiased(g, x, output_size, scale_factors, mode, align_corners, scales=None):
+    """``scales``: the non-vec overloads' scales_h/scales_w, which torch's kernel steps by
+    even where _sizes_or_scales gives Resize the sizes instead."""
+    if align_corners or g.opset < 18:
+        return _antialiased_by_matrices(g, x, mode, align_corners,
+                                        scale_factors if scales is None else scales)
     return _resize(g, x, output_size, scale_factors, mode, antialias=True)
 
 
-@translates("aten::_upsample_bilinear2d_aa.vec", since_opset=18)
+def _antialiased_by_matrices(g, x, mode, align_corners, scale_factors=None):
+    """Resize's antialias filter with align_corners differs from torch's by up to 1.0, and
+    Resize has no antialias before opset 18: at static sizes, torch's separable filter is one
+    [out, in] weight matrix per spatial axis."""
+    in_sizes = list(x.shape)[2:] if x.shape is not None else [None]
+    out_sizes = list(getattr(g.expected, "shape", [None] * len(in_sizes)))[2:]
+    if not all(isinstance(n, int) for n in in_sizes + out_sizes):
+        raise TranslationError(
+            f"F.interpolate(mode={'bilinear' if mode == 'linear' else 'bicubic'!r}, "
+            f"antialias=True{', align_corners=True' if align_corners else ''}) over dynamic "
+            "sizes has no ONNX Resize equivalent"
+            f"{' before opset 18' if not align_corners else ''}; use "
+            f"{'opset_version >= 18' if not align_corners else 'align_corners=False'}, or "
+            "static sizes")
+    scales = _per_axis(scale_factors, len(in_sizes))
+    dtype = x.dtype
+    height = _aa_weights(in_sizes[0], out_sizes[0], mode, align_corners, scales[0])
+    width = _aa_weights(in_sizes[1], out_sizes[1], mode, align_corners, scales[1]).T
+    rows = g.op("MatMul", g.const(height.astype(np.float32), ir.DataType.FLOAT),
+                cast(g, x, ir.DataType.FLOAT))
+    out = g.op("MatMul", rows, g.const(np.ascontiguousarray(width, np.float32),
+                                       ir.DataType.FLOAT))
+    return cast(g, out, dtype)
+
+
+def _aa_filter(mode, t):
+    t = abs(t)
+    if mode == "linear":
+        return max(0.0, 1.0 - t)
+    a = -0.5  # PIL's bicubic, as torch's antialiased kernel
+    if t < 1.0:
+        return ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0
+    return (((t - 5.0) * t + 8.0) * t - 4.0) * a if t < 2.0 else 0.0
+
+
+def _aa_weights(size_in, size_out, mode, align_corners=True, scale_factor=None):
+    """torch's antialiased weights along one axis (its _compute_weights_aa): taps within the
+    support around each output's center, normalised; [out, in]. The step is torch's
+    area_pixel_compute_scale: (in - 1) / (out - 1) with align_corners, else 1 / the given
+    scale factor, else in / out."""
+    if align_corners:
+        scale = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    elif scale_factor is not None and scale_factor > 0:
+        scale = 1.0 / scale_factor
+    else:
+        scale = size_in / size_out
+    taps = 2 if mode == "linear" else 4
+    support = taps * 0.5 * scale if scale >= 1.0 else taps * 0.5
+    inverse = 1.0 / scale if scale >= 1.0 else 1.0
+    weights = np.zeros((size_out, size_in), np.float64)
+    for i in range(size_out):
+        center = scale * (i + 0.5)
+        first = max(int(center - support + 0.5), 0)
+        last = min(int(center + support + 0.5), size_in)
+        row = [_aa_filter(mode, (j - center + 0.5) * inverse) for j in range(first, last)]
+        total = sum(row)
+        weights[i, first:last] = [w / total for w in row] if total != 0 else row
+    return weights
+
+
+@translates("aten::_upsample_bilinear2d_aa.vec", since_opset=9)
 def upsample_bilinear_aa_vec(g, input, output_size, align_corners, scale_factors):
     """_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
     return _antialiased(g, input, output_size, scale_factors, "linear", align_corners)
 
 
-@translates("aten::_upsample_bicubic2d_aa.vec", since_opset=18)
+@translates("aten::_upsample_bicubic2d_aa.vec", since_opset=9)
 def upsample_bicubic_aa_vec(g, input, output_size, align_corners, scale_factors):
     """_upsample_bicubic2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
     return _antialiased(g, input, output_size, scale_factors, "cubic", align_corners)
 
 
-@translates("aten::_upsample_bilinear2d_aa", since_opset=18)
+@translates("aten::_upsample_bilinear2d_aa", since_opset=9)
 def upsample_bilinear_aa(g, self, output_size, align_corners, *scales):
     """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
     return _antialiased(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
-                        "linear", align_corners)
+                        "linear", align_corners, scales)
 
 
-@translates("aten::_upsample_bicubic2d_aa", since_opset=18)
+@translates("aten::_upsample_bicubic2d_aa", since_opset=9)
 def upsample_bicubic_aa(g, self, output_size, align_corners, *scales):
     """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
     return _antialiased(g, self, *_sizes_or_scales(self, output_size, scales, align_corners),
-                        "cubic", align_corners)
+                        "cubic", align_corners, scales)
+
+
+_GRID_MODES = {0: "linear", 1: "nearest", 2: "cubic"}
+_GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+@translates("aten::grid_sampler_3d", since_opset=20)
+def grid_sampler_3d(g, input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+
+    GridSample over volumes arrived in opset 20 (torch's 2-d sampler reaches the graph as its
+    decomposition, at any opset)."""
+    return g.op("GridSample", input, grid, mode_s=_GRID_MODES[interpolation_mode],
+                padding_mode_s=_GRID_PADDING[padding_mode], align_corners_i=int(align_corners))
+
+
+@translates("aten::grid_sampler_3d", since_opset=9)
+def grid_sampler_3d_before_opset_20(g, input, grid, interpolation_mode, padding_mode,
+                                    align_corners):
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+
+    Before GridSample took volumes: torch's sampler at static input sizes, each output
+    point's (trilinear: eight) neighbours gathered from the flattened volume and weighted,
+    coordinates padded (border, reflection) or the outside neighbours zeroed as torch does."""
+    mode = _GRID_MODES[interpolation_mode]
+    sizes = g.static_shape(input)
+    if mode == "cubic" or sizes is None:
+        raise TranslationError(
+            "grid_sample over a volume (5-d input) "
+            f"{'in bicubic mode' if mode == 'cubic' else 'of dynamic size'} needs "
+            "opset_version >= 20, where ONNX GridSample took volumes; export with "
+            "opset_version=20 or later")
+    dtype = input.dtype
+    depth, height, width = sizes[2:]
+    grid = cast(g, grid, ir.DataType.FLOAT)
+    coords = []
+    for axis, size in enumerate((width, height, depth)):  # grid holds (x, y, z)
+        c = g.op("Gather", grid, g.const(axis), axis_i=4)  # [N, Do, Ho, Wo]
+        coords.append(_grid_coordinate(g, c, size, _GRID_PADDING[padding_mode],
+                                       align_corners))
+    flat = g.op("Reshape", cast(g, input, ir.DataType.FLOAT), g.const([0, 0, -1]))
+    out_shape = g.op("Shape", coords[0])
+
+    def pick(x, y, z):
+        """The values at integer (x, y, z) [N, Do, Ho, Wo] (float), 0 outside."""
+        inside = None
+        index = None
+        for c, size, stride in ((x, width, 1), (y, height, width), (z, depth, width * height)):
+            ok = g.op("And", g.op("GreaterOrEqual", c, g.const(0.0)),
+                      g.op("LessOrEqual", c, g.const(float(size - 1))))
+            inside = ok if inside is None else g.op("And", inside, ok)
+            position = g.op("Cast", g.op("Clip", c, g.const(0.0), g.const(float(size - 1))),
+                            to_i=int(ir.DataType.INT64))
+            position = g.op("Mul", position, g.const(stride)) if stride != 1 else position
+            index = position if index is None else g.op("Add", index, position)
+        index = g.op("Unsqueeze", g.op("Reshape", index, g.const([0, -1])), g.const([1]))
+        index = g.op("Expand", index, g.const([1, sizes[1], 1]))  # [N, C, P]
+        values = g.op("GatherElements", flat, index, axis_i=2)  # [N, C, P]
+        mask = g.op("Unsqueeze", g.op("Reshape", cast(g, inside, ir.DataType.FLOAT),
+                                      g.const([0, -1])), g.const([1]))
+        return g.op("Mul", values, mask)
+
+    if mode == "nearest":
+        out = pick(*[g.op("Round", c) for c in coords])
+    else:
+        low = [g.op("Floor", c) for c in coords]
+        frac = [g.op("Sub", c, f) for c, f in zip(coords, low)]
+        out = None
+        for corner in range(8):
+            point, weight = [], None
+            for axis in range(3):
+                upper = (corner >> axis) & 1
+                point.append(g.op("Add", low[axis], g.const(1.0)) if upper else low[axis])
+                w = frac[axis] if upper else g.op("Sub", g.const(1.0), frac[axis])
+                weight = w if weight is None else g.op("Mul", weight, w)
+            weight = g.op("Unsqueeze", g.op("Reshape", weight, g.const([0, -1])), g.const([1]))
+            term = g.op("Mul", pick(*point), weight)
+            out = term if out is None else g.op("Add", out, term)
+    shape = g.op("Concat", g.op("Slice", g.op("Shape", flat), g.const([0]), g.const([2])),
+                 g.op("Slice", out_shape, g.const([1]), g.const([4])), axis_i=0)
+    return cast(g, g.op("Reshape", out, shape), dtype)
+
+
+def _grid_coordinate(g, c, size, padding, align_corners):
+    """torch's grid_sampler_compute_source_index: unnormalise, then pad (border clips,
+    reflection reflects about the edges, then clips)."""
+    if align_corners:
+        c = g.op("Mul", g.op("Add", c, g.const(1.0)), g.const((size - 1) / 2.0))
+    else:
+        c = g.op("Div", g.op("Sub", g.op("Mul", g.op("Add", c, g.const(1.0)),
+                                         g.const(float(size))), g.const(1.0)), g.const(2.0))
+    if padding == "reflection":
+        low, high = (0.0, 2.0 * (size - 1)) if align_corners else (-1.0, 2.0 * size - 1)
+        if low == high:
+            c = g.op("Mul", c, g.const(0.0))
+        else:
+            minimum, span = low / 2, (high - low) / 2
+            distance = g.op("Abs", g.op("Sub", c, g.const(minimum)))
+            flips = g.op("Floor", g.op("Div", distance, g.const(span)))
+            extra = g.op("Sub", distance, g.op("Mul", flips, g.const(span)))
+            even = g.op("Equal", g.op("Mod", g.op("Cast", flips, to_i=int(ir.DataType.INT64)),
+                                      g.const(2)), g.const(0))
+            c = g.op("Where", even, g.op("Add", extra, g.const(minimum)),
+                     g.op("Add", g.op("Sub", g.const(span), extra), g.const(minimum)))
+    if padding in ("border", "reflection"):
+        c = g.op("Clip", c, g.const(0.0), g.const(float(size - 1)))
+    return c

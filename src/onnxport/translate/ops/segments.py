@@ -116,3 +116,75 @@ class _BackwardOnly:
         raise TranslationError(
             "embedding_bag's outputs other than the first (offset2bag, bag_size, max_indices: "
             "used by its backward) have no ONNX form; use only the pooled output")
+
+
+_SEGMENT_IDENTITY = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"),
+                     "min": float("inf")}
+_SEGMENT_REDUCE = {"sum": "ReduceSum", "mean": "ReduceSum", "prod": "ReduceProd",
+                   "max": "ReduceMax", "min": "ReduceMin"}
+_SEGMENT_COMBINE = {"sum": "Add", "mean": "Add", "prod": "Mul", "max": "Max", "min": "Min"}
+
+
+@translates("aten::segment_reduce")
+def segment_reduce(g, data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                   unsafe=False, initial=None):
+    """segment_reduce(Tensor data, str reduce, *, Tensor? lengths=None, Tensor? indices=None, Tensor? offsets=None, int axis=0, bool unsafe=False, Scalar? initial=None) -> Tensor
+
+    Segment s covers positions [start_s, end_s) of data along axis (from the lengths' running
+    sum, or consecutive offsets). A [..., segments, n] membership mask picks each segment's
+    values for a Reduce; the other positions hold the reduction's identity. As torch: initial
+    starts every reduction, an empty segment's mean is initial (NaN without), and a NaN in a
+    segment makes its max/min NaN."""
+    if reduce not in _SEGMENT_REDUCE:
+        raise TranslationError(f"segment_reduce with reduce={reduce!r}")
+    if indices is not None or (lengths is None) == (offsets is None):
+        raise TranslationError("segment_reduce needs exactly one of lengths and offsets "
+                               "(indices are not implemented by torch either)")
+    dtype = data.dtype
+    if dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE,
+                     ir.DataType.BFLOAT16):
+        raise TranslationError("segment_reduce of a non-floating tensor (torch has it for "
+                               "floating types)")
+    r = rank(data)
+    axis = normalize_axis(axis, r)
+    trailing = list(range(axis + 2, r + 1))  # data's axes after `axis`, once unsqueezed
+    if lengths is not None:
+        lengths = cast(g, lengths, ir.DataType.INT64)
+        ends = g.op("CumSum", lengths, g.const(axis))
+        starts = g.op("Sub", ends, lengths)
+    else:
+        offsets = cast(g, offsets, ir.DataType.INT64)
+        axes, big = g.const([axis]), g.const([2 ** 62])
+        starts = g.op("Slice", offsets, g.const([0]), g.const([-1]), axes)
+        ends = g.op("Slice", offsets, g.const([1]), big, axes)
+    positions = _arange(g, _length(g, data, axis))  # [n]
+    # [..., segments, n]: position p is in segment s when start_s <= p < end_s.
+    member = g.op("And", g.op("LessOrEqual", unsqueeze(g, starts, [axis + 1]), positions),
+                  g.op("Less", positions, unsqueeze(g, ends, [axis + 1])))
+    if trailing:
+        member = unsqueeze(g, member, trailing)
+    values = unsqueeze(g, data, [axis])  # [..., 1, n, ...]
+    identity = g.const(_SEGMENT_IDENTITY[reduce], dtype)
+    out = _reduce_axis(g, _SEGMENT_REDUCE[reduce], g.op("Where", member, values, identity),
+                       axis + 1)
+    start = None if initial is None else g.const(float(initial), dtype)
+    if start is not None:
+        out = g.op(_SEGMENT_COMBINE[reduce], out, start)
+    if reduce == "mean":
+        counts = _reduce_axis(g, "ReduceSum", cast(g, member, dtype), axis + 1)
+        empty = g.op("Equal", counts, g.const(0.0, dtype))
+        mean = g.op("Div", out, g.op("Max", counts, g.const(1.0, dtype)))
+        return g.op("Where", empty, start if start is not None else g.const(float("nan"), dtype),
+                    mean)
+    if reduce in ("max", "min"):
+        nan = g.op("And", member, g.op("IsNaN", values))
+        has_nan = _reduce_axis(g, "ReduceMax", cast(g, nan, dtype), axis + 1)
+        out = g.op("Where", g.op("Greater", has_nan, g.const(0.0, dtype)),
+                   g.const(float("nan"), dtype), out)
+    return out
+
+
+def _reduce_axis(g, op_type, x, axis):
+    if g.opset >= 18 or op_type == "ReduceSum":
+        return g.op(op_type, x, g.const([axis]), keepdims_i=0)
+    return g.op(op_type, x, axes_i=[axis], keepdims_i=0)

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import onnx_ir as ir
 import torch
 
+from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import (
     as_1d, as_tensor, cast, expected_dtype, normalize_axis, onnx_dtype, rank, shape_list, split,
     squeeze, unsqueeze,
@@ -396,6 +397,12 @@ def as_strided(g, self, size, stride, storage_offset=None):
         numel = meta.numel()
         if isinstance(numel, int) and 0 not in size and (offset < 0 or last >= numel):
             raise NotImplementedError("as_strided reaching outside its input's elements")
+    positions = _strided_positions(g, size, stride, offset)
+    return g.op("Gather", g.op("Reshape", self, g.const([-1])), positions, axis_i=0)
+
+
+def _strided_positions(g, size, stride, offset):
+    """The flat positions offset + sum(i_k * stride_k) of a strided view, of shape size."""
     positions = g.const(offset, ir.DataType.INT64)
     count = len(size)
     for axis, (length, step) in enumerate(zip(size, stride)):
@@ -405,15 +412,55 @@ def as_strided(g, self, size, stride, storage_offset=None):
         shape = [1] * count
         shape[axis] = -1
         positions = g.op("Add", positions, g.op("Reshape", along, g.const(shape)))
-    return g.op("Gather", g.op("Reshape", self, g.const([-1])), positions, axis_i=0)
+    return positions
+
+
+@translates("aten::as_strided_scatter")
+def as_strided_scatter(g, self, src, size, stride, storage_offset=None):
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor
+
+    src written into self's storage where as_strided(size, stride, offset) reads: a
+    ScatterElements into the flattened self (contiguous, so that storage order is its order).
+    Views whose elements overlap are refused: which write wins is not defined."""
+    meta = g.arguments[0] if g.arguments else None
+    if not isinstance(meta, torch.Tensor) or not meta.is_contiguous():
+        raise TranslationError("as_strided_scatter into a tensor that is not contiguous (its "
+                               "storage order is not its ONNX order)")
+    offset = (meta.storage_offset() if storage_offset is None else storage_offset) \
+        - meta.storage_offset()
+    if not all(isinstance(v, int) for v in [offset, *size, *stride]):
+        raise TranslationError("as_strided_scatter at symbolic sizes, strides or offset")
+    numel = meta.numel()
+    if 0 in size:
+        return g.op("Identity", self)
+    reached = {offset}
+    for length, step in zip(size, stride):
+        reached = {p + i * step for p in reached for i in range(length)}
+    if len(reached) != math.prod(size) or min(reached) < 0 or (
+            isinstance(numel, int) and max(reached) >= numel):
+        raise TranslationError("as_strided_scatter through a view whose elements overlap or "
+                               "reach outside self: torch's result there has no defined order")
+    positions = g.op("Reshape", _strided_positions(g, size, stride, offset), g.const([-1]))
+    values = g.op("Reshape", cast(g, src, self.dtype), g.const([-1]))
+    flat = g.op("ScatterElements", g.op("Reshape", self, g.const([-1])), positions, values,
+                axis_i=0)
+    return g.op("Reshape", flat, g.op("Shape", self))
 
 
 @translates("aten::narrow", "aten::narrow_copy")
 def narrow(g, self, dim, start, length):
     """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
     if isinstance(start, int) and isinstance(length, int):
-        end: Any = start + length
+        # A negative start counts from the end, where start + length = 0 means the end too.
+        end: Any = start + length if start >= 0 or start + length < 0 else INT64_MAX
     else:
+        if isinstance(start, ir.Value):
+            # A start read from data (narrow at a tensor start) may count from the end.
+            start = as_1d(g, as_tensor(g, start, dtype=ir.DataType.INT64))
+            axis = normalize_axis(dim, rank(self))
+            size = g.op("Slice", g.op("Shape", self), g.const([axis]), g.const([axis + 1]))
+            start = g.op("Where", g.op("Less", start, g.const([0])), g.op("Add", start, size),
+                         start)
         end = g.op("Add", as_1d(g, as_tensor(g, start, dtype=ir.DataType.INT64)),
                    as_1d(g, as_tensor(g, length, dtype=ir.DataType.INT64)))
     return slice_(g, self, dim, start, end, 1)
@@ -500,6 +547,33 @@ def pad(g, self, pad, mode="constant", value=None):
     if onnx_mode == "wrap" and (g.opset < 19 or any(
             isinstance(p, int) and p < 0 for p in begins + ends) or _maybe_empty(self, begins + ends)):
         return _circular_pad(g, self, begins, ends)
+    negative = [a for a in range(r) if isinstance(begins[a], int) and isinstance(ends[a], int)
+                and (begins[a] < 0 or ends[a] < 0)]
+    if onnx_mode == "edge" and negative:
+        # ONNX Runtime's edge Pad refuses negative pads. torch's replicate reads the input at
+        # clamp(i - before, 0, size - 1), even where the crop takes the whole axis: a Gather.
+        for a in negative:
+            size = g.op("Slice", g.op("Shape", self), g.const([a]), g.const([a + 1]))
+            length = g.op("Add", size, g.const([begins[a] + ends[a]]))
+            positions = g.op("Sub", g.op("Range", g.const(0, ir.DataType.INT64),
+                                         g.op("Squeeze", length, g.const([0])),
+                                         g.const(1, ir.DataType.INT64)),
+                             g.const([begins[a]]))
+            positions = g.op("Max", g.op("Min", positions, g.op("Sub", size, g.const([1]))),
+                             g.const([0]))
+            self = g.op("Gather", self, positions, axis_i=a)
+            begins[a] = ends[a] = 0
+    elif onnx_mode == "reflect" and negative:
+        # Nor its reflect Pad: torch crops by them (the reflections on the other side are
+        # those of the edge cropping keeps).
+        self = g.op("Slice", self, g.const([max(0, -begins[a]) for a in negative]),
+                    g.const([ends[a] if ends[a] < 0 else INT64_MAX for a in negative]),
+                    g.const(negative))
+        begins = [max(0, p) if a in negative else p for a, p in enumerate(begins)]
+        ends = [max(0, p) if a in negative else p for a, p in enumerate(ends)]
+    if onnx_mode != "constant" and not any(begins + ends) and all(
+            isinstance(p, int) for p in begins + ends):
+        return g.op("Identity", self)
     pads = shape_list(g, begins + ends)
     fill = as_tensor(g, value if value is not None else 0, self) if onnx_mode == "constant" else None
     return g.op("Pad", self, pads, fill, mode_s=onnx_mode)
@@ -581,3 +655,45 @@ def _torch_dtype(dtype: ir.DataType) -> torch.dtype:
     from onnx_ir.tensor_adapters import to_torch_dtype
 
     return to_torch_dtype(dtype)
+
+
+@translates("aten::resize_", "aten::resize")
+def resize_(g, self, size, memory_format=None):
+    """resize_(Tensor(a!) self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor(a!)
+
+    At most as many elements as self holds: its first ones in storage order, reshaped (self
+    must be contiguous, so that storage order is its order). Growing reads memory torch has
+    not initialised, which no graph can reproduce."""
+    return _resized(g, self, [int(s) if isinstance(s, int) else s for s in size])
+
+
+@translates("aten::resize_as_", "aten::resize_as")
+def resize_as_(g, self, the_template, memory_format=None):
+    """resize_as_(Tensor(a!) self, Tensor the_template, *, MemoryFormat? memory_format=None) -> Tensor(a!)"""
+    shape = g.static_shape(the_template)
+    if shape is None:
+        raise TranslationError("resize_as_ to a template of dynamic shape: the number of "
+                               "elements kept would be known only at run time")
+    return _resized(g, self, shape)
+
+
+def _resized(g, self, size):
+    meta = g.arguments[0] if g.arguments else None
+    old = g.static_shape(self)
+    if old is None or not all(isinstance(s, int) for s in size):
+        raise TranslationError("resize_ over dynamic sizes: whether it keeps, drops or "
+                               "invents elements would be known only at run time; use reshape")
+    if isinstance(meta, torch.Tensor) and not meta.is_contiguous():
+        raise TranslationError("resize_ of a tensor that is not contiguous: it keeps elements "
+                               "in storage order, which is not the tensor's; call "
+                               ".contiguous() first")
+    count, available = math.prod(size), math.prod(old)
+    if count > available:
+        raise TranslationError(
+            f"resize_ from {available} to {count} elements: the new elements are memory torch "
+            "leaves uninitialised, which an ONNX graph cannot reproduce; resize to at most "
+            f"{available} elements or use torch.zeros/new_empty and copy")
+    flat = g.op("Reshape", self, g.const([-1]))
+    if count < available:
+        flat = g.op("Slice", flat, g.const([0]), g.const([count]), g.const([0]))
+    return g.op("Reshape", flat, g.const(list(size), ir.DataType.INT64))

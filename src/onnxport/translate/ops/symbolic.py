@@ -42,6 +42,20 @@ _symbolic("LessOrEqual", "_operator::le")
 _symbolic("GreaterOrEqual", "_operator::ge")
 
 
+# Only torch.export's runtime assertions combine SymBools (and they emit nothing), yet every
+# node of the graph needs a translation.
+@translates("_operator::and_")
+def sym_and(g, a, b):
+    """and_(SymBool a, SymBool b) -> SymBool"""
+    return g.op("And", _operand(g, a, ir.DataType.BOOL), _operand(g, b, ir.DataType.BOOL))
+
+
+@translates("_operator::or_")
+def sym_or(g, a, b):
+    """or_(SymBool a, SymBool b) -> SymBool"""
+    return g.op("Or", _operand(g, a, ir.DataType.BOOL), _operand(g, b, ir.DataType.BOOL))
+
+
 @translates("_operator::floordiv")
 def sym_floordiv(g, a, b):
     """floordiv(SymInt a, SymInt b) -> SymInt  (sizes are non-negative: ONNX Div truncates)"""

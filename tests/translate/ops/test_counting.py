@@ -1,0 +1,59 @@
+"""histogram and histogramdd (ops/counting.py): bins from counts (the data's range or a given
+one) and from edges, weights, density, values on the edges, outside them and NaN, compared with
+eager (also on torch's OpInfo samples)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from op_check import check, check_opinfo, opinfo_cases
+
+COUNTING = ["histogram", "histogramdd"]
+
+
+@pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(COUNTING))
+def test_counting_opinfo(name, variant, dtype, subset):
+    check_opinfo(name, variant, dtype, subset)
+
+
+# Values on every edge of linspace(-2, 3, 11) (the last one in the last bin), between them,
+# and repeated. With a given range or edges, a NaN too (not counted; torch refuses it when the
+# range is the data's).
+VALUES = torch.cat([torch.linspace(-2, 3, 11), torch.randn(40), torch.tensor([0.5, 0.5])])
+WITH_NAN = torch.cat([VALUES, torch.tensor([float("nan")])])
+
+
+@pytest.mark.parametrize("options", [dict(bins=10), dict(bins=7, range=(-1.0, 1.5)),
+                                     dict(bins=4, density=True), dict(bins=3, range=(2.0, 2.0))],
+                         ids=["data range", "given range", "density", "empty range"])
+def test_histogram_of_bin_counts(options):
+    x = WITH_NAN if "range" in options else VALUES
+    check(lambda x, w: (torch.histogram(x, **options),
+                        torch.histogram(x, weight=w, **options)),
+          x, torch.rand(x.numel()), run_with=[(torch.randn(x.numel()) * 5, torch.rand(x.numel()))])
+
+
+def test_histogram_of_given_edges():
+    check(lambda x, edges: (torch.histogram(x, edges), torch.histogram(x, edges, density=True)),
+          WITH_NAN, torch.tensor([-1.0, -0.25, 0.0, 0.5, 2.0]))
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogramdd(density):
+    points = torch.cat([torch.randn(30, 3), torch.tensor([[0.0, 0.0, 0.0]])])
+    check(lambda x, w, e0, e1, e2: (
+        torch.histogramdd(x, [3, 4, 2], density=density),
+        torch.histogramdd(x, [2, 2, 5], range=[-1.0, 1.0, 0.0, 2.0, -3.0, 3.0], weight=w,
+                          density=density),
+        torch.histogramdd(x, [e0, e1, e2], density=density)),
+        points, torch.rand(31), torch.tensor([-1.0, 0.0, 1.0]), torch.tensor([-2.0, 0.5, 2.0]),
+        torch.tensor([-0.5, 0.0, 0.25, 0.5]))
+
+
+def test_histogram_edges_are_torchs_to_the_last_bit():
+    # linspace(-5.25, 6.75, 10)[3] is -1.2499998807907104 in torch (a fused multiply-add),
+    # -1.25 by a multiply then an add: the values -1.25 belong to bin 2, not 3.
+    values = torch.tensor([-5.25, -1.25, -1.25, 0.0, 6.75, 2.75, 1.4166665])
+    check(lambda x: (torch.histogram(x, 9), torch.histogramdd(x.reshape(-1, 1), [9])),
+          values, run_with=[(torch.round(torch.randn(7) * 8) / 4,)], rtol=0, atol=0)
