@@ -103,7 +103,9 @@ def capture_tracing(
     Loops are unrolled and only the branches taken are kept; a tensor read as a Python value
     becomes a constant (each gives a :class:`TracingWarning` naming its line). Sizes read with
     ``x.size()`` or ``x.shape`` stay computed from the input, so the dims in ``dim_names`` are
-    dynamic.
+    dynamic; so do sizes computed from them with tensor ops and read back as numbers
+    (torchvision's detection transform and anchors), unless an op fixes one (a warning names
+    it).
     """
     if isinstance(model, torch.export.ExportedProgram):
         raise InvalidExportOptionsError(
@@ -173,8 +175,9 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     heads, interpolate with recompute_scale_factor) computes sizes with tensor ops and reads
     them back as ints, which torch.export cannot see through. With static shapes those reads
     were fixed to this run's values (:func:`capture_tracing`; exact: they depend on the shapes
-    only); with dynamic axes
-    they are left to torch.export, and an error says what to do when it cannot follow them.
+    only); with dynamic axes they are symbols (:class:`_ReadBackSizes`), and this is reached
+    only when propagating them failed otherwise: an error says what to do when torch.export
+    cannot follow them either.
     """
     # torch.export specializes a dim of size 0 or 1 unless told to reason about it as any
     # size; the traced program has no branch left that could tell them apart.
