@@ -118,3 +118,16 @@ def test_faster_rcnn_exported_at_one_size_runs_at_others():
             expected = model([image])[0]
         assert len(expected["scores"]) > 10  # detections to compare
         _same_detections(program([image]), expected)
+
+
+def test_faster_rcnn_without_dynamic_axes_fixes_its_sizes_and_matches():
+    # Without dynamic axes the read-back sizes take the static path of capture (fixed to the
+    # example's values when propagation cannot follow them), which the scripted batched NMS
+    # must not break.
+    pytest.importorskip("torchvision")
+    model = _small_faster_rcnn()
+    image = torch.rand(3, 128, 176, generator=torch.Generator().manual_seed(2))
+    program = onnxport.export(model, ([image],), dynamo=False)
+    with torch.no_grad():
+        expected = model([image])[0]
+    _same_detections(program([image]), expected)

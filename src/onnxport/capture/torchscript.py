@@ -134,11 +134,11 @@ def capture_tracing(
         {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
         for position in range(len(tensors))
     ]
-    hints = _read_back_hints(graph_module, tensors) if any(dynamic) else None
-    program = _propagated(graph_module, tensors, dynamic, hints=hints)
-    if program is None and not any(dynamic):
-        _fix_scalar_reads(graph_module, tensors, _shape_reads(graph_module))
-        program = _propagated(graph_module, tensors, dynamic)
+    if any(dynamic):
+        program = _propagated(graph_module, tensors, dynamic,
+                              hints=_read_back_hints(graph_module, tensors))
+    else:
+        program = _propagated_static(graph_module, tensors, dynamic)
     if program is None:
         program = _export_traced(graph_module, tensors, dynamic)
         _drop_runtime_asserts(program)
@@ -152,6 +152,31 @@ def capture_tracing(
         for name, (target, tensor) in captured.weights.items()
     }
     return captured
+
+
+def _propagated_static(graph_module: torch.fx.GraphModule, tensors: tuple,
+                       dynamic: list) -> torch.export.ExportedProgram | None:
+    """:func:`_propagated` without dynamic dims: sizes read back from tensors that it cannot
+    follow are fixed to this run's values (exact: they depend on the shapes only), and it
+    tries again. A graph with a scripted branch (torchvision's batched NMS) whose data
+    propagation cannot follow either is left to torch.export (None), as before such graphs
+    were propagated at all."""
+    reads = _shape_reads(graph_module)
+    try:
+        program = _propagated(graph_module, tensors, dynamic)
+    except CaptureError:
+        if not reads:
+            raise
+        program = None
+    if program is None:
+        _fix_scalar_reads(graph_module, tensors, reads)
+        try:
+            program = _propagated(graph_module, tensors, dynamic)
+        except CaptureError:
+            if not reads:
+                raise
+            program = None
+    return program
 
 
 def _name_outputs(captured: CapturedProgram, readable: list[str | None], given: int) -> None:
