@@ -103,7 +103,9 @@ def capture_tracing(
     Loops are unrolled and only the branches taken are kept; a tensor read as a Python value
     becomes a constant (each gives a :class:`TracingWarning` naming its line). Sizes read with
     ``x.size()`` or ``x.shape`` stay computed from the input, so the dims in ``dim_names`` are
-    dynamic.
+    dynamic; so do sizes computed from them with tensor ops and read back as numbers
+    (torchvision's detection transform and anchors), unless an op fixes one (a warning names
+    it).
     """
     if isinstance(model, torch.export.ExportedProgram):
         raise InvalidExportOptionsError(
@@ -132,10 +134,11 @@ def capture_tracing(
         {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
         for position in range(len(tensors))
     ]
-    program = _propagated(graph_module, tensors, dynamic)
-    if program is None and not any(dynamic):
-        _fix_scalar_reads(graph_module, tensors, _shape_reads(graph_module))
-        program = _propagated(graph_module, tensors, dynamic)
+    if any(dynamic):
+        program = _propagated(graph_module, tensors, dynamic,
+                              hints=_read_back_hints(graph_module, tensors))
+    else:
+        program = _propagated_static(graph_module, tensors, dynamic)
     if program is None:
         program = _export_traced(graph_module, tensors, dynamic)
         _drop_runtime_asserts(program)
@@ -149,6 +152,31 @@ def capture_tracing(
         for name, (target, tensor) in captured.weights.items()
     }
     return captured
+
+
+def _propagated_static(graph_module: torch.fx.GraphModule, tensors: tuple,
+                       dynamic: list) -> torch.export.ExportedProgram | None:
+    """:func:`_propagated` without dynamic dims: sizes read back from tensors that it cannot
+    follow are fixed to this run's values (exact: they depend on the shapes only), and it
+    tries again. A graph with a scripted branch (torchvision's batched NMS) whose data
+    propagation cannot follow either is left to torch.export (None), as before such graphs
+    were propagated at all."""
+    reads = _shape_reads(graph_module)
+    try:
+        program = _propagated(graph_module, tensors, dynamic)
+    except CaptureError:
+        if not reads:
+            raise
+        program = None
+    if program is None:
+        _fix_scalar_reads(graph_module, tensors, reads)
+        try:
+            program = _propagated(graph_module, tensors, dynamic)
+        except CaptureError:
+            if not reads:
+                raise
+            program = None
+    return program
 
 
 def _name_outputs(captured: CapturedProgram, readable: list[str | None], given: int) -> None:
@@ -172,8 +200,9 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     heads, interpolate with recompute_scale_factor) computes sizes with tensor ops and reads
     them back as ints, which torch.export cannot see through. With static shapes those reads
     were fixed to this run's values (:func:`capture_tracing`; exact: they depend on the shapes
-    only); with dynamic axes
-    they are left to torch.export, and an error says what to do when it cannot follow them.
+    only); with dynamic axes they are symbols (:class:`_ReadBackSizes`), and this is reached
+    only when propagating them failed otherwise: an error says what to do when torch.export
+    cannot follow them either.
     """
     # torch.export specializes a dim of size 0 or 1 unless told to reason about it as any
     # size; the traced program has no branch left that could tell them apart.
@@ -205,7 +234,8 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
 
 
 def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
-                dynamic: list) -> torch.export.ExportedProgram | None:
+                dynamic: list, hints: Mapping[str, Any] | None = None,
+                ) -> torch.export.ExportedProgram | None:
     """The converted graph as an ExportedProgram without exporting it again: each node is run
     once on fake tensors whose dynamic dims are symbols, which gives every node its
     ``meta["val"]`` as torch.export would (the traced program is straight-line ATen calls
@@ -279,9 +309,9 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
         from torch._dispatch.python import enable_python_dispatcher
 
         # (The python dispatcher lets composite ops take sizes read from tensors, as a graph
-        # with a loop has.)
+        # with a loop has, or one whose read-back sizes are hinted symbols.)
         with fx_config.patch(backed_size_oblivious=oblivious), torch.no_grad(), \
-                enable_python_dispatcher() if bodies else contextlib.nullcontext(), \
+                enable_python_dispatcher() if bodies or hints else contextlib.nullcontext(), \
                 FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True) as mode:
             def fake(tensor, axes):  # only the dims asked for become symbols
                 return mode.from_tensor(tensor, symbolic_context=StatelessSymbolicContext(
@@ -291,6 +321,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
             fakes = [fake(tensor, dynamic[k] or {}) for k, tensor in enumerate(tensors)]
             values: dict[torch.fx.Node, Any] = {}
             numbers: dict[torch.fx.Node, Any] = {}  # 0-d integer tensors holding a size
+            read_backs = _ReadBackSizes(shape_env, hints)
             weights = iter(zip(weight_values, kept_numbers, metas))
             for node in graph.nodes:
                 if node.op == "placeholder" and len(values) < len(attributes):
@@ -314,7 +345,11 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
                                                          lambda n: values[n])
                     number = _size_number(node, args, kwargs, numbers)
-                    if node.target in _NUMBER_READS and number is not None:
+                    if node.target is torch.ops.aten._shape_as_tensor.default:
+                        value = _shape_as_tensor(*args)
+                    elif number is None and read_backs.has(node):
+                        value = read_backs.symbol(node)
+                    elif node.target in _NUMBER_READS and number is not None:
                         value = number
                         if isinstance(number, int):  # a static size: the number itself
                             _replace_uses(node, number)
@@ -329,6 +364,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 values[node] = value
                 if node.op != "get_attr":
                     node.meta["val"] = value
+                read_backs.check(node)
     except Exception as error:  # torch.export tells what is wrong, or copes
         if bodies:  # torch.export cannot run a prim_loop: say what failed here
             raise CaptureError(
@@ -336,6 +372,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 f"propagated at {node.format_node()} ({_source_of(node)}): "
                 f"{type(error).__name__}: {_first_lines(str(error), 2)}") from error
         return None
+    read_backs.warn(graph_module, tensors, dynamic)
     for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
         graph.erase_node(node)
     for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None):
@@ -519,10 +556,18 @@ def _aten_graph(graph_module: torch.fx.GraphModule) -> torch.fx.Graph | None:
         if size is not None:
             remap[node] = remap[size]
             continue
+        scalar = _scalar_tensor_call(node)
+        if scalar is not None:
+            remap[node] = graph.call_function(torch.ops.aten.scalar_tensor.default, *scalar)
+            remap[node].meta = dict(node.meta)
+            continue
         if node.op == "call_function":
             target = (prim_loop if node.target is prim_loop else
                       torch.ops.higher_order.cond if node.target is torch.cond else
-                      _overload_of(node))
+                      # One op, which translation makes one Shape (propagation runs the
+                      # replacement: a fake tensor has no data for the ATen op to read).
+                      torch.ops.aten._shape_as_tensor.default
+                      if node.target is _shape_as_tensor else _overload_of(node))
             if target is None:
                 return None
         elif node.op not in ("placeholder", "get_attr", "output"):
@@ -541,6 +586,24 @@ def _aten_graph(graph_module: torch.fx.GraphModule) -> torch.fx.Graph | None:
             with graph.inserting_after(remap[node]):
                 remap[node] = graph.call_function(operator.getitem, (remap[node], 0))
     return graph
+
+
+def _scalar_tensor_call(node: torch.fx.Node) -> tuple[tuple, dict] | None:
+    """The arguments of ``aten.scalar_tensor`` for a ``torch.tensor(<a number>)`` in scripted
+    code (torchvision's batched NMS: ``torch.tensor(1)``), which the converter leaves a Python
+    call; None for any other node."""
+    if node.target is not _tensor or len(node.args) != 1:
+        return None
+    number = node.args[0]
+    if not isinstance(number, (bool, int, float)) or node.kwargs.get("requires_grad"):
+        return None
+    from torch._export.converter import _TORCH_ENUM_TO_DTYPE
+
+    dtype = node.kwargs.get("dtype")
+    dtype = (_TORCH_ENUM_TO_DTYPE[dtype] if dtype is not None else
+             torch.bool if isinstance(number, bool) else
+             torch.int64 if isinstance(number, int) else torch.get_default_dtype())
+    return (number,), {"dtype": dtype}
 
 
 def _returns_several(module: torch.fx.GraphModule) -> bool:
@@ -658,6 +721,123 @@ def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
                  for b, a in zip(before.shape, after.shape)]
         general.append(torch.empty(sizes, dtype=before.dtype, device=before.device))
     return general
+
+
+class _ReadBackSizes:
+    """Sizes the traced graph computes from the input's shape with tensor ops and reads back
+    as numbers, while propagating with dynamic dims: each read is a new symbol with the
+    example's value as its hint, so that the read stays computed at run time instead of being
+    fixed to this example; and the op that fixes one anyway (it needs the exact value: a
+    broadcast against a fixed size) is found and named in a warning."""
+
+    def __init__(self, shape_env: Any, hints: Mapping[str, Any] | None):
+        self._shape_env = shape_env
+        self._hints = hints or {}
+        self._reads: dict[Any, torch.fx.Node] = {}  # symbol -> the read it stands for
+        self._fixed: dict[Any, torch.fx.Node] = {}  # symbol -> the node that fixed it
+        self._replacements = 0
+
+    def has(self, node: torch.fx.Node) -> bool:
+        return node.name in self._hints
+
+    def symbol(self, node: torch.fx.Node) -> Any:
+        """A new backed symbol for ``node``'s read: guards on it are decided by the hint (the
+        traced graph has no branch left to take), and it is never merged with a size of the
+        same value (no duck sizing) nor specialized for being 0 or 1."""
+        from torch._dynamo.source import ConstantSource
+        from torch.fx.experimental.symbolic_shapes import DimDynamic
+
+        hint = self._hints[node.name]
+        source = ConstantSource(f"read_back_{node.name}")
+        symbol = self._shape_env.create_unspecified_symbol(hint, source,
+                                                           dynamic_dim=DimDynamic.DYNAMIC)
+        self._reads[symbol] = node
+        if isinstance(hint, float):
+            return self._shape_env.create_symfloatnode(symbol, hint=hint, source=source)
+        return self._shape_env.create_symintnode(symbol, hint=hint, source=source)
+
+    def check(self, node: torch.fx.Node) -> None:
+        """Note the reads that ``node``'s propagation fixed to a number (cheap when none: a
+        fixed symbol is a new replacement)."""
+        replacements = len(self._shape_env.replacements)
+        if not self._reads or replacements == self._replacements:
+            return
+        self._replacements = replacements
+        for symbol in self._reads:
+            if symbol not in self._fixed and self._shape_env.replace(symbol).is_number:
+                self._fixed[symbol] = node
+
+    def warn(self, graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: list) -> None:
+        """Warn for each fixed read whose value changes with the dynamic dims (an extra run
+        at other sizes tells: torchvision pads the channels by 3 - 3, which convolution
+        fixes to 0, rightly); for every fixed read when that run fails."""
+        if not self._fixed:
+            return
+        names = {self._reads[symbol].name for symbol in self._fixed}
+        try:
+            other = _read_back_values(graph_module, _other_sizes(tensors, dynamic), names)
+        except Exception:
+            other = {}
+        for symbol, fixer in self._fixed.items():
+            read = self._reads[symbol]
+            if other.get(read.name, object()) == self._hints[read.name]:
+                continue
+            warnings.warn(
+                f"a size that the model computes from the input's shape with tensor ops and "
+                f"reads back as a number (at {_source_of(_first_located(read))}) was fixed to "
+                f"this example's value {self._shape_env.replace(symbol)} by "
+                f"{_overload_name(fixer)}, which needs it exact (at {_source_of(fixer)}): the "
+                "ONNX model does not follow the dynamic axes there", TracingWarning)
+
+
+def _other_sizes(tensors: tuple, dynamic: list) -> tuple:
+    """The example inputs grown by about half along each dynamic axis (repeating their
+    values, so that data-dependent steps see alike data)."""
+    grown = []
+    for tensor, axes in zip(tensors, dynamic):
+        for axis in axes or {}:
+            size = tensor.shape[axis]
+            tensor = torch.cat([tensor, tensor], axis).narrow(axis, 0, size + size // 2 + 1)
+        grown.append(tensor)
+    return tuple(grown)
+
+
+def _first_located(node: torch.fx.Node) -> torch.fx.Node:
+    """``node`` when it knows its source line, else its first user that does (the converter
+    gives the reads it inserts for a traced size no stack)."""
+    if node.meta.get("stack_trace"):
+        return node
+    return next((user for user in node.users if user.meta.get("stack_trace")), node)
+
+
+def _overload_name(node: torch.fx.Node) -> str:
+    target = node.target
+    return str(target.name()) if isinstance(target, torch._ops.OpOverload) else node.name
+
+
+def _read_back_hints(graph_module: torch.fx.GraphModule, tensors: tuple) -> dict[str, Any]:
+    """The number each read-back of a size computed with tensor ops (torchvision's resize
+    scale, interpolate's output size, the anchors' strides) gives on the example, by node
+    name: the hints of :class:`_ReadBackSizes`."""
+    names = {node.name for node in _shape_reads(graph_module)}
+    return _read_back_values(graph_module, tensors, names) if names else {}
+
+
+def _read_back_values(graph_module: torch.fx.GraphModule, tensors: tuple,
+                      names: set[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node):
+            result = super().run_node(node)
+            if node.name in names and isinstance(result, (int, float)) \
+                    and not isinstance(result, bool):
+                values[node.name] = result
+            return result
+
+    with torch.no_grad():
+        Recorder(graph_module).run(*tensors)
+    return values
 
 
 def _size_number(node: torch.fx.Node, args: tuple, kwargs: dict,

@@ -177,6 +177,17 @@ def test_split_is_one_split():
     assert op_types(check(lambda x: x.split([1, 3, 1], dim=3), X)) == ["Split"]
 
 
+@pytest.mark.parametrize("opset", [13, 18])
+def test_split_with_symbolic_sizes_of_unequal_parts(opset):
+    # (Torchvision's RPN splits its anchors by each level's count, symbolic for an image of
+    # any size: a third and two thirds here.)
+    rows = torch.export.Dim("rows", min=2)
+    program = check(lambda x: torch.split(x, [x.shape[0] // 3, x.shape[0] - x.shape[0] // 3]),
+                    torch.randn(6, 2), opset=opset, dynamic_shapes={"x": {0: rows}},
+                    run_with=[(torch.randn(10, 2),), (torch.randn(3, 2),)])
+    assert op_types(program).count("Split") == 1
+
+
 def test_permute_is_one_transpose():
     assert op_types(check(lambda x: x.permute(0, 2, 3, 1), X)) == ["Transpose"]
 

@@ -286,8 +286,23 @@ def _split_by_expected(g, self, dim):
     raise ValueError("split of a dimension with symbolic sizes needs opset 18")
 
 
-@translates("aten::split", "aten::split_with_sizes", "aten::chunk", "aten::tensor_split",
-            "aten::split_copy", "aten::split_with_sizes_copy")
+@translates("aten::split_with_sizes", "aten::split_with_sizes_copy")
+def split_with_sizes(g, self, split_sizes, dim=0):
+    """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]
+
+    Sizes that are symbols (a level's anchor count in torchvision's RPN, from an image of
+    any size) are the ``split`` input of Split as they are computed."""
+    if not any(isinstance(size, ir.Value) for size in split_sizes):
+        return list(_split_by_expected(g, self, dim))
+    if len(split_sizes) == 1:
+        return [self]
+    sizes = g.op("Concat", *[as_1d(g, size) if isinstance(size, ir.Value) else g.const([size])
+                             for size in split_sizes], axis_i=0)
+    return list(g.op("Split", self, sizes, axis_i=normalize_axis(dim, rank(self)),
+                     outputs=len(split_sizes)))
+
+
+@translates("aten::split", "aten::chunk", "aten::tensor_split", "aten::split_copy")
 def split_(g, self, split_size_or_sections, dim=0):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     sections = split_size_or_sections
