@@ -10,6 +10,7 @@ from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.flat_rowwise import FlatRowwise
+from onnxport.passes.flat_split import FlatSplit
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMatMul
@@ -40,6 +41,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             MergeReshapes(),
             Attention3D(),
             FlatRowwise(),
+            FlatSplit(),
             MergeReshapes(),
             ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
@@ -53,7 +55,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 
 __all__ = [
-    "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "FlatRowwise",
+    "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "FlatRowwise", "FlatSplit",
     "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
     "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding",
     "MergeReshapes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "optimize",
