@@ -9,6 +9,7 @@ from onnxport.passes.attention_3d import Attention3D
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.fold_constants import FoldConstants
+from onnxport.passes.fold_scale_into_gemm import FoldScaleIntoGemm
 from onnxport.passes.flat_rowwise import FlatRowwise
 from onnxport.passes.flat_split import FlatSplit
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
@@ -42,6 +43,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             Attention3D(),
             FlatRowwise(),
             FlatSplit(),
+            FoldScaleIntoGemm(),
             MergeReshapes(),
             ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
@@ -56,7 +58,8 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 __all__ = [
     "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "FlatRowwise", "FlatSplit",
-    "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
-    "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding",
+    "FoldConstants", "FoldScaleIntoGemm", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
+    "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul", "FuseRMSNormalization",
+    "FuseRotaryEmbedding",
     "MergeReshapes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "optimize",
 ]
