@@ -22,6 +22,7 @@ from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
+from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 
 
 def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
@@ -41,6 +42,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             SharedMaskBias(),
             MergeReshapes(),
             Attention3D(),
+            TransposeRowsAroundGemm(),
             FlatRowwise(),
             FlatSplit(),
             FoldScaleIntoGemm(),
@@ -61,5 +63,6 @@ __all__ = [
     "FoldConstants", "FoldScaleIntoGemm", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
     "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul", "FuseRMSNormalization",
     "FuseRotaryEmbedding",
-    "MergeReshapes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "optimize",
+    "MergeReshapes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "TransposeRowsAroundGemm",
+    "optimize",
 ]
