@@ -68,3 +68,19 @@ def test_column_and_scalar_scales_of_a_linear_are_folded():
     program = onnxport.export(model, (x,), opset_version=18)
     assert "Mul" not in [n.op_type for n in program.model.graph]
     torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+def test_scale_broadcasting_a_single_column_stays():
+    class Widening(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 1)
+            self.scale = torch.nn.Parameter(torch.rand(3) + 0.5)
+
+        def forward(self, x):
+            return self.linear(x) * self.scale  # [.., 1] * [3] -> [.., 3]: not a column scale
+
+    model, x = Widening(), torch.randn(2, 5, 4)
+    program = onnxport.export(model, (x,), opset_version=18)
+    assert "Mul" in [n.op_type for n in program.model.graph]
+    torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)

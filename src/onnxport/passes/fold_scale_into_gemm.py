@@ -12,6 +12,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.passes.flat_rowwise import _unflattened_rows
+from onnxport.passes.merge_reshapes import same_shape
 from onnxport.passes.fuse_conv_batchnorm import _constant, _initializer, _torch
 
 
@@ -69,9 +70,9 @@ class FoldScaleIntoGemm(ir.passes.InPlacePass):
             return False
         for scale_value, y in (mul.inputs, reversed(mul.inputs)):
             scale = scale_value.const_value if scale_value is not None else None
-            if scale is None or y is None or y.shape is None or y.dtype != scale_value.dtype \
-                    or not y.dtype.is_floating_point() or mul.outputs[0].shape is None \
-                    or len(mul.outputs[0].shape) != len(y.shape):
+            if scale is None or y is None or y.dtype != scale_value.dtype \
+                    or not y.dtype.is_floating_point() \
+                    or not same_shape(mul.outputs[0].shape, y.shape):
                 continue  # the Mul must not broadcast y to a larger shape
             axis = _scale_axis(scale, len(y.shape))
             found = _gemm_column(y, axis) if axis is not None else None
