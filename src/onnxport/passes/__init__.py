@@ -19,6 +19,7 @@ from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 from onnxport.passes.merge_reshapes import MergeReshapes
+from onnxport.passes.merge_transposes import MergeTransposes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
@@ -46,6 +47,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             FlatRowwise(),
             FlatSplit(),
             FoldScaleIntoGemm(),
+            MergeTransposes(),
             MergeReshapes(),
             ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
@@ -62,7 +64,6 @@ __all__ = [
     "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "FlatRowwise", "FlatSplit",
     "FoldConstants", "FoldScaleIntoGemm", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
     "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul", "FuseRMSNormalization",
-    "FuseRotaryEmbedding",
-    "MergeReshapes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "TransposeRowsAroundGemm",
-    "optimize",
+    "FuseRotaryEmbedding", "MergeReshapes", "MergeTransposes", "ReciprocalToDiv",
+    "ShapeOfGraphInput", "SharedMaskBias", "TransposeRowsAroundGemm", "optimize",
 ]
