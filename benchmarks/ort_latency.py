@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -103,8 +104,13 @@ def latencies(model_name: str, opsets: list[int], folder: str, seconds: float) -
     round_seconds = sum(seconds for _, _, seconds in runners.values())
     rounds = max(20, int(seconds / max(round_seconds, 1e-6)))
     times = {key: [] for key in runners}
+    order, shuffle = list(runners), random.Random(0).shuffle
     for _ in range(rounds):
-        for key, (session, feeds, _) in runners.items():
+        # A new order each round (seeded): no session always runs after the same one, whose
+        # state of caches and memory would favour or slow it.
+        shuffle(order)
+        for key in order:
+            session, feeds, _ = runners[key]
             start = time.perf_counter()
             session.run(None, feeds)
             times[key].append(time.perf_counter() - start)

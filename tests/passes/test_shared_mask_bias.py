@@ -42,3 +42,15 @@ def test_llama_layers_add_one_bias():
     program = onnxport.export(model, args, kwargs=kwargs, opset_version=18)
     assert len(_minus_infinity_wheres(program)) == 1
     assert_matches_eager(program, model, args, kwargs)
+
+
+def test_mask_bias_zero_is_an_initializer_not_a_constant_node():
+    def f(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
+    mask = torch.rand(4, 4) > 0.4
+    mask[:, 0] = True
+    program = onnxport.export(f, (q, k, v, mask), opset_version=18)
+    assert "Constant" not in _op_types(program)
+    torch.testing.assert_close(program(q, k, v, mask)[0], f(q, k, v, mask), rtol=1e-3, atol=1e-4)

@@ -10,7 +10,9 @@ from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.common_subexpressions import CommonSubexpressions
 from onnxport.passes.fold_constants import FoldConstants
+from onnxport.passes.fold_scale_into_gemm import FoldScaleIntoGemm
 from onnxport.passes.flat_rowwise import FlatRowwise
+from onnxport.passes.flat_split import FlatSplit
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMatMul
@@ -18,9 +20,11 @@ from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 from onnxport.passes.merge_reshapes import MergeReshapes
+from onnxport.passes.merge_transposes import MergeTransposes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
+from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 
 
 def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
@@ -40,7 +44,11 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             SharedMaskBias(),
             MergeReshapes(),
             Attention3D(),
+            TransposeRowsAroundGemm(),
             FlatRowwise(),
+            FlatSplit(),
+            FoldScaleIntoGemm(),
+            MergeTransposes(),
             MergeReshapes(),
             ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
@@ -55,8 +63,9 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 __all__ = [
     "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
-    "FlatRowwise",
-    "FoldConstants", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
-    "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding",
-    "MergeReshapes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "optimize",
+    "FlatRowwise", "FlatSplit", "FoldConstants", "FoldScaleIntoGemm", "FoldWeightTranspose",
+    "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul",
+    "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes", "MergeTransposes",
+    "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "TransposeRowsAroundGemm",
+    "optimize",
 ]

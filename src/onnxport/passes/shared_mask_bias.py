@@ -21,6 +21,16 @@ def _is_minus_infinity(value: ir.Value | None) -> bool:
     return math.isinf(number) and number < 0
 
 
+def _scalar_initializer(graph: ir.Graph, name: str, dtype: ir.DataType) -> ir.Value:
+    """A scalar 0 of ``dtype`` as an initializer (a Constant node would be one more node)."""
+    while name in graph.initializers:
+        name += "_"
+    value = ir.Value(name=name, shape=ir.Shape([]), type=ir.TensorType(dtype),
+                     const_value=ir.tensor(np.zeros((), dtype.numpy()), name=name))
+    graph.register_initializer(value)
+    return value
+
+
 class SharedMaskBias(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
@@ -36,14 +46,12 @@ class SharedMaskBias(ir.passes.InPlacePass):
                 continue
             key = (id(mask), scores.dtype)
             if key not in biases:
-                zero = ir.tensor(np.zeros((), scores.dtype.numpy()))
-                zero_node = ir.node("Constant", [], {"value": zero},
-                                    name=f"{node.name}/MaskBias_Constant")
-                bias_node = ir.node("Where", [mask, zero_node.outputs[0], fill],
+                zero = _scalar_initializer(graph, f"{mask.name}_bias_zero", scores.dtype)
+                bias_node = ir.node("Where", [mask, zero, fill],
                                     name=f"{node.name}/MaskBias")
                 bias_node.outputs[0].name = f"{mask.name}_bias"
                 bias_node.outputs[0].shape, bias_node.outputs[0].dtype = mask.shape, scores.dtype
-                graph.insert_before(node, [zero_node, bias_node])
+                graph.insert_before(node, bias_node)
                 biases[key] = bias_node.outputs[0]
             node.op_type = "Add"
             node.resize_inputs(2)
