@@ -289,6 +289,10 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                                    for axis in range(tensor.dim())]))
 
             fakes = [fake(tensor, dynamic[k] or {}) for k, tensor in enumerate(tensors)]
+            # Without dynamic dims, the tracer's types are the fake results (a fake run of
+            # each op, its kernel and cache, is most of this pass); with them, sizes must be
+            # computed as symbols.
+            traced = not any(dynamic) and not bodies
             values: dict[torch.fx.Node, Any] = {}
             numbers: dict[torch.fx.Node, Any] = {}  # 0-d integer tensors holding a size
             weights = iter(zip(weight_values, kept_numbers, metas))
@@ -320,6 +324,10 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                             _replace_uses(node, number)
                         else:  # a symbolic one: still read from the tensor at run time
                             node.target = torch.ops.aten._local_scalar_dense.default
+                    elif traced and number is None and _TRACED_TYPE in node.meta and (
+                            value := _fake_of_type(mode, node.meta[_TRACED_TYPE], args)
+                    ) is not None:
+                        pass
                     else:
                         value = node.target(*args, **kwargs)
                         if number is not None:
@@ -336,6 +344,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 f"propagated at {node.format_node()} ({_source_of(node)}): "
                 f"{type(error).__name__}: {_first_lines(str(error), 2)}") from error
         return None
+    for node in graph.nodes:
+        node.meta.pop(_TRACED_TYPE, None)
     for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
         graph.erase_node(node)
     for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None):
@@ -489,6 +499,22 @@ def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
     if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != tuple(value.shape):
         return None
     return value
+
+
+def _fake_of_type(mode: Any, traced: tuple, args: tuple) -> torch.Tensor | None:
+    """A fake tensor of the type the tracer recorded: a new one, or for an op writing into its
+    first argument that argument itself, when the write left its type as recorded (else None:
+    the op changed its metadata, and is run on fake tensors)."""
+    dtype, sizes, strides, device, in_place = traced
+    if in_place:
+        written = args[0] if args else None
+        if isinstance(written, torch.Tensor) and written.dtype == dtype and \
+                tuple(written.shape) == sizes and tuple(written.stride()) == strides and \
+                written.device == device:
+            return written
+        return None
+    meta = torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
+    return mode.fake_tensor_converter.from_meta_and_device(mode, meta, device)
 
 
 def _meta_like(tensor: torch.Tensor) -> torch.Tensor | None:
@@ -970,8 +996,6 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
 
 def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
     """The TorchScript graph as an FX graph of ATen calls (torch's converter)."""
-    from torch._export.converter import get_block_to_lifted_attrs
-
     # TS2EPConverter's own setup passes the graph through torch.onnx's jit passes (function
     # substitution, parameter listing) and its convert() re-exports with every dim dynamic;
     # only its graph converter is used.
@@ -985,7 +1009,7 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
                 torch._C._jit_pass_constant_propagation(state.ts_graph)
                 torch._C._jit_pass_dce(state.ts_graph)
             paths = _lift_attributes(state)
-            blocks, attribute_names = get_block_to_lifted_attrs(state.ts_graph)
+            blocks, attribute_names = _lifted_attributes(state.ts_graph)
             attribute_names.update(paths)
             graph_converter = _converter_class()(
                 state.ts_graph, state.name_to_param, state.name_to_buffer, blocks,
@@ -1025,6 +1049,18 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
     return graph_module
 
 
+def _lifted_attributes(graph: torch._C.Graph) -> tuple[dict, dict]:
+    """torch's get_block_to_lifted_attrs (the attributes each block reads), which walks
+    every node in Python twice: a traced graph, which reads no attribute and has no block,
+    has none (80 ms of densenet121's conversion)."""
+    from torch._export.converter import get_block_to_lifted_attrs
+
+    if all(graph.findNode(kind, True) is None
+           for kind in ("prim::GetAttr", "prim::If", "prim::Loop")):
+        return {}, {}
+    return get_block_to_lifted_attrs(graph)
+
+
 def _tensor(*args, **kwargs) -> torch.Tensor:
     from torch._export.converter import _TORCH_ENUM_TO_DTYPE
 
@@ -1037,7 +1073,7 @@ def _converter_class():
     """torch's TorchScript-to-FX graph converter, keeping where each call came from: the
     module (the tracer's scope) and the Python stack (its source range) of the TorchScript
     node become the FX nodes' ``nn_module_stack`` and ``stack_trace``, as torch.export's own."""
-    from torch._export.converter import TS2FXGraphConverter
+    from torch._export.converter import TS2FXGraphConverter, ir_name_to_func_name
 
     class Converter(TS2FXGraphConverter):
         def convert(self) -> torch.fx.GraphModule:
@@ -1070,7 +1106,14 @@ def _converter_class():
 
         def convert_node(self, node):
             last = next(iter(reversed(self.fx_graph.nodes)), None)
-            super().convert_node(node)
+            kind = node.kind()
+            # TS2FXGraphConverter.convert_node, less the text of every node it prints for a
+            # debug log (a tenth of the conversion).
+            handler = getattr(self, ir_name_to_func_name(kind), self.convert_call_function_op)
+            try:
+                handler(node)
+            except Exception as error:
+                raise RuntimeError(f"TS2EPConverter failed for node {kind}") from error
             meta = None  # read only for nodes that made calls: most (constants, lists) make none
             for fx_node in reversed(self.fx_graph.nodes):
                 if fx_node is last:
@@ -1078,8 +1121,48 @@ def _converter_class():
                 if fx_node.op == "call_function":
                     meta = _provenance(node) if meta is None else meta
                     fx_node.meta.update(meta)
+            if meta is not None and node.outputsSize() == 1:
+                _record_traced_type(node, self.name_to_node.get(node.output().debugName()))
 
     return Converter
+
+
+# The key of the type the tracer recorded for a node's result, (dtype, sizes, strides,
+# device, in place): what a fake run of the node would compute, read instead when no dim is
+# dynamic. "in place" when the op returns its first argument, written into.
+_TRACED_TYPE = "onnxport_traced_type"
+# TorchScript ops the converter calls under another name, for the same result.
+_CONVERTED_AS = {"aten::_convolution": "aten::convolution"}
+
+
+def _record_traced_type(node: torch._C.Node, fx_node: Any) -> None:
+    """Keep the complete tensor type the tracer recorded for ``node``'s one result on the FX
+    node that computes it, when that node calls the same ATen op (not a replacement of the
+    converter's) and its result is either a new tensor or its first argument written into (a
+    view must share its base's storage: it is still run on fake tensors)."""
+    if not isinstance(fx_node, torch.fx.Node) or fx_node.op != "call_function":
+        return
+    schema = getattr(fx_node.target, "_schema", None)
+    if schema is None or schema.name != _CONVERTED_AS.get(node.kind(), node.kind()) or \
+            len(schema.returns) != 1:
+        return
+    alias = schema.returns[0].alias_info
+    in_place = alias is not None and alias.is_write and bool(schema.arguments) and \
+        schema.arguments[0].alias_info is not None and \
+        schema.arguments[0].alias_info.before_set == alias.before_set
+    if alias is not None and not in_place or schema.is_mutable and not in_place:
+        return
+    traced = node.output().type()
+    if not isinstance(traced, torch._C.TensorType):
+        return
+    try:  # (an incomplete type has None for what it does not know, or raises)
+        recorded = (traced.dtype(), traced.sizes(), traced.strides(), traced.device())
+    except RuntimeError:
+        return
+    if None in recorded or None in recorded[1] or None in recorded[2]:
+        return
+    fx_node.meta[_TRACED_TYPE] = (recorded[0], tuple(recorded[1]), tuple(recorded[2]),
+                                  recorded[3], in_place)
 
 
 def _convert_loop(converter: Any, node: torch._C.Node, trip_count: torch.fx.Node) -> None:
