@@ -275,6 +275,12 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
     # the graph may read, and unusual tensors still go through from_tensor.
     metas = [_meta_like(weight) if spec.kind != InputKind.CONSTANT_TENSOR else None
              for weight, spec in zip(weight_values, weight_specs)]
+    # Without dynamic dims, the tracer's types are the fake results (a fake run of each op,
+    # its kernel and cache, was most of this pass); with them, sizes are computed as symbols.
+    # (Their meta tensors are made here: under the fake mode, each would be a fake op.)
+    traced = {} if any(dynamic) or bodies else {
+        node: _traced_meta(node.meta[_TRACED_TYPE]) for node in graph.nodes
+        if _TRACED_TYPE in node.meta}
     try:
         from torch._dispatch.python import enable_python_dispatcher
 
@@ -289,10 +295,6 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                                    for axis in range(tensor.dim())]))
 
             fakes = [fake(tensor, dynamic[k] or {}) for k, tensor in enumerate(tensors)]
-            # Without dynamic dims, the tracer's types are the fake results (a fake run of
-            # each op, its kernel and cache, is most of this pass); with them, sizes must be
-            # computed as symbols.
-            traced = not any(dynamic) and not bodies
             values: dict[torch.fx.Node, Any] = {}
             numbers: dict[torch.fx.Node, Any] = {}  # 0-d integer tensors holding a size
             weights = iter(zip(weight_values, kept_numbers, metas))
@@ -324,9 +326,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                             _replace_uses(node, number)
                         else:  # a symbolic one: still read from the tensor at run time
                             node.target = torch.ops.aten._local_scalar_dense.default
-                    elif traced and number is None and _TRACED_TYPE in node.meta and (
-                            value := _fake_of_type(mode, node.meta[_TRACED_TYPE], args)
-                    ) is not None:
+                    elif number is None and node in traced and (
+                            value := _fake_of_type(mode, traced[node], args)) is not None:
                         pass
                     else:
                         value = node.target(*args, **kwargs)
@@ -501,20 +502,29 @@ def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
     return value
 
 
-def _fake_of_type(mode: Any, traced: tuple, args: tuple) -> torch.Tensor | None:
-    """A fake tensor of the type the tracer recorded: a new one, or for an op writing into its
-    first argument that argument itself, when the write left its type as recorded (else None:
-    the op changed its metadata, and is run on fake tensors)."""
+def _traced_meta(traced: tuple) -> tuple[torch.Tensor, torch.device] | bool:
+    """The type the tracer recorded as an empty meta tensor and its device; for an op writing
+    into its first argument, that type as recorded (compared with the argument's)."""
     dtype, sizes, strides, device, in_place = traced
     if in_place:
-        written = args[0] if args else None
-        if isinstance(written, torch.Tensor) and written.dtype == dtype and \
-                tuple(written.shape) == sizes and tuple(written.stride()) == strides and \
-                written.device == device:
-            return written
-        return None
-    meta = torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
-    return mode.fake_tensor_converter.from_meta_and_device(mode, meta, device)
+        return traced
+    return torch.empty_strided(sizes, strides, dtype=dtype, device="meta"), device
+
+
+def _fake_of_type(mode: Any, traced: tuple, args: tuple) -> torch.Tensor | None:
+    """A fake tensor of the type the tracer recorded (:func:`_traced_meta`): a new one, or
+    for an op writing into its first argument that argument itself, when the write left its
+    type as recorded (else None: the op changed its metadata, and is run on fake tensors)."""
+    if len(traced) == 2:
+        meta, device = traced
+        return mode.fake_tensor_converter.from_meta_and_device(mode, meta, device)
+    dtype, sizes, strides, device, _ = traced
+    written = args[0] if args else None
+    if isinstance(written, torch.Tensor) and written.dtype == dtype and \
+            tuple(written.shape) == sizes and tuple(written.stride()) == strides and \
+            written.device == device:
+        return written
+    return None
 
 
 def _meta_like(tensor: torch.Tensor) -> torch.Tensor | None:
