@@ -479,3 +479,22 @@ def test_in_place_ops_keep_their_written_tensor():
     x = torch.randn(5, 4)
     for got, want in zip(program(x), model(x)):
         _close(got, want)
+
+
+class KeepPositive(torch.nn.Module):
+    """A result whose size depends on the input's values."""
+
+    def forward(self, x):
+        kept = x[x > 0]
+        return (kept * 2).relu()
+
+
+def test_sizes_that_depend_on_values_are_not_fixed_to_the_trace():
+    # The tracer's types fix the boolean index's size to this run's; the fake run keeps it a
+    # symbol, so the model runs on inputs with another count.
+    model = KeepPositive()
+    x = torch.tensor([[1.0, -1.0, 2.0], [-3.0, 4.0, -5.0]])
+    program = onnxport.export(model, (x,), dynamo=False)
+    assert not isinstance(program.model.graph.outputs[0].shape[0], int)  # not this run's 3
+    y = torch.tensor([[1.0, 1.0, 2.0], [3.0, 4.0, -5.0]])
+    _close(program(y)[0], model(y))

@@ -278,7 +278,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
     # Without dynamic dims, the tracer's types are the fake results (a fake run of each op,
     # its kernel and cache, was most of this pass); with them, sizes are computed as symbols.
     # (Their meta tensors are made here: under the fake mode, each would be a fake op.)
-    traced = {} if any(dynamic) or bodies else {
+    traced = {} if any(dynamic) or bodies or not _sizes_follow_from_sizes(graph) else {
         node: _traced_meta(node.meta[_TRACED_TYPE]) for node in graph.nodes
         if _TRACED_TYPE in node.meta}
     try:
@@ -500,6 +500,26 @@ def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
     if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != tuple(value.shape):
         return None
     return value
+
+
+_DATA_DEPENDENT = {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
+
+
+def _sizes_follow_from_sizes(graph: torch.fx.Graph) -> bool:
+    """True when every op of ``graph`` is an ATen op whose result sizes follow from its
+    inputs' sizes. Otherwise (a boolean index, nonzero, NMS, a value read back) the fake run
+    gives the sizes that depend on values as symbols, which the tracer's types fix to this
+    run's: the graph is then propagated op by op."""
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload):
+            if target.namespace != "aten" or _DATA_DEPENDENT.intersection(target.tags):
+                return False
+        elif isinstance(target, torch._ops.OperatorBase):
+            return False
+    return True
 
 
 def _traced_meta(traced: tuple) -> tuple[torch.Tensor, torch.device] | bool:
