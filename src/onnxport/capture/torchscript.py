@@ -204,8 +204,13 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
         ) from error
 
 
-def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
-                dynamic: list) -> torch.export.ExportedProgram | None:
+class _ReadsValues(Exception):
+    """The graph reads a tensor's value as a number: the tracer's types, which fix what
+    follows from it to this run's sizes, cannot stand for fake runs."""
+
+
+def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: list,
+                trust_trace: bool = True) -> torch.export.ExportedProgram | None:
     """The converted graph as an ExportedProgram without exporting it again: each node is run
     once on fake tensors whose dynamic dims are symbols, which gives every node its
     ``meta["val"]`` as torch.export would (the traced program is straight-line ATen calls
@@ -235,6 +240,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                   and node.target not in bodies]
     parameters = getattr(graph_module, "_onnxport_parameters", set())
     state_dict, constants, weight_specs, weight_values = {}, {}, [], []
+    weight_dtypes: dict[torch.fx.Node, torch.dtype] = {}
     first_input = next((n for n in graph.nodes if n.op == "placeholder"), None)
     for node in attributes:
         value = graph_module
@@ -251,6 +257,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
         node.replace_all_uses_with(placeholder)
         graph.erase_node(node)
         (constants if kind == InputKind.CONSTANT_TENSOR else state_dict)[node.target] = value
+        weight_dtypes[placeholder] = value.dtype
         weight_specs.append(InputSpec(kind, TensorArgument(placeholder.name), node.target,
                                       persistent=True if kind == InputKind.BUFFER else None))
         weight_values.append(value)
@@ -278,7 +285,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
     # Without dynamic dims, the tracer's types are the fake results (a fake run of each op,
     # its kernel and cache, was most of this pass); with them, sizes are computed as symbols.
     # (Their meta tensors are made here: under the fake mode, each would be a fake op.)
-    traced = {} if any(dynamic) or bodies or not _sizes_follow_from_sizes(graph) else {
+    traced = {} if not trust_trace or any(dynamic) or bodies or \
+        not _sizes_follow_from_sizes(graph, weight_dtypes) else {
         node: _traced_meta(node.meta[_TRACED_TYPE]) for node in graph.nodes
         if _TRACED_TYPE in node.meta}
     try:
@@ -320,6 +328,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
                                                          lambda n: values[n])
                     number = _size_number(node, args, kwargs, numbers)
+                    if traced and number is None and node.target in _NUMBER_READS:
+                        raise _ReadsValues()
                     if node.target in _NUMBER_READS and number is not None:
                         value = number
                         if isinstance(number, int):  # a static size: the number itself
@@ -338,6 +348,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 values[node] = value
                 if node.op != "get_attr":
                     node.meta["val"] = value
+    except _ReadsValues:
+        return _propagated(graph_module, tensors, dynamic, trust_trace=False)
     except Exception as error:  # torch.export tells what is wrong, or copes
         if bodies:  # torch.export cannot run a prim_loop: say what failed here
             raise CaptureError(
@@ -505,7 +517,7 @@ def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
 _DATA_DEPENDENT = {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
 
 
-def _sizes_follow_from_sizes(graph: torch.fx.Graph) -> bool:
+def _sizes_follow_from_sizes(graph: torch.fx.Graph, weight_dtypes: dict) -> bool:
     """True when every op of ``graph`` is an ATen op whose result sizes follow from its
     inputs' sizes. Otherwise (a boolean index, nonzero, NMS, a value read back) the fake run
     gives the sizes that depend on values as symbols, which the tracer's types fix to this
@@ -514,12 +526,31 @@ def _sizes_follow_from_sizes(graph: torch.fx.Graph) -> bool:
         if node.op != "call_function":
             continue
         target = node.target
+        if target is torch.ops.aten.index.Tensor and _integer_indices(node, weight_dtypes) \
+                or target in _NUMBER_READS:
+            # (An index's size is its indices': swin's relative position bias. A read of a
+            # number is a size or stops the propagation from the trace when it is reached.)
+            continue
         if isinstance(target, torch._ops.OpOverload):
             if target.namespace != "aten" or _DATA_DEPENDENT.intersection(target.tags):
                 return False
         elif isinstance(target, torch._ops.OperatorBase):
             return False
     return True
+
+
+def _integer_indices(node: torch.fx.Node, weight_dtypes: dict) -> bool:
+    """True when every index of an ``aten.index.Tensor`` node is an integer tensor (a traced
+    result or a weight; a boolean one selects a number of elements known only from values)."""
+    def dtype(index):
+        if index in weight_dtypes:
+            return weight_dtypes[index]
+        return index.meta[_TRACED_TYPE][0] if _TRACED_TYPE in index.meta else None
+
+    indices = node.args[1] if len(node.args) > 1 else None
+    return isinstance(indices, (list, tuple)) and all(
+        index is None or isinstance(index, torch.fx.Node) and dtype(index) in _INDEX_TYPES
+        for index in indices)
 
 
 def _traced_meta(traced: tuple) -> tuple[torch.Tensor, torch.device] | bool:
