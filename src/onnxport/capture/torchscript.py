@@ -216,6 +216,10 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     ``meta["val"]`` as torch.export would (the traced program is straight-line ATen calls
     already, so tracing it again only costs time: 60-70% of a ``dynamo=False`` export).
 
+    Without dynamic dims, the type the tracer recorded for a node's result stands for its fake
+    run (:func:`_record_traced_type`), unless sizes in the graph depend on values
+    (``trust_trace`` False: when a read of a value is reached, the pass starts again so).
+
     Returns None when the graph needs what only torch.export does (Python helpers to trace
     through, sizes read back from tensors, a dynamic dim that the graph fixes or equates to
     another), so that :func:`_export_traced` decides, with its errors.
@@ -553,7 +557,7 @@ def _integer_indices(node: torch.fx.Node, weight_dtypes: dict) -> bool:
         for index in indices)
 
 
-def _traced_meta(traced: tuple) -> tuple[torch.Tensor, torch.device] | bool:
+def _traced_meta(traced: tuple) -> tuple:
     """The type the tracer recorded as an empty meta tensor and its device; for an op writing
     into its first argument, that type as recorded (compared with the argument's)."""
     dtype, sizes, strides, device, in_place = traced
