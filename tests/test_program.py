@@ -267,3 +267,31 @@ def test_save_arguments_are_checked_and_nothing_is_written(tmp_path, options, ar
     with pytest.raises(onnxport.InvalidExportOptionsError, match=argument):
         program.save(options.pop("destination"), **options)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_self_contained_save_is_renamed_into_place_without_fsync(tmp_path, monkeypatch):
+    # The sync was half of a small model's export; the rename alone keeps the save atomic (a
+    # failed save leaves the old file, complete). A save with a side file still syncs.
+    program = onnxport.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    path = tmp_path / "m.onnx"
+    program.save(path)
+    assert synced == []
+    before = path.read_bytes()
+
+    def failing_write(*args, **kwargs):
+        raise OSError("disk full")
+
+    import onnxport.program as program_module
+
+    monkeypatch.setattr(program_module, "write_model", failing_write)
+    with pytest.raises(OSError, match="disk full"):
+        program.save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
+    monkeypatch.undo()
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    program.save(tmp_path / "e.onnx", external_data=True)
+    assert synced

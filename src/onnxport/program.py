@@ -323,9 +323,10 @@ def _sync_folder(folder: str) -> None:
 class _atomic_path:
     """A temporary file next to ``destination``, renamed over it only when writing succeeded."""
 
-    def __init__(self, destination):
+    def __init__(self, destination, durable: bool = True):
         self.destination = os.fspath(destination)
         self.folder = os.path.dirname(os.path.abspath(self.destination))
+        self.durable = durable  # the rename synced too
 
     def __enter__(self) -> str:
         handle, self.temporary = tempfile.mkstemp(prefix=".onnxport-", suffix=".tmp",
@@ -337,7 +338,8 @@ class _atomic_path:
         try:
             if kind is None:
                 os.replace(self.temporary, self.destination)
-                _sync_folder(self.folder)
+                if self.durable:
+                    _sync_folder(self.folder)
         finally:
             if os.path.exists(self.temporary):
                 _remove_quietly(self.temporary)
@@ -413,10 +415,15 @@ def _save_atomically(model: ir.Model, destination: str, external: bool,
                 _remove_quietly(os.path.join(folder, new_side_file))
             raise
     else:
-        with _atomic_path(destination) as temporary:
+        # One self-contained file is not synced (as torch.onnx and onnx.save do not; the sync
+        # was half of a small model's export): the rename alone makes it appear complete or not
+        # at all to every reader, and a failed or killed save leaves the old file. Only a
+        # power cut soon after could lose the new file's content on file systems that do not
+        # flush a file renamed over another (ext4 does). A side file is synced, since the
+        # model must not point at weights that could be lost.
+        with _atomic_path(destination, durable=False) as temporary:
             with open(temporary, "wb") as stream:
                 write_model(model, stream, include_initializers=include_initializers)
-                _flush_to_disk(stream)
     # The program itself may still read its weights from the old side file (a loaded model
     # saved over its own path): that one stays.
     in_use = {os.path.realpath(tensor.path) for tensor in external_tensors(model)}

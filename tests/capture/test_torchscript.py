@@ -426,3 +426,75 @@ def test_a_mask_filled_through_views_alone_needs_no_functionalization(monkeypatc
     for batch in (1, 4):
         x = torch.randn(batch, 3, 6, 5)
         _close(program(x)[0], model(x))
+
+
+def test_a_static_export_takes_result_types_from_the_trace_not_fake_runs(monkeypatch):
+    # Without dynamic dims, the tracer's recorded types are what a fake run of each op would
+    # give (running them was most of the propagation); only ops the types cannot stand for
+    # (views, here) run on fake tensors.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    ran = []
+    dispatch = FakeTensorMode.dispatch
+
+    def counting(self, func, types, args=(), kwargs=None):
+        ran.append(func)
+        return dispatch(self, func, types, args, kwargs)
+
+    monkeypatch.setattr(FakeTensorMode, "dispatch", counting)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                                torch.nn.ReLU(inplace=True), torch.nn.Flatten(),
+                                torch.nn.Linear(144, 5)).eval()
+    x = torch.randn(2, 3, 8, 8)
+    program = onnxport.export(model, (x,), dynamo=False)
+    ops = {func._overloadpacket.__name__ for func in ran}
+    assert not ops & {"convolution", "batch_norm", "relu_", "linear"}, ops
+    with torch.no_grad():
+        _close(program(x)[0], model(x))
+    # The program's values have the types a fake run gives.
+    node = next(n for n in program.exported_program.graph.nodes
+                if n.target is torch.ops.aten.convolution.default)
+    assert tuple(node.meta["val"].shape) == (2, 4, 6, 6)
+    assert node.meta["val"].dtype == torch.float32
+
+
+class InPlaceOps(torch.nn.Module):
+    """In-place ops, one broadcasting its other operand: their result is the tensor written."""
+
+    def forward(self, x):
+        y = x * 2
+        y.relu_()
+        y.add_(torch.arange(4.0))
+        return y.mul_(y).sum(-1), y
+
+
+def test_in_place_ops_keep_their_written_tensor():
+    model = InPlaceOps()
+    x = torch.randn(3, 4)
+    program = onnxport.export(model, (x,), dynamo=False)
+    for got, want in zip(program(x), model(x)):
+        _close(got, want)
+    program = onnxport.export(model, (torch.randn(3, 4),), dynamo=False,
+                              input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    x = torch.randn(5, 4)
+    for got, want in zip(program(x), model(x)):
+        _close(got, want)
+
+
+class KeepPositive(torch.nn.Module):
+    """A result whose size depends on the input's values."""
+
+    def forward(self, x):
+        kept = x[x > 0]
+        return (kept * 2).relu()
+
+
+def test_sizes_that_depend_on_values_are_not_fixed_to_the_trace():
+    # The tracer's types fix the boolean index's size to this run's; the fake run keeps it a
+    # symbol, so the model runs on inputs with another count.
+    model = KeepPositive()
+    x = torch.tensor([[1.0, -1.0, 2.0], [-3.0, 4.0, -5.0]])
+    program = onnxport.export(model, (x,), dynamo=False)
+    assert not isinstance(program.model.graph.outputs[0].shape[0], int)  # not this run's 3
+    y = torch.tensor([[1.0, 1.0, 2.0], [3.0, 4.0, -5.0]])
+    _close(program(y)[0], model(y))

@@ -233,13 +233,22 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
         ) from error
 
 
-def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
-                dynamic: list, hints: Mapping[str, Any] | None = None,
+class _ReadsValues(Exception):
+    """The graph reads a tensor's value as a number: the tracer's types, which fix what
+    follows from it to this run's sizes, cannot stand for fake runs."""
+
+
+def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: list,
+                hints: Mapping[str, Any] | None = None, trust_trace: bool = True,
                 ) -> torch.export.ExportedProgram | None:
     """The converted graph as an ExportedProgram without exporting it again: each node is run
     once on fake tensors whose dynamic dims are symbols, which gives every node its
     ``meta["val"]`` as torch.export would (the traced program is straight-line ATen calls
     already, so tracing it again only costs time: 60-70% of a ``dynamo=False`` export).
+
+    Without dynamic dims, the type the tracer recorded for a node's result stands for its fake
+    run (:func:`_record_traced_type`), unless sizes in the graph depend on values
+    (``trust_trace`` False: when a read of a value is reached, the pass starts again so).
 
     Returns None when the graph needs what only torch.export does (Python helpers to trace
     through, sizes read back from tensors, a dynamic dim that the graph fixes or equates to
@@ -265,6 +274,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                   and node.target not in bodies]
     parameters = getattr(graph_module, "_onnxport_parameters", set())
     state_dict, constants, weight_specs, weight_values = {}, {}, [], []
+    weight_dtypes: dict[torch.fx.Node, torch.dtype] = {}
     first_input = next((n for n in graph.nodes if n.op == "placeholder"), None)
     for node in attributes:
         value = graph_module
@@ -281,6 +291,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
         node.replace_all_uses_with(placeholder)
         graph.erase_node(node)
         (constants if kind == InputKind.CONSTANT_TENSOR else state_dict)[node.target] = value
+        weight_dtypes[placeholder] = value.dtype
         weight_specs.append(InputSpec(kind, TensorArgument(placeholder.name), node.target,
                                       persistent=True if kind == InputKind.BUFFER else None))
         weight_values.append(value)
@@ -305,6 +316,13 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
     # the graph may read, and unusual tensors still go through from_tensor.
     metas = [_meta_like(weight) if spec.kind != InputKind.CONSTANT_TENSOR else None
              for weight, spec in zip(weight_values, weight_specs)]
+    # Without dynamic dims, the tracer's types are the fake results (a fake run of each op,
+    # its kernel and cache, was most of this pass); with them, sizes are computed as symbols.
+    # (Their meta tensors are made here: under the fake mode, each would be a fake op.)
+    traced = {} if not trust_trace or any(dynamic) or bodies or \
+        not _sizes_follow_from_sizes(graph, weight_dtypes) else {
+        node: _traced_meta(node.meta[_TRACED_TYPE]) for node in graph.nodes
+        if _TRACED_TYPE in node.meta}
     try:
         from torch._dispatch.python import enable_python_dispatcher
 
@@ -345,6 +363,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
                                                          lambda n: values[n])
                     number = _size_number(node, args, kwargs, numbers)
+                    if traced and number is None and node.target in _NUMBER_READS:
+                        raise _ReadsValues()
                     if node.target is torch.ops.aten._shape_as_tensor.default:
                         value = _shape_as_tensor(*args)
                     elif number is None and read_backs.has(node):
@@ -355,6 +375,9 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                             _replace_uses(node, number)
                         else:  # a symbolic one: still read from the tensor at run time
                             node.target = torch.ops.aten._local_scalar_dense.default
+                    elif number is None and node in traced and (
+                            value := _fake_of_type(mode, traced[node], args)) is not None:
+                        pass
                     else:
                         value = node.target(*args, **kwargs)
                         if number is not None:
@@ -365,6 +388,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 if node.op != "get_attr":
                     node.meta["val"] = value
                 read_backs.check(node)
+    except _ReadsValues:
+        return _propagated(graph_module, tensors, dynamic, hints, trust_trace=False)
     except Exception as error:  # torch.export tells what is wrong, or copes
         if bodies:  # torch.export cannot run a prim_loop: say what failed here
             raise CaptureError(
@@ -373,6 +398,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple,
                 f"{type(error).__name__}: {_first_lines(str(error), 2)}") from error
         return None
     read_backs.warn(graph_module, tensors, dynamic)
+    for node in graph.nodes:
+        node.meta.pop(_TRACED_TYPE, None)
     for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
         graph.erase_node(node)
     for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None):
@@ -526,6 +553,70 @@ def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
     if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != tuple(value.shape):
         return None
     return value
+
+
+_DATA_DEPENDENT = {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
+
+
+def _sizes_follow_from_sizes(graph: torch.fx.Graph, weight_dtypes: dict) -> bool:
+    """True when every op of ``graph`` is an ATen op whose result sizes follow from its
+    inputs' sizes. Otherwise (a boolean index, nonzero, NMS, a value read back) the fake run
+    gives the sizes that depend on values as symbols, which the tracer's types fix to this
+    run's: the graph is then propagated op by op."""
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if target is torch.ops.aten.index.Tensor and _integer_indices(node, weight_dtypes) \
+                or target in _NUMBER_READS:
+            # (An index's size is its indices': swin's relative position bias. A read of a
+            # number is a size or stops the propagation from the trace when it is reached.)
+            continue
+        if isinstance(target, torch._ops.OpOverload):
+            if target.namespace != "aten" or _DATA_DEPENDENT.intersection(target.tags):
+                return False
+        elif isinstance(target, torch._ops.OperatorBase):
+            return False
+    return True
+
+
+def _integer_indices(node: torch.fx.Node, weight_dtypes: dict) -> bool:
+    """True when every index of an ``aten.index.Tensor`` node is an integer tensor (a traced
+    result or a weight; a boolean one selects a number of elements known only from values)."""
+    def dtype(index):
+        if index in weight_dtypes:
+            return weight_dtypes[index]
+        return index.meta[_TRACED_TYPE][0] if _TRACED_TYPE in index.meta else None
+
+    indices = node.args[1] if len(node.args) > 1 else None
+    return isinstance(indices, (list, tuple)) and all(
+        index is None or isinstance(index, torch.fx.Node) and dtype(index) in _INDEX_TYPES
+        for index in indices)
+
+
+def _traced_meta(traced: tuple) -> tuple:
+    """The type the tracer recorded as an empty meta tensor and its device; for an op writing
+    into its first argument, that type as recorded (compared with the argument's)."""
+    dtype, sizes, strides, device, in_place = traced
+    if in_place:
+        return traced
+    return torch.empty_strided(sizes, strides, dtype=dtype, device="meta"), device
+
+
+def _fake_of_type(mode: Any, traced: tuple, args: tuple) -> torch.Tensor | None:
+    """A fake tensor of the type the tracer recorded (:func:`_traced_meta`): a new one, or
+    for an op writing into its first argument that argument itself, when the write left its
+    type as recorded (else None: the op changed its metadata, and is run on fake tensors)."""
+    if len(traced) == 2:
+        meta, device = traced
+        return mode.fake_tensor_converter.from_meta_and_device(mode, meta, device)
+    dtype, sizes, strides, device, _ = traced
+    written = args[0] if args else None
+    if isinstance(written, torch.Tensor) and written.dtype == dtype and \
+            tuple(written.shape) == sizes and tuple(written.stride()) == strides and \
+            written.device == device:
+        return written
+    return None
 
 
 def _meta_like(tensor: torch.Tensor) -> torch.Tensor | None:
@@ -1150,8 +1241,6 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
 
 def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
     """The TorchScript graph as an FX graph of ATen calls (torch's converter)."""
-    from torch._export.converter import get_block_to_lifted_attrs
-
     # TS2EPConverter's own setup passes the graph through torch.onnx's jit passes (function
     # substitution, parameter listing) and its convert() re-exports with every dim dynamic;
     # only its graph converter is used.
@@ -1165,7 +1254,7 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
                 torch._C._jit_pass_constant_propagation(state.ts_graph)
                 torch._C._jit_pass_dce(state.ts_graph)
             paths = _lift_attributes(state)
-            blocks, attribute_names = get_block_to_lifted_attrs(state.ts_graph)
+            blocks, attribute_names = _lifted_attributes(state.ts_graph)
             attribute_names.update(paths)
             graph_converter = _converter_class()(
                 state.ts_graph, state.name_to_param, state.name_to_buffer, blocks,
@@ -1205,6 +1294,18 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
     return graph_module
 
 
+def _lifted_attributes(graph: torch._C.Graph) -> tuple[dict, dict]:
+    """torch's get_block_to_lifted_attrs (the attributes each block reads), which walks
+    every node in Python twice: a traced graph, which reads no attribute and has no block,
+    has none (80 ms of densenet121's conversion)."""
+    from torch._export.converter import get_block_to_lifted_attrs
+
+    if all(graph.findNode(kind, True) is None
+           for kind in ("prim::GetAttr", "prim::If", "prim::Loop")):
+        return {}, {}
+    return get_block_to_lifted_attrs(graph)
+
+
 def _tensor(*args, **kwargs) -> torch.Tensor:
     from torch._export.converter import _TORCH_ENUM_TO_DTYPE
 
@@ -1217,7 +1318,7 @@ def _converter_class():
     """torch's TorchScript-to-FX graph converter, keeping where each call came from: the
     module (the tracer's scope) and the Python stack (its source range) of the TorchScript
     node become the FX nodes' ``nn_module_stack`` and ``stack_trace``, as torch.export's own."""
-    from torch._export.converter import TS2FXGraphConverter
+    from torch._export.converter import TS2FXGraphConverter, ir_name_to_func_name
 
     class Converter(TS2FXGraphConverter):
         def convert(self) -> torch.fx.GraphModule:
@@ -1250,7 +1351,14 @@ def _converter_class():
 
         def convert_node(self, node):
             last = next(iter(reversed(self.fx_graph.nodes)), None)
-            super().convert_node(node)
+            kind = node.kind()
+            # TS2FXGraphConverter.convert_node, less the text of every node it prints for a
+            # debug log (a tenth of the conversion).
+            handler = getattr(self, ir_name_to_func_name(kind), self.convert_call_function_op)
+            try:
+                handler(node)
+            except Exception as error:
+                raise RuntimeError(f"TS2EPConverter failed for node {kind}") from error
             meta = None  # read only for nodes that made calls: most (constants, lists) make none
             for fx_node in reversed(self.fx_graph.nodes):
                 if fx_node is last:
@@ -1258,8 +1366,48 @@ def _converter_class():
                 if fx_node.op == "call_function":
                     meta = _provenance(node) if meta is None else meta
                     fx_node.meta.update(meta)
+            if meta is not None and node.outputsSize() == 1:
+                _record_traced_type(node, self.name_to_node.get(node.output().debugName()))
 
     return Converter
+
+
+# The key of the type the tracer recorded for a node's result, (dtype, sizes, strides,
+# device, in place): what a fake run of the node would compute, read instead when no dim is
+# dynamic. "in place" when the op returns its first argument, written into.
+_TRACED_TYPE = "onnxport_traced_type"
+# TorchScript ops the converter calls under another name, for the same result.
+_CONVERTED_AS = {"aten::_convolution": "aten::convolution"}
+
+
+def _record_traced_type(node: torch._C.Node, fx_node: Any) -> None:
+    """Keep the complete tensor type the tracer recorded for ``node``'s one result on the FX
+    node that computes it, when that node calls the same ATen op (not a replacement of the
+    converter's) and its result is either a new tensor or its first argument written into (a
+    view must share its base's storage: it is still run on fake tensors)."""
+    if not isinstance(fx_node, torch.fx.Node) or fx_node.op != "call_function":
+        return
+    schema = getattr(fx_node.target, "_schema", None)
+    if schema is None or schema.name != _CONVERTED_AS.get(node.kind(), node.kind()) or \
+            len(schema.returns) != 1:
+        return
+    alias = schema.returns[0].alias_info
+    in_place = alias is not None and alias.is_write and bool(schema.arguments) and \
+        schema.arguments[0].alias_info is not None and \
+        schema.arguments[0].alias_info.before_set == alias.before_set
+    if alias is not None and not in_place or schema.is_mutable and not in_place:
+        return
+    traced = node.output().type()
+    if not isinstance(traced, torch._C.TensorType):
+        return
+    try:  # (an incomplete type has None for what it does not know, or raises)
+        recorded = (traced.dtype(), traced.sizes(), traced.strides(), traced.device())
+    except RuntimeError:
+        return
+    if None in recorded or None in recorded[1] or None in recorded[2]:
+        return
+    fx_node.meta[_TRACED_TYPE] = (recorded[0], tuple(recorded[1]), tuple(recorded[2]),
+                                  recorded[3], in_place)
 
 
 def _convert_loop(converter: Any, node: torch._C.Node, trip_count: torch.fx.Node) -> None:
