@@ -498,3 +498,31 @@ def test_sizes_that_depend_on_values_are_not_fixed_to_the_trace():
     assert not isinstance(program.model.graph.outputs[0].shape[0], int)  # not this run's 3
     y = torch.tensor([[1.0, 1.0, 2.0], [3.0, 4.0, -5.0]])
     _close(program(y)[0], model(y))
+
+
+class _MetadataInPlace(torch.nn.Module):
+    """In-place ops that change a tensor's shape, on a tensor another op made."""
+
+    def forward(self, x):
+        y = (x * 2).unsqueeze(0)
+        y.squeeze_(0)
+        z = (x + 1).t_()
+        w = x.clone().unsqueeze_(1).transpose_(0, 1)
+        v = x.exp()
+        v.add_(1)
+        return y, z, w, v * 2
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_in_place_ops_that_change_shapes_keep_the_shape_of_their_input(dynamic):
+    # The fake run of squeeze_ squeezed the value recorded for unsqueeze's node, which was
+    # then translated as [3, 4]: the export dropped the squeeze and returned a [1, 3, 4].
+    x = torch.randn(3, 4)
+    axes = {"x": {0: "n"}} if dynamic else None
+    program = onnxport.export(_MetadataInPlace(), (x,), dynamo=False, input_names=["x"],
+                              dynamic_axes=axes)
+    for size in (3, 5) if dynamic else (3,):
+        x = torch.randn(size, 4)
+        for ours, eager in zip(program(x), _MetadataInPlace()(x)):
+            assert ours.shape == eager.shape
+            torch.testing.assert_close(ours, eager, rtol=1e-3, atol=1e-4)

@@ -233,6 +233,20 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
         ) from error
 
 
+def _run_keeping_inputs(target: Any, args: tuple, kwargs: dict) -> Any:
+    """``target(*args, **kwargs)`` on fake values, where an op that writes into its first
+    argument writes into a new alias of it: an in-place op that changes metadata (squeeze_,
+    transpose_, t_, resize_) would otherwise change the value recorded for the node that
+    made its argument, and that node was then translated with the new shape ([3] for the
+    [1, 3] of ``x.unsqueeze(0)`` before ``squeeze_(0)``: the squeeze was dropped)."""
+    schema = getattr(target, "_schema", None)
+    if schema is not None and schema.arguments and args and \
+            isinstance(args[0], torch.Tensor) and \
+            (alias := schema.arguments[0].alias_info) is not None and alias.is_write:
+        args = (args[0].detach(), *args[1:])
+    return target(*args, **kwargs)
+
+
 class _ReadsValues(Exception):
     """The graph reads a tensor's value as a number: the tracer's types, which fix what
     follows from it to this run's sizes, cannot stand for fake runs."""
@@ -379,7 +393,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
                             value := _fake_of_type(mode, traced[node], args)) is not None:
                         pass
                     else:
-                        value = node.target(*args, **kwargs)
+                        value = _run_keeping_inputs(node.target, args, kwargs)
                         if number is not None:
                             numbers[node] = number
                 else:
@@ -778,7 +792,7 @@ def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
         elif node.op == "call_function":
             args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
             try:
-                value = node.target(*args, **kwargs)
+                value = _run_keeping_inputs(node.target, args, kwargs)
             except CaptureError:
                 raise
             except Exception as error:

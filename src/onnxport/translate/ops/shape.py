@@ -134,7 +134,9 @@ def permute(g, self, dims):
     return g.op("Transpose", self, perm_i=perm)
 
 
-@translates("aten::transpose", "aten::swapaxes", "aten::swapdims")
+# (The in-place forms change the shape of the tensor they write: graph.py rebinds it.)
+@translates("aten::transpose", "aten::swapaxes", "aten::swapdims", "aten::transpose_",
+            "aten::swapaxes_", "aten::swapdims_")
 def transpose(g, self, dim0, dim1):
     """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
     r = rank(self)
@@ -146,7 +148,7 @@ def transpose(g, self, dim0, dim1):
     return g.op("Transpose", self, perm_i=perm)
 
 
-@translates("aten::t", "aten::numpy_T")
+@translates("aten::t", "aten::numpy_T", "aten::t_")
 def t(g, self):
     """t(Tensor(a) self) -> Tensor(a)"""
     if rank(self) < 2:
@@ -218,7 +220,7 @@ def expand_as(g, self, other):
     return g.op("Expand", self, g.op("Shape", other))
 
 
-@translates("aten::squeeze")
+@translates("aten::squeeze", "aten::squeeze_")
 def squeeze_(g, self, dim=None):
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
     r = rank(self)
@@ -236,7 +238,7 @@ def squeeze_(g, self, dim=None):
     return squeeze(g, self, axes)
 
 
-@translates("aten::unsqueeze", "aten::unsqueeze_copy")
+@translates("aten::unsqueeze", "aten::unsqueeze_copy", "aten::unsqueeze_")
 def unsqueeze_(g, self, dim):
     """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
     r = rank(self)

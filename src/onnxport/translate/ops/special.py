@@ -179,7 +179,6 @@ for _name in ["abs", "sqrt", "rsqrt", "bitwise_and", "bitwise_or", "bitwise_xor"
               "atan2", "fmod", "remainder", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
               "ge", "pow", "isfinite", "mul", "sub", "add", "reciprocal"]:
     _alias(f"aten::{_name}", f"prims::{_name}")
-_alias("aten::squeeze", "aten::squeeze_")
 
 
 # -- gamma family: computed in double (shift up, then the asymptotic series) ---------------
