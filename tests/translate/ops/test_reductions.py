@@ -197,3 +197,21 @@ def test_max_of_float16_propagates_nan():
 def test_max_of_integers_has_no_nan_check():
     program = check(lambda x: (x.amax(1), x.max(0), x.argmin(1)), INTS)
     assert op_types(program) == ["ReduceMax", "ReduceMax", "ArgMax", "ArgMin"]
+
+
+class _IntegerSums(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(), x.sum(0), x.sum(-1, keepdim=True), x.sum((0, 1)), x.int().sum(1)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_int64_sums_beyond_2_to_the_53_are_exact(opset):
+    # ONNX Runtime's int64 ReduceSum accumulates in double: [2**60 + 1, 2] summed to 2**60.
+    x = torch.tensor([[2**60 + 1, 2, 3], [5, 2**61 + 7, -2**62 - 1]])
+    program = onnxport.export(_IntegerSums(), (x,), opset_version=opset, input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}})
+    assert "ReduceSum" not in op_types(program)
+    for rows in (x, torch.randint(-2**62, 2**62, (5, 3)), torch.zeros(0, 3, dtype=torch.int64)):
+        for ours, eager in zip(program(rows), _IntegerSums()(rows)):
+            assert ours.dtype == eager.dtype and ours.shape == eager.shape
+            assert torch.equal(ours, eager), (ours, eager)

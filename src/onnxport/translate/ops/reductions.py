@@ -31,6 +31,9 @@ def _reduction(onnx_op: str, *names: str):
             axes = None
         if x.dtype == ir.DataType.BOOL:  # amax/amin of bools
             return cast(g, reduce(g, onnx_op, _comparable(g, x), axes, keepdim), ir.DataType.BOOL)
+        if onnx_op == "ReduceSum" and x.dtype == ir.DataType.INT64 and g.opset >= 11 \
+                and rank(self):
+            return _exact_int64_sum(g, x, rank(self), axes, keepdim)
         result = reduce(g, onnx_op, x, axes, keepdim)
         if onnx_op in ("ReduceMax", "ReduceMin") and x.dtype in FLOAT_TYPES:
             result = _with_nan(g, x, result, axes, keepdim)
@@ -39,6 +42,24 @@ def _reduction(onnx_op: str, *names: str):
     translation.__name__ = onnx_op.lower()
     translation.__doc__ = f"{names[0]}.dim(Tensor self, int[1]? dim, bool keepdim=False) -> Tensor"
     translates(*names)(translation)
+
+
+def _exact_int64_sum(g, x: ir.Value, r: int, axes, keepdim: bool) -> ir.Value:
+    """ONNX Runtime's int64 ReduceSum accumulates in double, so a sum beyond 2**53 loses its
+    low bits ([2**60 + 1, 2] summed to 2**60); its CumSum adds in int64, exactly. A zero put
+    before each reduced axis makes an empty axis sum to 0, and the last element is the sum."""
+    if axes is None:  # all of it: one axis of a [1, n] view, then the shape torch gives
+        total = _exact_int64_sum(g, g.op("Reshape", x, g.const([1, -1], ir.DataType.INT64)),
+                                 2, [1], True)
+        return g.op("Reshape", total, g.const([1] * r if keepdim else [], ir.DataType.INT64))
+    for axis in axes:
+        pads = [0] * (2 * r)
+        pads[axis] = 1
+        running = g.op("CumSum", g.op("Pad", x, g.const(pads, ir.DataType.INT64)),
+                       g.const(axis, ir.DataType.INT64))
+        x = g.op("Slice", running, g.const([-1], ir.DataType.INT64),
+                 g.const([2**63 - 1], ir.DataType.INT64), g.const([axis], ir.DataType.INT64))
+    return x if keepdim else squeeze(g, x, sorted(axes))
 
 
 _reduction("ReduceMean", "aten::mean")
