@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 # The ops the cases are about: their node counts are printed (main graph and subgraphs).
-INTERESTING = ["LSTM", "GRU", "RNN", "NonMaxSuppression", "RoiAlign", "MaxRoiPool", "DFT",
+INTERESTING = ["LSTM", "GRU", "RNN", "NonMaxSuppression", "RoiAlign", "MaxRoiPool", "CumSum", "DFT",
                "STFT", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
                "MatMulInteger", "QLinearMatMul", "QLinearConv", "Loop", "Scan"]
 
@@ -488,6 +488,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "roi_align aligned=True sr=-1": roi_op("roi_align", sampling_ratio=-1, aligned=True),
     "roi_pool": roi_op("roi_pool"),
     "ps_roi_align sr=2": roi_op("ps_roi_align", sampling_ratio=2),
+    "ps_roi_align sr=-1": roi_op("ps_roi_align", sampling_ratio=-1),
     "ps_roi_pool": roi_op("ps_roi_pool"),
     "EmbeddingBag sum": embedding_bag("sum"),
     "EmbeddingBag mean": embedding_bag("mean"),
