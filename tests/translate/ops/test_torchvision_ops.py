@@ -1,5 +1,6 @@
-"""torchvision's detection ops (ops/torchvision_ops.py): nms, roi_align and roi_pool exported
-with a dynamic number of boxes, compared with eager at two numbers of boxes."""
+"""torchvision's detection ops (ops/torchvision_ops.py): nms, roi_align, roi_pool, ps_roi_align
+and ps_roi_pool exported with a dynamic number of boxes, compared with eager at two numbers of
+boxes."""
 
 from __future__ import annotations
 
@@ -234,3 +235,56 @@ def test_roi_align_at_the_right_and_bottom_borders():
                          [0, 0.0, 0.0, 800.0, 800.0], [0, 799.0, 799.0, 830.0, 801.0]])
     check(lambda x, rois: roi_align(x, rois, (14, 14), 1 / 16, 2, False),
           torch.randn(1, 4, 50, 50), rois)
+
+
+# -- position-sensitive ROI ops: channel c * bins + bin feeds output bin `bin` of channel c ----
+def _ps_input(channels=2, bins=12, size=(24, 20), seed=5):
+    return torch.randn(2, channels * bins, *size, generator=torch.Generator().manual_seed(seed))
+
+
+# Inside, across the borders, past the image, a point, and the whole image.
+PS_ODD_ROIS = torch.tensor([[0, 1.0, 3.0, 5.0, 7.0], [0, -5.0, -3.0, 9.0, 11.0],
+                            [1, 3.0, 3.0, 3.0, 3.0], [1, 15.0, 15.0, 25.0, 25.0],
+                            [0, 40.0, 40.0, 60.0, 60.0], [0, 0.0, 0.0, 48.0, 40.0],
+                            [1, -9.0, -9.0, -1.0, -1.0]])
+
+
+@pytest.mark.parametrize("opset", [16, 18])
+@pytest.mark.parametrize("sampling_ratio", [-1, 2])
+def test_ps_roi_align(opset, sampling_ratio):
+    from torchvision.ops import ps_roi_align
+
+    k = torch.export.Dim("k", min=2, max=100)
+    program = check(lambda x, rois: ps_roi_align(x, rois, (3, 4), 0.5, sampling_ratio),
+                    _ps_input(), _rois(5, 0), dynamic_shapes=(None, {0: k}), opset=opset,
+                    run_with=[(_ps_input(), PS_ODD_ROIS)])
+    assert op_types(program).count("RoiAlign") == 1
+
+
+def test_ps_roi_align_before_opset_16_is_refused():
+    from torchvision.ops import ps_roi_align
+
+    # RoiAlign's half_pixel mode (torch's sampling) comes with opset 16.
+    with pytest.raises(onnxport.errors.OnnxExporterError, match="ps_roi_align"):
+        check(lambda x, rois: ps_roi_align(x, rois, (3, 4), 0.5), _ps_input(), _rois(5, 0),
+              opset=15)
+
+
+@pytest.mark.parametrize("spatial_scale", [0.5, 1.0])
+def test_ps_roi_pool(spatial_scale):
+    from torchvision.ops import ps_roi_pool
+
+    k = torch.export.Dim("k", min=2, max=100)
+    # With scale 0.5 odd coordinates land on .5, where rounding modes differ; PS_ODD_ROIS
+    # reach the last row and column, which torch's kernel never pools.
+    check(lambda x, rois: ps_roi_pool(x, rois, (3, 4), spatial_scale), _ps_input(),
+          _rois(5, 0), dynamic_shapes=(None, {0: k}), run_with=[(_ps_input(), PS_ODD_ROIS)])
+
+
+def test_ps_roi_pool_traced_at_opset_13():
+    from torchvision.ops import ps_roi_pool
+
+    model = as_module(lambda x, rois: ps_roi_pool(x, rois, 2, 1.0))
+    program = onnxport.export(model, (_ps_input(3, 4), PS_ODD_ROIS), dynamo=False,
+                              opset_version=13)
+    assert_matches_eager(program, model, (_ps_input(3, 4), PS_ODD_ROIS))

@@ -1,11 +1,13 @@
 """torchvision's detection ops (torchvision::nms, roi_align, roi_pool) as ONNX NonMaxSuppression,
-RoiAlign and MaxRoiPool. Registered by name: torchvision itself is never imported here."""
+RoiAlign and MaxRoiPool; ps_roi_align and ps_roi_pool as compositions (RoiAlign and a channel
+selection, an integral image). Registered by name: torchvision itself is never imported here."""
 
 from __future__ import annotations
 
 import math
 
 import onnx_ir as ir
+import torch
 
 from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import cast, expected_dtype, split, squeeze, unsqueeze
@@ -76,16 +78,146 @@ def roi_pool(g, input, rois, spatial_scale, pooled_height, pooled_width):
     serves torch's backward pass and has no ONNX form."""
     output = g.op("MaxRoiPool", input, rois, pooled_shape_i=[int(pooled_height), int(pooled_width)],
                   spatial_scale_f=float(spatial_scale))
-    return output, _NoArgmax()
+    return output, _NoArgmax("roi_pool", "argmax")
 
 
 class _NoArgmax:
-    """Stands for roi_pool's argmax output: using it in the exported graph is an error."""
+    """Stands for an op's second output that only its backward uses (roi_pool's argmax,
+    ps_roi_*'s channel mapping): using it in the exported graph is an error."""
+
+    def __init__(self, op: str = "roi_pool", output: str = "argmax"):
+        self._op, self._output = op, output
 
     def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
         raise TranslationError(
-            "torchvision::roi_pool's second output (argmax, used by its backward) has no ONNX "
-            "form; use only the pooled output in the exported model")
+            f"torchvision::{self._op}'s second output ({self._output}, used by its backward) "
+            "has no ONNX form; use only the pooled output in the exported model")
+
+
+def _position_sensitive_channels(g, input, pooled_height, pooled_width) -> int:
+    """The output channels of a ps_roi_* op: the input's channels / (bins)."""
+    bins = int(pooled_height) * int(pooled_width)
+    channels = input.shape[1] if input.shape is not None and len(input.shape) == 4 else None
+    if not isinstance(channels, int) or channels % bins:
+        raise TranslationError(
+            "torchvision::ps_roi_align/ps_roi_pool need the input's channel count known at "
+            f"export and a multiple of pooled_height * pooled_width ({bins}); got {channels}")
+    return channels // bins
+
+
+@translates("torchvision::ps_roi_align", since_opset=16)
+def ps_roi_align(g, input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio):
+    """ps_roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, int sampling_ratio) -> (Tensor, Tensor)
+
+    torch samples each bin as roi_align(aligned=True) does (half-pixel offset, no growing of
+    small ROIs: RoiAlign's half_pixel mode, opset 16), from channel c * bins + bin only. RoiAlign
+    pools every channel at every bin; a Gather keeps, for each bin, its own channel."""
+    height, width = int(pooled_height), int(pooled_width)
+    bins = height * width
+    _position_sensitive_channels(g, input, height, width)
+    pooled = roi_align(g, input, rois, spatial_scale, height, width, sampling_ratio, True)
+    # [K, C * bins, H, W] -> [K, C, bins (channel's bin) * bins (pooled bin)]: the diagonal.
+    flat = g.op("Reshape", pooled, g.const([0, -1, bins * bins]))
+    diagonal = g.op("Gather", flat, g.const([i * (bins + 1) for i in range(bins)]), axis_i=2)
+    output = g.op("Reshape", diagonal, g.const([0, 0, height, width]))
+    if int(sampling_ratio) <= 0:
+        output = _nan_where_no_samples(g, output, rois, spatial_scale, height, width)
+    return output, _NoArgmax("ps_roi_align", "channel_mapping")
+
+
+def _nan_where_no_samples(g, output, rois, spatial_scale, height, width):
+    """torch's ps_roi_align divides each bin's sum by its sample count, ceil(roi height / bins)
+    x ceil(roi width / bins) when sampling_ratio <= 0, without guarding 0: an ROI with no
+    height or width gives NaN (0 / 0), where RoiAlign gives 0."""
+    f32 = ir.DataType.FLOAT
+    boxes, _ = _split_rois(g, rois)
+    scale, half = g.const(float(spatial_scale), f32), g.const(0.5, f32)
+    # As torch computes it: (x2 * scale - 0.5) - (x1 * scale - 0.5).
+    shifted = g.op("Sub", g.op("Mul", cast(g, boxes, f32), scale), half)
+    x1, y1, x2, y2 = split(g, shifted, [1, 1, 1, 1], axis=1)
+    grid_h = g.op("Ceil", g.op("Div", g.op("Sub", y2, y1), g.const(float(height), f32)))
+    grid_w = g.op("Ceil", g.op("Div", g.op("Sub", x2, x1), g.const(float(width), f32)))
+    empty = g.op("Equal", g.op("Mul", grid_h, grid_w), g.const(0.0, f32))  # [K, 1]
+    empty = unsqueeze(g, empty, [2, 3])
+    return g.op("Where", empty, g.const(float("nan"), output.dtype or f32), output)
+
+
+def _round_half_away(g, x):
+    """C's round (ties away from zero), which torch's kernels use; ONNX Round ties to even."""
+    return g.op("Mul", g.op("Sign", x), g.op("Floor", g.op("Add", g.op("Abs", x),
+                                                             g.const(0.5, x.dtype))))
+
+
+@translates("torchvision::ps_roi_pool", since_opset=11)
+def ps_roi_pool(g, input, rois, spatial_scale, pooled_height, pooled_width):
+    """ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width) -> (Tensor, Tensor)
+
+    The average (not the max) of each bin's whole pixels, from channel c * bins + bin: no ONNX
+    op pools so. The bin sums come from an integral image (CumSum over height and width, in
+    float64 so that differences of large partial sums stay exact to float32), read at each
+    bin's four corners with GatherND; bins are torch's: rounded ROI corners, ROIs of at least
+    one pixel, floor/ceil bin edges clipped to [0, size - 1] (torch's kernel never pools the
+    last row and column), an empty bin 0."""
+    height, width = int(pooled_height), int(pooled_width)
+    channels = _position_sensitive_channels(g, input, height, width)
+    dtype = input.dtype or ir.DataType.FLOAT
+    f32, f64, i64 = ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT64
+    boxes, index = _split_rois(g, rois)  # [K, 4], [K]
+    corners = _round_half_away(g, g.op("Mul", cast(g, boxes, f32),
+                                       g.const(float(spatial_scale), f32)))
+    x1, y1, x2, y2 = split(g, corners, [1, 1, 1, 1], axis=1)  # each [K, 1]
+    one = g.const(1.0, f32)
+    # torch clips the bins' end (exclusive) to size - 1, so that its last row and column are
+    # never pooled; the start is clipped alike here, which empties the same bins.
+    image = g.op("Sub", g.op("Shape", input), g.const(1))
+    last_h = cast(g, g.op("Gather", image, g.const(2), axis_i=0), f32)
+    last_w = cast(g, g.op("Gather", image, g.const(3), axis_i=0), f32)
+
+    def edges(start, end, bins, size):
+        """[K, bins] start and end pixel of each bin along one axis, clipped to [0, size]."""
+        step = g.op("Div", g.op("Max", g.op("Sub", end, start), one), g.const(float(bins), f32))
+        at = g.const([float(i) for i in range(bins)], f32)
+        low = g.op("Add", g.op("Floor", g.op("Mul", at, step)), start)
+        high = g.op("Add", g.op("Ceil", g.op("Mul", g.op("Add", at, one), step)), start)
+        zero = g.const(0.0, f32)
+        return (g.op("Min", g.op("Max", low, zero), size),
+                g.op("Min", g.op("Max", high, zero), size))
+
+    h_low, h_high = edges(y1, y2, height, last_h)  # [K, PH]
+    w_low, w_high = edges(x1, x2, width, last_w)  # [K, PW]
+    # Each bin's pixel count (high >= low after the clip): 0 for an empty bin, whose sum is
+    # then 0 / 1.
+    h_size = g.op("Sub", h_high, h_low)
+    w_size = g.op("Sub", w_high, w_low)
+    area = g.op("Mul", unsqueeze(g, h_size, [2]), unsqueeze(g, w_size, [1]))  # [K, PH, PW]
+
+    # Integral image [B, C * bins, H + 1, W + 1], a zero row and column first.
+    padded = g.op("Pad", cast(g, input, f64), g.const([0, 0, 1, 1, 0, 0, 0, 0]))
+    integral = g.op("CumSum", g.op("CumSum", padded, g.const(2), reverse_i=0), g.const(3))
+    # GatherND indices [K, C, PH, PW, 4] of (batch, channel, row, column).
+    k_shape = g.op("Shape", index)
+    full = g.op("Concat", k_shape, g.const([channels, height, width]), axis_i=0)
+    batch = g.op("Expand", g.op("Reshape", index, g.const([-1, 1, 1, 1])), full)
+    # The input channel c * PH * PW + ph * PW + pw of each output.
+    channel = torch.arange(channels * height * width).reshape(1, channels, height, width)
+    channel = g.op("Expand", g.const(channel), full)
+
+    def corner(rows, columns):
+        rows = g.op("Expand", g.op("Reshape", cast(g, rows, i64), g.const([-1, 1, height, 1])),
+                    full)
+        columns = g.op("Expand", g.op("Reshape", cast(g, columns, i64),
+                                      g.const([-1, 1, 1, width])), full)
+        indices = g.op("Concat", *[unsqueeze(g, v, [4]) for v in (batch, channel, rows, columns)],
+                       axis_i=4)
+        return g.op("GatherND", integral, indices)
+
+    total = g.op("Add", g.op("Sub", corner(h_high, w_high), corner(h_low, w_high)),
+                 g.op("Sub", corner(h_low, w_low), corner(h_high, w_low)))
+    divisor = g.op("Max", area, one)  # [K, PH, PW]
+    mean = g.op("Div", cast(g, total, f32), unsqueeze(g, divisor, [1]))
+    return cast(g, mean, dtype), _NoArgmax("ps_roi_pool", "channel_mapping")
 
 
 @translates("aten::log2")
