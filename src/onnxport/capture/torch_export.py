@@ -500,13 +500,15 @@ def _first_lines(text: str, count: int = 12) -> str:
 def _patched_for_export():
     """Register pytree support for transformers' cache classes when transformers is loaded,
     and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic), and
-    linalg_lstsq with its static output shapes."""
+    linalg_lstsq with its static output shapes, and nn.Transformer's masks without reading
+    their values."""
     from onnxport.capture import hf_cache
     from onnxport.capture.lstsq_shapes import static_lstsq_shapes
     from onnxport.capture.recurrent_shapes import shape_only_recurrent_layers
+    from onnxport.capture.transformer_masks import causal_hint_as_given
 
     hf_cache.register_if_loaded()
-    with shape_only_recurrent_layers(), static_lstsq_shapes():
+    with shape_only_recurrent_layers(), static_lstsq_shapes(), causal_hint_as_given():
         yield
 
 

@@ -1,0 +1,24 @@
+"""nn.TransformerEncoder/Decoder compare the attention mask with a causal one by value, to pass
+SDPA an is_causal hint; torch.export cannot trace that read of values. While capturing, the
+hint is what the caller gave (else False): the mask is then applied as given, which computes
+the same attention."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch.nn.modules.transformer as transformer
+
+
+def _given_hint(mask, is_causal=None, size=None) -> bool:
+    return is_causal is True
+
+
+@contextlib.contextmanager
+def causal_hint_as_given():
+    original = transformer._detect_is_causal_mask
+    transformer._detect_is_causal_mask = _given_hint
+    try:
+        yield
+    finally:
+        transformer._detect_is_causal_mask = original
