@@ -29,3 +29,25 @@ def test_word_language_transformer_is_captured_by_torch_export():
     for shape in ((7, 2), (11, 3)):
         src = torch.randint(0, 50, shape)
         torch.testing.assert_close(program(src)[0], model(src), rtol=1e-3, atol=1e-4)
+
+
+class MaskFromLength(WordLanguageTransformer):
+    """As pytorch/examples writes it: the mask's size is len(src), a Python int."""
+
+    def forward(self, src):
+        mask = torch.log(torch.tril(torch.ones(len(src), len(src))))
+        return self.decoder(self.encoder(self.embed(src), mask=mask))
+
+
+def test_a_size_read_by_len_stays_dynamic_through_strict_capture(recwarn):
+    # Non-strict capture runs forward in Python, where len(src) is an int that fixes the
+    # sequence; strict capture (dynamo) traces it as a symbol, so it is tried before fixing.
+    torch.manual_seed(0)
+    model = MaskFromLength().eval()
+    program = onnxport.export(model, (torch.randint(0, 50, (6, 3)),), input_names=["src"],
+                              dynamic_axes={"src": {0: "sequence"}})
+    assert program.capture_strategy == "torch.export (strict)", program.capture_strategy
+    assert not [w for w in recwarn if "fixed" in str(w.message)]
+    for length in (6, 11):
+        src = torch.randint(0, 50, (length, 3))
+        torch.testing.assert_close(program(src)[0], model(src), rtol=1e-3, atol=1e-4)

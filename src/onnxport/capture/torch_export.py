@@ -160,6 +160,7 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
     attempts: list[tuple[str, str]] = []
     fixed = None
     eager = _EagerShapes(module, args, kwargs)
+    non_strict = None
     for strategy, strict in (("non-strict", False), ("strict", True)):
         try:
             program, fixed = _export(module, args, kwargs, auto, strict, requested, bool(small))
@@ -173,7 +174,15 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
             _warn_bounded(fixed, describe_dim)
             return program, strategy, attempts, []
         attempts.append((strategy, "; ".join(describe_dim(d) for d in static) or mismatch))
+        if not strict and static and not {(d.position, d.axis) for d in static} & small:
+            # Python running the model reads some sizes as ints (len(x), a size given to a
+            # Python function), which fixes them; dynamo traces those as symbols. When it
+            # fixes dims too, or fails, the non-strict program goes on as before.
+            non_strict = program, fixed, mismatch
+            continue
         break
+    if non_strict is not None:
+        (program, fixed, mismatch), strict = non_strict, False
     if fixed is None and not small:
         raise _capture_error(attempts)
     if fixed is None:  # torch may fail on sizes 0 and 1 kept symbolic: they go the same way
