@@ -550,7 +550,9 @@ def _describe(program, dim_names, input_names, output_names, output_dim_names,
     results = output_node.args[0]
     every_output = [i for i, spec in enumerate(signature.output_specs)
                     if spec.kind == OutputKind.USER_OUTPUT]
-    out_spec = program.call_spec.out_spec  # (call_spec makes a new class at each read)
+    # (program.call_spec.out_spec, less the NamedTuple class call_spec defines at each read)
+    calls = program.module_call_graph
+    out_spec = calls[0].signature.out_spec if calls and calls[0].signature else None
     readable = output_names_of(out_spec) if out_spec else []
     dropped = bookkeeping_outputs(out_spec) if readable else set()
     if len(readable) != len(every_output):
