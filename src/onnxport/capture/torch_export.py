@@ -561,8 +561,11 @@ def _describe(program, dim_names, input_names, output_names, output_dim_names,
     results = output_node.args[0]
     every_output = [i for i, spec in enumerate(signature.output_specs)
                     if spec.kind == OutputKind.USER_OUTPUT]
-    readable = output_names_of(program.call_spec.out_spec) if program.call_spec.out_spec else []
-    dropped = bookkeeping_outputs(program.call_spec.out_spec) if readable else set()
+    # (program.call_spec.out_spec, less the NamedTuple class call_spec defines at each read)
+    calls = program.module_call_graph
+    out_spec = calls[0].signature.out_spec if calls and calls[0].signature else None
+    readable = output_names_of(out_spec) if out_spec else []
+    dropped = bookkeeping_outputs(out_spec) if readable else set()
     if len(readable) != len(every_output):
         readable, dropped = [None] * len(every_output), set()
     # A None the model returns is no value at all: it has no ONNX output, and the outputs after

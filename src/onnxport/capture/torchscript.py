@@ -9,6 +9,7 @@ import contextlib
 import re
 import sys
 import dataclasses
+import functools
 import operator
 import os
 import warnings
@@ -346,6 +347,9 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
                 enable_python_dispatcher() if bodies or hints else contextlib.nullcontext(), \
                 FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True) as mode:
             def fake(tensor, axes):  # only the dims asked for become symbols
+                if not axes and (meta := _meta_like(tensor)) is not None:  # as the weights
+                    return mode.fake_tensor_converter.from_meta_and_device(
+                        mode, meta, tensor.device)
                 return mode.from_tensor(tensor, symbolic_context=StatelessSymbolicContext(
                     dynamic_sizes=[DimDynamic.DYNAMIC if axis in axes else DimDynamic.STATIC
                                    for axis in range(tensor.dim())]))
@@ -487,6 +491,17 @@ _FRESH = {torch.ops.aten.new_zeros.default, torch.ops.aten.new_ones.default,
           torch.ops.aten.full.default, torch.ops.aten.empty.memory_format}
 
 
+@functools.cache
+def _written_positions(target: Any) -> tuple[int, ...]:
+    """The positions of the arguments ``target`` writes into (none for a pure op or no ATen
+    op); read from its schema once per op, not once per call."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return ()
+    return tuple(k for k, argument in enumerate(schema.arguments)
+                 if argument.alias_info is not None and argument.alias_info.is_write)
+
+
 def _fold_filled_constants(graph: torch.fx.Graph,
                            first_input: torch.fx.Node | None) -> list[tuple[str, torch.Tensor]]:
     """Replace each tensor that is allocated and written into through views with constants of
@@ -500,11 +515,12 @@ def _fold_filled_constants(graph: torch.fx.Graph,
     order = {node: k for k, node in enumerate(graph.nodes)}
     roots: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     for node in graph.nodes:
-        schema = getattr(node.target, "_schema", None)
-        if node.op != "call_function" or schema is None or not schema.is_mutable:
+        if node.op != "call_function":
             continue
-        written = [value for argument, value in zip(schema.arguments, node.args)
-                   if argument.alias_info is not None and argument.alias_info.is_write]
+        positions = _written_positions(node.target)
+        if not positions:
+            continue
+        written = [node.args[k] for k in positions if k < len(node.args)]
         if len(written) != 1 or not isinstance(written[0], torch.fx.Node):
             continue  # left to functionalization
         root = written[0]
@@ -1328,11 +1344,23 @@ def _tensor(*args, **kwargs) -> torch.Tensor:
     return torch.tensor(*args, **kwargs)
 
 
+# TorchScript nodes whose conversion makes no call (a Python value, a list of values, a
+# get_attr at most): their provenance and traced type are not read.
+_MAKES_NO_CALL = {"prim::Constant": "convert_prim_Constant",
+                  "prim::ListConstruct": "convert_prim_ListConstruct",
+                  "prim::TupleConstruct": "convert_prim_TupleConstruct"}
+# A node's schema text -> (its ATen overload, each argument's (name, keyword-only)): what
+# torch's converter parses again for every call (a tenth of a traced graph's conversion).
+_OVERLOADS: dict[str, tuple[Any, tuple[tuple[str, bool], ...]]] = {}
+
+
+@functools.cache
 def _converter_class():
     """torch's TorchScript-to-FX graph converter, keeping where each call came from: the
     module (the tracer's scope) and the Python stack (its source range) of the TorchScript
     node become the FX nodes' ``nn_module_stack`` and ``stack_trace``, as torch.export's own."""
-    from torch._export.converter import TS2FXGraphConverter, ir_name_to_func_name
+    from torch._export.converter import (
+        TS2FXGraphConverter, get_op_overload, ir_name_to_func_name)
 
     class Converter(TS2FXGraphConverter):
         def convert(self) -> torch.fx.GraphModule:
@@ -1363,9 +1391,39 @@ def _converter_class():
                 return super().convert_prim_Loop(node)  # unrolled, as torch's converter does
             _convert_loop(self, node, trip_count)
 
+        def convert_call_function_op(self, node):
+            # TS2FXGraphConverter.convert_call_function_op, the overload and its arguments'
+            # kinds looked up once per schema.
+            schema = node.schema()
+            found = _OVERLOADS.get(schema)
+            if found is None:
+                target = get_op_overload(node)
+                found = _OVERLOADS[schema] = (target, tuple(
+                    (argument.name, argument.kwarg_only)
+                    for argument in target._schema.arguments))
+            target, arguments = found
+            args, kwargs = [], {}
+            for value, (name, kwarg_only) in zip(node.inputs(), arguments):
+                if kwarg_only:
+                    kwargs[name] = self.get_fx_value_by_ir_value(value)
+                else:
+                    args.append(self.get_fx_value_by_ir_value(value))
+            fx_node = self.fx_graph.call_function(target, tuple(args), kwargs)
+            if node.outputsSize() == 1:
+                self.name_to_node[node.output().debugName()] = fx_node
+            else:
+                for k, output in enumerate(node.outputs()):
+                    self.name_to_node[output.debugName()] = self.fx_graph.call_function(
+                        operator.getitem, (fx_node, k))
+
         def convert_node(self, node):
-            last = next(iter(reversed(self.fx_graph.nodes)), None)
             kind = node.kind()
+            if kind in _MAKES_NO_CALL:
+                try:
+                    return getattr(self, _MAKES_NO_CALL[kind])(node)
+                except Exception as error:
+                    raise RuntimeError(f"TS2EPConverter failed for node {kind}") from error
+            last = next(iter(reversed(self.fx_graph.nodes)), None)
             # TS2FXGraphConverter.convert_node, less the text of every node it prints for a
             # debug log (a tenth of the conversion).
             handler = getattr(self, ir_name_to_func_name(kind), self.convert_call_function_op)
@@ -1401,15 +1459,8 @@ def _record_traced_type(node: torch._C.Node, fx_node: Any) -> None:
     view must share its base's storage: it is still run on fake tensors)."""
     if not isinstance(fx_node, torch.fx.Node) or fx_node.op != "call_function":
         return
-    schema = getattr(fx_node.target, "_schema", None)
-    if schema is None or schema.name != _CONVERTED_AS.get(node.kind(), node.kind()) or \
-            len(schema.returns) != 1:
-        return
-    alias = schema.returns[0].alias_info
-    in_place = alias is not None and alias.is_write and bool(schema.arguments) and \
-        schema.arguments[0].alias_info is not None and \
-        schema.arguments[0].alias_info.before_set == alias.before_set
-    if alias is not None and not in_place or schema.is_mutable and not in_place:
+    in_place = _traced_type_kind(fx_node.target, node.kind())
+    if in_place is None:
         return
     traced = node.output().type()
     if not isinstance(traced, torch._C.TensorType):
@@ -1422,6 +1473,24 @@ def _record_traced_type(node: torch._C.Node, fx_node: Any) -> None:
         return
     fx_node.meta[_TRACED_TYPE] = (recorded[0], tuple(recorded[1]), tuple(recorded[2]),
                                   recorded[3], in_place)
+
+
+@functools.cache
+def _traced_type_kind(target: Any, kind: str) -> bool | None:
+    """For :func:`_record_traced_type`, once per op: None when the tracer's type of a ``kind``
+    node converted to a call of ``target`` cannot stand for its fake run, else whether the
+    call returns its first argument written into."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or schema.name != _CONVERTED_AS.get(kind, kind) or \
+            len(schema.returns) != 1:
+        return None
+    alias = schema.returns[0].alias_info
+    in_place = alias is not None and alias.is_write and bool(schema.arguments) and \
+        schema.arguments[0].alias_info is not None and \
+        schema.arguments[0].alias_info.before_set == alias.before_set
+    if alias is not None and not in_place or schema.is_mutable and not in_place:
+        return None
+    return in_place
 
 
 def _convert_loop(converter: Any, node: torch._C.Node, trip_count: torch.fx.Node) -> None:
@@ -1511,17 +1580,16 @@ def _provenance(node: torch._C.Node) -> dict[str, Any]:
     scope = node.scopeName().split("/")[-1].removeprefix("__module.").removeprefix(_PREFIX)
     if scope and scope != _PREFIX.rstrip("."):
         meta["nn_module_stack"] = {scope: (scope, "torch.nn.Module")}
-    frames = []
-    for line in node.sourceRange().splitlines():
-        match = _SOURCE_RANGE_LINE.match(line.strip())
-        if match:
-            frames.append(f'  File "{match[1]}", line {match[2]}, in {match[3]}')
+    frames = [f'  File "{path}", line {line}, in {function}'
+              for path, line, function in _SOURCE_RANGE_LINE.findall(node.sourceRange())]
     if frames:  # innermost first in a source range, last in a Python traceback
         meta["stack_trace"] = "\n".join(reversed(frames)) + "\n"
     return meta
 
 
-_SOURCE_RANGE_LINE = re.compile(r"^(.+)\((\d+)\): (\S+)$")
+# A line "<file>(<line>): <function>" of a source range (the others quote the code); one
+# search of the whole text, not one match per line (most lines are code).
+_SOURCE_RANGE_LINE = re.compile(r"^[^\S\n]*(.+)\((\d+)\): (\S+)[^\S\n]*$", re.MULTILINE)
 
 
 class _Replay(torch.nn.Module):
