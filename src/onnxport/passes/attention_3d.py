@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from onnxport.passes._nodes import perm as _perm
+
 from onnxport.passes.merge_reshapes import int64_initializer
 
 _HEADS_PERM = [0, 2, 1, 3]
@@ -29,11 +31,6 @@ def _static_4d(value: ir.Value | None) -> list | None:
         return None
     dims = list(value.shape)
     return dims if isinstance(dims[1], int) and isinstance(dims[3], int) else None
-
-
-def _perm(node: ir.Node) -> list[int] | None:
-    attr = node.attributes.get("perm")
-    return list(attr.value) if attr is not None else None
 
 
 def _heads_input(value: ir.Value, allow_rotary: bool):

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-
-def _perm(node: ir.Node) -> list[int] | None:
-    attr = node.attributes.get("perm")
-    return list(attr.value) if attr is not None else None
+from onnxport.passes._nodes import perm as _perm
 
 
 class MergeTransposes(ir.passes.InPlacePass):

@@ -14,6 +14,8 @@ import math
 
 import onnx_ir as ir
 
+from onnxport.passes._nodes import perm as _perm
+
 from onnxport.passes.merge_reshapes import int64_initializer, same_shape
 
 
@@ -35,11 +37,6 @@ def _constant_entries(node: ir.Node) -> list[int] | None:
         return None
     entries = [int(e) for e in shape.const_value.numpy().reshape(-1)]
     return None if 0 in entries else entries
-
-
-def _perm(node: ir.Node) -> list[int] | None:
-    attr = node.attributes.get("perm")
-    return list(attr.value) if attr is not None else None
 
 
 class TransposeRowsAroundGemm(ir.passes.InPlacePass):
