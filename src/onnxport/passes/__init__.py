@@ -13,6 +13,7 @@ from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_scale_into_gemm import FoldScaleIntoGemm
 from onnxport.passes.flat_rowwise import FlatRowwise
 from onnxport.passes.flat_split import FlatSplit
+from onnxport.passes.flatten_concats import FlattenConcats
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMatMul
@@ -49,6 +50,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             FlatSplit(),
             FoldScaleIntoGemm(),
             MergeTransposes(),
+            FlattenConcats(),
             MergeReshapes(),
             ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
@@ -63,9 +65,9 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 __all__ = [
     "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
-    "FlatRowwise", "FlatSplit", "FoldConstants", "FoldScaleIntoGemm", "FoldWeightTranspose",
-    "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul",
-    "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes", "MergeTransposes",
-    "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias", "TransposeRowsAroundGemm",
-    "optimize",
+    "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants", "FoldScaleIntoGemm",
+    "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
+    "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
+    "MergeTransposes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias",
+    "TransposeRowsAroundGemm", "optimize",
 ]
