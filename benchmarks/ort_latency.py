@@ -172,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
                 if key[0] != "nodes" and isinstance(results[key], str):
                     print(f"  {key[0]} opset {key[1]}: {results[key]}")
     for baseline in baselines:
-        for family, members in (("transformers", TRANSFORMERS), ("CNN/ViT", CNNS)):
+        # The CNN/ViT family is every model run that is not a transformer (the torchvision
+        # foundation models named in --models), not only the default three.
+        others = [m for m in models if m not in TRANSFORMERS]
+        for family, members in (("transformers", TRANSFORMERS), ("CNN/ViT", others)):
             line = []
             for opset in opsets:
                 mean = geometric_mean([ratios[(baseline, m, opset)] for m in members
