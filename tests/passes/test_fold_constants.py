@@ -225,3 +225,18 @@ def test_shifted_window_mask_with_shared_intermediates_is_folded():
         scores = torch.randn(batch, 36, 64, 64)
         torch.testing.assert_close(program(scores)[0], model(scores), rtol=1e-3, atol=1e-4)
 
+
+
+def test_a_large_weight_whose_users_all_fold_is_stored_once():
+    class TwoViews(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("weight", torch.randn(16, 1 << 15))  # 2 MB: not a mask
+
+        def forward(self, x):
+            return x @ (self.weight * 2).t() + x @ (self.weight + 1).t()
+
+    model, x = TwoViews(), torch.randn(3, 1 << 15)
+    program = onnxport.export(model, (x,))
+    assert sum(_initializer_sizes(program).values()) <= (1 << 19) + FILL_LIMIT
+    torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-3)

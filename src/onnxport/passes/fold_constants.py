@@ -20,8 +20,10 @@ OUTPUT_LIMIT = 1 << 20
 FILL_LIMIT = 1024
 # A constant this large that has other users is not folded (it would be stored twice), unless
 # every one of its users is folded too: then it is an intermediate of a constant-only subgraph
-# (Swin's shifted-window mask: zeros, slice assignments, Sub, Where) and leaves the file.
+# (Swin's shifted-window mask: zeros, slice assignments, Sub, Where) and leaves the file. Even
+# then, one above this size is not (two folded users of a weight would store it twice).
 _SHARED_LIMIT = 1024
+_SHARED_SUBGRAPH_LIMIT = 1 << 18
 # Q/DQ pairs carry the quantization (ONNX Runtime fuses them into integer kernels): a
 # DequantizeLinear of a constant int8 weight folded into a float weight would lose it.
 _NOT_FOLDED = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
@@ -89,7 +91,8 @@ def _constant_derived(graph: ir.Graph) -> set[ir.Value]:
     for node in graph:
         if not _foldable_op(node) or not node.inputs:
             continue
-        if all(v is None or v in derived
+        if all(_static_size(v) <= OUTPUT_LIMIT for v in node.outputs) and all(
+               v is None or v in derived
                or (v.const_value is not None and not v.is_graph_input()) for v in node.inputs):
             derived.update(node.outputs)
     return derived
@@ -154,8 +157,9 @@ def _evaluate(node: ir.Node, opset: int, fills: dict[ir.Value, _Fill],
             return None
         if v.dtype in (ir.DataType.BFLOAT16, ir.DataType.STRING):
             return None
-        if (v.const_value.size > _SHARED_LIMIT and len(v.uses()) > 1
-                and not _only_feeds_folded_nodes(v, derived)):
+        if v.const_value.size > _SHARED_LIMIT and len(v.uses()) > 1 and (
+                v.const_value.size > _SHARED_SUBGRAPH_LIMIT
+                or not _only_feeds_folded_nodes(v, derived)):
             return None  # folding would store a second copy of a weight that stays in use
     if any(_static_size(v) > OUTPUT_LIMIT for v in node.outputs):
         return None  # known to be too large: do not compute it only to throw it away
