@@ -188,3 +188,55 @@ def test_gather_elements_of_constants_is_folded():
     ops = [n.op_type for n in program.model.graph]
     assert "GatherElements" not in ops, ops
     torch.testing.assert_close(program(x)[0], model(x))
+
+
+class _ShiftedWindowMask(torch.nn.Module):
+    """Swin's shifted-window attention mask: region ids written into a zeros image (larger than
+    FILL_LIMIT) by slice assignments, cut into windows, compared pairwise, masked_fill'ed."""
+
+    def forward(self, scores):  # scores: [batch, windows, tokens, tokens]
+        size, window, shift = 48, 8, 4
+        image = torch.zeros(size, size)
+        count = 0
+        for h in ((0, -window), (-window, -shift), (-shift, None)):
+            for w in ((0, -window), (-window, -shift), (-shift, None)):
+                image[h[0]:h[1], w[0]:w[1]] = count
+                count += 1
+        windows = image.view(size // window, window, size // window, window).permute(0, 2, 1, 3)
+        windows = windows.reshape(-1, window * window)
+        mask = windows.unsqueeze(1) - windows.unsqueeze(2)
+        mask = mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0)
+        return (scores + mask).softmax(-1)
+
+
+def test_shifted_window_mask_with_shared_intermediates_is_folded():
+    # Intermediates larger than the shared-constant limit, each with several users (the zeros
+    # image: its Slice and its ScatterElements; the pairwise difference: Equal and two Where),
+    # were left in the graph: all their users fold, so nothing is stored twice.
+    model = _ShiftedWindowMask()
+    scores = torch.randn(1, 36, 64, 64)
+    program = onnxport.export(model, (scores,),
+                              dynamic_shapes={"scores": {0: torch.export.Dim("batch")}})
+    ops = [n.op_type for n in program.model.graph]
+    assert ops == ["Add", "Softmax"], ops
+    (mask,) = [v for v in program.model.graph.initializers.values()]
+    assert mask.shape.numpy() == (36, 64, 64)
+    for batch in (1, 3):
+        scores = torch.randn(batch, 36, 64, 64)
+        torch.testing.assert_close(program(scores)[0], model(scores), rtol=1e-3, atol=1e-4)
+
+
+
+def test_a_large_weight_whose_users_all_fold_is_stored_once():
+    class TwoViews(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("weight", torch.randn(16, 1 << 15))  # 2 MB: not a mask
+
+        def forward(self, x):
+            return x @ (self.weight * 2).t() + x @ (self.weight + 1).t()
+
+    model, x = TwoViews(), torch.randn(3, 1 << 15)
+    program = onnxport.export(model, (x,))
+    assert sum(_initializer_sizes(program).values()) <= (1 << 19) + FILL_LIMIT
+    torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-3)

@@ -18,8 +18,12 @@ OUTPUT_LIMIT = 1 << 20
 # made at run time by ConstantOfShape: the limit of the creation ops (zeros, full, ones...),
 # which folding would otherwise undo by writing their fills into the file.
 FILL_LIMIT = 1024
-# A constant this large that has other users is not folded (it would be stored twice).
+# A constant this large that has other users is not folded (it would be stored twice), unless
+# every one of its users is folded too: then it is an intermediate of a constant-only subgraph
+# (Swin's shifted-window mask: zeros, slice assignments, Sub, Where) and leaves the file. Even
+# then, one above this size is not (two folded users of a weight would store it twice).
 _SHARED_LIMIT = 1024
+_SHARED_SUBGRAPH_LIMIT = 1 << 18
 # Q/DQ pairs carry the quantization (ONNX Runtime fuses them into integer kernels): a
 # DequantizeLinear of a constant int8 weight folded into a float weight would lose it.
 _NOT_FOLDED = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
@@ -49,12 +53,10 @@ class FoldConstants(ir.passes.InPlacePass):
         graph = model.graph
         opset = model.opset_imports.get("", 18)
         fills: dict[ir.Value, _Fill] = {}  # large fills left as ConstantOfShape, by output
+        derived = _constant_derived(graph)
         modified = False
         for node in list(graph):
-            if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDED:
-                continue
-            if any(attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-                   for attr in node.attributes.values()):
+            if not _foldable_op(node):
                 continue
             if node.op_type == "ConstantOfShape":
                 fill = _constant_of_shape(node)
@@ -63,7 +65,7 @@ class FoldConstants(ir.passes.InPlacePass):
                     continue
             outputs = _shape_of(node) if node.op_type in ("Shape", "Size") else None
             if outputs is None:
-                outputs = _evaluate(node, opset, fills)
+                outputs = _evaluate(node, opset, fills, derived)
             if outputs is None:
                 continue
             for value, array in zip(node.outputs, outputs):
@@ -75,6 +77,30 @@ class FoldConstants(ir.passes.InPlacePass):
             graph.remove(node, safe=True)
             modified = True
         return ir.passes.PassResult(model, modified)
+
+
+def _foldable_op(node: ir.Node) -> bool:
+    return (node.domain in ("", "ai.onnx") and node.op_type not in _NOT_FOLDED
+            and not any(attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+                        for attr in node.attributes.values()))
+
+
+def _constant_derived(graph: ir.Graph) -> set[ir.Value]:
+    """Outputs of nodes computed from constants only, directly or through other such nodes."""
+    derived: set[ir.Value] = set()
+    for node in graph:
+        if not _foldable_op(node) or not node.inputs:
+            continue
+        if all(_static_size(v) <= OUTPUT_LIMIT for v in node.outputs) and all(
+               v is None or v in derived
+               or (v.const_value is not None and not v.is_graph_input()) for v in node.inputs):
+            derived.update(node.outputs)
+    return derived
+
+
+def _only_feeds_folded_nodes(value: ir.Value, derived: set[ir.Value]) -> bool:
+    return not value.is_graph_output() and all(
+        all(out in derived for out in use.node.outputs) for use in value.uses())
 
 
 def _constant_of_shape(node: ir.Node) -> _Fill | None:
@@ -115,7 +141,8 @@ def _shape_of(node: ir.Node) -> list[np.ndarray] | None:
     return [np.array(dims[slice(start, end)], dtype=np.int64)]
 
 
-def _evaluate(node: ir.Node, opset: int, fills: dict[ir.Value, _Fill]) -> list[np.ndarray] | None:
+def _evaluate(node: ir.Node, opset: int, fills: dict[ir.Value, _Fill],
+              derived: set[ir.Value]) -> list[np.ndarray] | None:
     inputs = list(node.inputs)
     if not inputs:
         return None
@@ -130,7 +157,9 @@ def _evaluate(node: ir.Node, opset: int, fills: dict[ir.Value, _Fill]) -> list[n
             return None
         if v.dtype in (ir.DataType.BFLOAT16, ir.DataType.STRING):
             return None
-        if v.const_value.size > _SHARED_LIMIT and len(v.uses()) > 1:
+        if v.const_value.size > _SHARED_LIMIT and len(v.uses()) > 1 and (
+                v.const_value.size > _SHARED_SUBGRAPH_LIMIT
+                or not _only_feeds_folded_nodes(v, derived)):
             return None  # folding would store a second copy of a weight that stays in use
     if any(_static_size(v) > OUTPUT_LIMIT for v in node.outputs):
         return None  # known to be too large: do not compute it only to throw it away

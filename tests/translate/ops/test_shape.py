@@ -227,6 +227,13 @@ def test_reflect_pad_is_one_pad():
     assert pad.op_type == "Pad" and pad.attributes["mode"].value == "reflect"
 
 
+
+@pytest.mark.parametrize("mode", ["constant", "replicate"])
+def test_padding_by_nothing_emits_no_pad(mode):
+    # Swin pads each window to a multiple of the window size: at 224 x 224, by nothing.
+    program = check(lambda x: F.pad(x, (0, 0, 0, 0), mode=mode) * 2, torch.randn(2, 3, 4, 5))
+    assert op_types(program) == ["Mul"]
+
 @pytest.mark.parametrize("opset", [13, 14, 18])
 def test_diagonal_with_dynamic_shapes(opset):
     rows, columns = torch.export.Dim("rows"), torch.export.Dim("columns")
