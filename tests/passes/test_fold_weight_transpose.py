@@ -15,17 +15,17 @@ def test_transposed_weight_is_stored_transposed():
     torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
 
 
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(300, 8)  # over the fold's limit for shared weights
+
+    def forward(self, ids):
+        hidden = self.embedding(ids)
+        return torch.nn.functional.linear(hidden, self.embedding.weight)
+
+
 def test_shared_weight_keeps_its_transpose():
-    class Tied(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embedding = torch.nn.Embedding(300, 8)  # over the fold's limit for shared weights
-
-        def forward(self, ids):
-            hidden = self.embedding(ids)
-            return torch.nn.functional.linear(hidden, self.embedding.weight)
-
-    test_shared_weight_keeps_its_transpose.Tied = Tied
     model = Tied().eval()
     ids = torch.tensor(7)  # one id: a 1-D hidden state, MatMul with the transposed weight
     program = onnxport.export(model, (ids,))
@@ -34,7 +34,7 @@ def test_shared_weight_keeps_its_transpose():
 
 
 def test_shared_weight_as_gemm_needs_no_transpose():
-    model = test_shared_weight_keeps_its_transpose.Tied().eval()
+    model = Tied().eval()
     ids = torch.randint(0, 300, (2, 3))
     program = onnxport.export(model, (ids,))
     # Gemm reads the [out, in] weight with transB: one copy, no Transpose.
