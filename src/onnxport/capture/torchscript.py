@@ -163,20 +163,19 @@ def _propagated_static(graph_module: torch.fx.GraphModule, tensors: tuple,
     propagation cannot follow either is left to torch.export (None), as before such graphs
     were propagated at all."""
     reads = _shape_reads(graph_module)
-    try:
-        program = _propagated(graph_module, tensors, dynamic)
-    except CaptureError:
-        if not reads:
-            raise
-        program = None
-    if program is None:
-        _fix_scalar_reads(graph_module, tensors, reads)
+
+    def propagated():
         try:
-            program = _propagated(graph_module, tensors, dynamic)
+            return _propagated(graph_module, tensors, dynamic)
         except CaptureError:
             if not reads:
                 raise
-            program = None
+            return None
+
+    program = propagated()
+    if program is None:
+        _fix_scalar_reads(graph_module, tensors, reads)
+        program = propagated()
     return program
 
 

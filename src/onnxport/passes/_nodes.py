@@ -9,3 +9,20 @@ def perm(node: ir.Node) -> list[int] | None:
     """A Transpose's perm attribute, None when it has none (reverse all axes)."""
     attr = node.attributes.get("perm")
     return list(attr.value) if attr is not None else None
+
+
+def reshape_after(graph: ir.Graph, node: ir.Node, value: ir.Value, shape: ir.Value,
+                  name: str, rows_shape: ir.Shape) -> ir.Value:
+    """Put Reshape(value, shape) right after ``node``: the Reshape's result takes ``value``'s
+    name, shape, dtype and uses (graph outputs too), and ``value`` becomes the [rows, width]
+    intermediate (``rows_shape``) named ``<name>__rows``. Returns the result."""
+    unflatten = ir.node("Reshape", [None, shape], name=name,
+                        metadata_props=dict(node.metadata_props))
+    graph.insert_after(node, unflatten)
+    result = unflatten.outputs[0]
+    ir.convenience.replace_all_uses_with(value, result, replace_graph_outputs=True)
+    unflatten.replace_input_with(0, value)
+    result.name, value.name = value.name, f"{value.name}__rows"
+    result.shape, result.dtype = value.shape, value.dtype
+    value.shape = rows_shape
+    return result

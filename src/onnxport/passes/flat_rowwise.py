@@ -13,6 +13,7 @@ import math
 
 import onnx_ir as ir
 
+from onnxport.passes._nodes import reshape_after
 from onnxport.passes.merge_reshapes import int64_initializer, same_dim, same_shape
 
 _UNARY = {"Relu", "Erf", "Tanh", "Sigmoid", "Gelu", "Neg", "Exp", "Log", "Sqrt", "Abs", "Cast",
@@ -123,15 +124,10 @@ class FlatRowwise(ir.passes.InPlacePass):
         if axes is not None:
             axes()
         output = node.outputs[0]
-        unflatten = ir.node("Reshape", [None, shape], name=f"{node.name}/Reshape",
-                            metadata_props=dict(node.metadata_props))
-        graph.insert_after(node, unflatten)
-        result = unflatten.outputs[0]
-        ir.convenience.replace_all_uses_with(output, result, replace_graph_outputs=True)
-        unflatten.replace_input_with(0, output)
-        result.name, output.name = output.name, f"{output.name}__rows"
-        result.shape, result.dtype = ir.Shape([*leading, out_width]), output.dtype
-        output.shape = ir.Shape([flat_inputs[next(iter(reshapes))].shape[0], out_width])
+        result = reshape_after(
+            graph, node, output, shape, f"{node.name}/Reshape",
+            ir.Shape([flat_inputs[next(iter(reshapes))].shape[0], out_width]))
+        result.shape = ir.Shape([*leading, out_width])
         for extra in node.outputs[1:]:
             extra.shape = None
         for dead in replaced:

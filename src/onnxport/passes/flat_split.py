@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from onnxport.passes._nodes import reshape_after
 from onnxport.passes.flat_rowwise import _unflatten_shape, _unflattened_rows
 
 
@@ -40,15 +41,8 @@ class FlatSplit(ir.passes.InPlacePass):
         node.replace_input_with(0, rows)
         node.attributes["axis"] = ir.AttrInt64("axis", -1)
         for part, shape in zip(parts, shapes):
-            unflatten = ir.node("Reshape", [None, shape], name=f"{node.name}/Reshape_{part.name}",
-                                metadata_props=dict(node.metadata_props))
-            graph.insert_after(node, unflatten)
-            result = unflatten.outputs[0]
-            ir.convenience.replace_all_uses_with(part, result, replace_graph_outputs=True)
-            unflatten.replace_input_with(0, part)
-            result.name, part.name = part.name, f"{part.name}__rows"
-            result.shape, result.dtype = part.shape, part.dtype
-            part.shape = ir.Shape([rows.shape[0], part.shape[-1]])
+            reshape_after(graph, node, part, shape, f"{node.name}/Reshape_{part.name}",
+                          ir.Shape([rows.shape[0], part.shape[-1]]))
         if not any(o.uses() or o.is_graph_output() for o in reshape.outputs):
             graph.remove(reshape, safe=True)
         return True
