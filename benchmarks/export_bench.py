@@ -452,7 +452,7 @@ def check_targets(all_results: dict, ort: bool = True) -> list[tuple[str, bool, 
     checks = []
     ran = {exporter for results in all_results.values() for exporter in results}
     for mine, other, limit, label in [
-            ("onnxport", "dynamo", 0.35, "export time geomean <= 0.35 x dynamo=True"),
+            ("onnxport", "dynamo", 0.25, "export time geomean <= 0.25 x dynamo=True"),
             ("onnxport-ts", "torchscript", 0.8,
              "dynamo=False export time geomean <= 0.8 x torch.onnx dynamo=False")]:
         if {mine, other} <= ran:
