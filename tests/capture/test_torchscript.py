@@ -526,3 +526,51 @@ def test_in_place_ops_that_change_shapes_keep_the_shape_of_their_input(dynamic):
         for ours, eager in zip(program(x), _MetadataInPlace()(x)):
             assert ours.shape == eager.shape
             torch.testing.assert_close(ours, eager, rtol=1e-3, atol=1e-4)
+
+
+class PatchesBySize(torch.nn.Module):
+    """torchvision ViT's patch flattening: the sizes are read from the convolution's result
+    (and computed with tensor ops by the tracer), then its output goes through an eval-mode
+    Dropout, as T5's last hidden state does."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 2, stride=2)
+        self.dropout = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        n, c, h, w = y.shape
+        return self.dropout(y.reshape(n, c, h * w).permute(0, 2, 1))
+
+
+def test_a_static_export_reads_sizes_without_running_the_model_again(monkeypatch):
+    # Each fake run of the model to find that sizes are read back cost vit_b_16 0.4 s, and
+    # reading them by running the graph again cost one more forward; the tracer recorded
+    # every size. A Dropout as an output made the program fail its own check, and
+    # torch.export traced the graph again (T5: 1.3 s).
+    from onnxport.capture import torchscript
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("torch.export.export was called on the traced program")
+
+    calls = []
+    propagated = torchscript._propagated
+    monkeypatch.setattr(torch.export, "export", no_export)
+    monkeypatch.setattr(torchscript, "_propagated",
+                        lambda *args, **kwargs: calls.append(1) or propagated(*args, **kwargs))
+    convolutions = []
+    convolution = torch.ops.aten.convolution.default
+
+    class Counted(torch.fx.Interpreter):
+        def run_node(self, node):
+            if node.target is convolution:
+                convolutions.append(node)
+            return super().run_node(node)
+
+    monkeypatch.setattr(torch.fx, "Interpreter", Counted)
+    model = PatchesBySize().eval()
+    x = torch.randn(1, 3, 8, 8)
+    program = onnxport.export(model, (x,), dynamo=False)
+    assert len(calls) == 1 and not convolutions
+    _close(program(x)[0], model(x))

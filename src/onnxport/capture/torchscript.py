@@ -157,26 +157,20 @@ def capture_tracing(
 
 def _propagated_static(graph_module: torch.fx.GraphModule, tensors: tuple,
                        dynamic: list) -> torch.export.ExportedProgram | None:
-    """:func:`_propagated` without dynamic dims: sizes read back from tensors that it cannot
-    follow are fixed to this run's values (exact: they depend on the shapes only), and it
-    tries again. A graph with a scripted branch (torchvision's batched NMS) whose data
-    propagation cannot follow either is left to torch.export (None), as before such graphs
-    were propagated at all."""
+    """:func:`_propagated` without dynamic dims. Sizes read back from tensors are fixed to
+    this run's values first (exact: they depend on the shapes only, and no shape is dynamic):
+    propagation cannot follow them, and finding that out cost two fake runs of the model
+    (vit_b_16's one read: 0.9 s). A graph with a scripted branch (torchvision's batched NMS)
+    whose data propagation cannot follow either is left to torch.export (None), as before
+    such graphs were propagated at all."""
     reads = _shape_reads(graph_module)
-
-    def propagated():
-        try:
-            return _propagated(graph_module, tensors, dynamic)
-        except CaptureError:
-            if not reads:
-                raise
-            return None
-
-    program = propagated()
-    if program is None:
-        _fix_scalar_reads(graph_module, tensors, reads)
-        program = propagated()
-    return program
+    _fix_scalar_reads(graph_module, tensors, reads)
+    try:
+        return _propagated(graph_module, tensors, dynamic)
+    except CaptureError:
+        if not reads:
+            raise
+        return None
 
 
 def _name_outputs(captured: CapturedProgram, readable: list[str | None], given: int) -> None:
@@ -417,6 +411,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     read_backs.warn(graph_module, tensors, dynamic)
     for node in graph.nodes:
         node.meta.pop(_TRACED_TYPE, None)
+        node.meta.pop(_TRACED_SIZES, None)
     for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
         graph.erase_node(node)
     for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None):
@@ -447,6 +442,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
         # has no other way: its sizes read back from tensors stay data-dependent.)
         return None
 
+    results = list(output.args[0])  # (an output that was a Dropout is its input now)
     user_specs = [InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None)
                   for node in inputs]
     output_specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None)
@@ -1120,13 +1116,26 @@ def _sized_by_data(graph_module: torch.fx.GraphModule) -> set:
 
 def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
                       reads: list[torch.fx.Node]) -> None:
-    """Replace each read of a tensor as a number by the number this run reads."""
+    """Replace each read of a tensor as a number by the number this run reads. Only what
+    the reads depend on runs (sizes, mostly), not the whole model again."""
     if not reads:
         return
     values: dict[torch.fx.Node, Any] = {}
+    needed: set[torch.fx.Node] = set()
+    pending = list(reads)
+    while pending:
+        node = pending.pop()
+        if node not in needed:
+            needed.add(node)
+            if _traced_size(node) is None:  # (the size of a tensor needs not its value)
+                pending.extend(node.all_input_nodes)
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, node):
+            if node.op not in ("placeholder", "output") and node not in needed:
+                return None
+            if (size := _traced_size(node)) is not None:
+                return size
             result = super().run_node(node)
             if node.target in _SCALAR_READS:
                 values[node] = result
@@ -1142,6 +1151,17 @@ def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
         graph_module.graph.erase_node(node)
     graph_module.graph.eliminate_dead_code()
     graph_module.recompile()
+
+
+def _traced_size(node: torch.fx.Node) -> int | None:
+    """What ``sym_size(x, axis)`` read while tracing, when the tracer recorded x's sizes."""
+    if node.target in (torch.ops.aten.sym_size, torch.ops.aten.sym_size.int) and \
+            len(node.args) == 2 and isinstance(node.args[0], torch.fx.Node) and \
+            isinstance(node.args[1], int):
+        sizes = node.args[0].meta.get(_TRACED_SIZES)
+        if sizes is not None and -len(sizes) <= node.args[1] < len(sizes):
+            return sizes[node.args[1]]
+    return None
 
 
 def _source_of(node: torch.fx.Node) -> str:
@@ -1447,6 +1467,9 @@ def _converter_class():
 # device, in place): what a fake run of the node would compute, read instead when no dim is
 # dynamic. "in place" when the op returns its first argument, written into.
 _TRACED_TYPE = "onnxport_traced_type"
+# The sizes the tracer recorded for the value a node stands for, whatever op computes it:
+# what a read of its size returned while tracing (see :func:`_fix_scalar_reads`).
+_TRACED_SIZES = "onnxport_traced_sizes"
 # TorchScript ops the converter calls under another name, for the same result.
 _CONVERTED_AS = {"aten::_convolution": "aten::convolution"}
 
@@ -1458,15 +1481,18 @@ def _record_traced_type(node: torch._C.Node, fx_node: Any) -> None:
     view must share its base's storage: it is still run on fake tensors)."""
     if not isinstance(fx_node, torch.fx.Node) or fx_node.op != "call_function":
         return
-    in_place = _traced_type_kind(fx_node.target, node.kind())
-    if in_place is None:
-        return
     traced = node.output().type()
     if not isinstance(traced, torch._C.TensorType):
         return
     try:  # (an incomplete type has None for what it does not know, or raises)
         recorded = (traced.dtype(), traced.sizes(), traced.strides(), traced.device())
     except RuntimeError:
+        return
+    if recorded[1] is not None and None not in recorded[1]:
+        # Whatever op made it, the node stands for that value: its sizes are these.
+        fx_node.meta[_TRACED_SIZES] = tuple(recorded[1])
+    in_place = _traced_type_kind(fx_node.target, node.kind())
+    if in_place is None:
         return
     if None in recorded or None in recorded[1] or None in recorded[2]:
         return
