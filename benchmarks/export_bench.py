@@ -95,12 +95,37 @@ def register_cache_pytrees(model) -> None:
     register_cache_pytrees_for_model(model)
 
 
+class TupleOutputs:
+    """A transformers model called with its keyword tensors given positionally, returning a
+    tuple and no cache (built lazily: torch is imported by the worker only)."""
+
+    def __new__(cls, model, keywords: list[str]):
+        import torch
+
+        class Wrapper(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, first, *rest):
+                output = self.model(first, **dict(zip(keywords, rest)), use_cache=False)
+                return tuple(v for v in output.values() if isinstance(v, torch.Tensor))
+
+        return Wrapper().eval()
+
+
 def export_attempts(exporter: str, model, args: tuple, kwargs: dict):
     """The plain call first, then the workaround a user would try when it fails:
-    (workaround or None, prepare, args, kwargs) each."""
+    (workaround or None, prepare, args, kwargs[, model to export instead]) each."""
     yield None, lambda: None, args, kwargs
     if exporter == "torchscript" and kwargs:
         yield "kwargs passed positionally", lambda: None, as_positional(model, args, kwargs), {}
+    if exporter == "torchscript" and type(model).__module__.startswith("transformers."):
+        # The TorchScript exporter takes no ModelOutput or cache object: what its users do is
+        # wrap the model, tensors in and a tuple out, without the cache.
+        wrapper = TupleOutputs(model, list(kwargs))
+        yield ("wrapped: tensors in, tuple out, use_cache=False", lambda: None,
+               (*args, *kwargs.values()), {}, wrapper)
     if exporter == "dynamo" and type(model).__module__.startswith("transformers."):
         yield "transformers cache pytrees registered", lambda: register_cache_pytrees(model), \
             args, kwargs
@@ -111,12 +136,13 @@ def warm_up_export(exporter: str, model, args: tuple, kwargs: dict,
     """The untimed first export (imports, registries, caches). Returns the workaround that
     made it work (None for the plain call) and the (args, kwargs) to time with."""
     errors = []
-    for workaround, prepare, call_args, call_kwargs in export_attempts(exporter, model, args,
-                                                                        kwargs):
+    for workaround, prepare, call_args, call_kwargs, *instead in export_attempts(
+            exporter, model, args, kwargs):
         try:
             prepare()
-            export_with(exporter, model, call_args, call_kwargs, path)
-            return workaround, call_args, call_kwargs
+            exported = instead[0] if instead else model
+            export_with(exporter, exported, call_args, call_kwargs, path)
+            return workaround, call_args, call_kwargs, exported
         except Exception as error:  # noqa: BLE001 - the next workaround may work
             errors.append(f"{workaround or 'plain call'}: {error_summary(error)}")
     raise ExportFailed("; ".join(errors))
@@ -253,7 +279,7 @@ def measure_export(exporter: str, model_name: str, repeat: int, output_dir: str)
     path = str(timed_folder / "model.onnx")
     with tempfile.TemporaryDirectory(prefix="export-bench-warm-up-") as warm_folder:
         try:
-            workaround, export_args, export_kwargs = warm_up_export(
+            workaround, export_args, export_kwargs, model = warm_up_export(
                 exporter, model, args, kwargs, os.path.join(warm_folder, "model.onnx"))
             result["workaround"] = workaround
             seconds, extra, absolute = [], [], []
