@@ -30,6 +30,7 @@ _BOOL_OUTPUT = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "No
                 "Or", "Xor", "IsNaN", "IsInf"}
 _INT64_OUTPUT = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero"}
 
+_PLAIN = (int, float, bool)  # Python numbers, by exact type (not numpy scalars, not tensors)
 _NUMPY_DTYPES = {
     ir.DataType.FLOAT: np.float32, ir.DataType.DOUBLE: np.float64,
     ir.DataType.FLOAT16: np.float16, ir.DataType.INT64: np.int64,
@@ -185,17 +186,31 @@ class GraphBuilder:
         else:
             if dtype is None:
                 dtype = _python_dtype(value)
+            # Most constants are a few Python numbers (axes, shapes, scalars), asked for again
+            # and again: found by their text, without making an array. (repr, not the value:
+            # 0.0 == -0.0.)
+            plain = type(value) in _PLAIN or (type(value) in (list, tuple) and all(
+                type(v) in _PLAIN for v in value))
+            quick = (dtype, repr(value)) if plain else None
+            if quick is not None and (cached := self._constants.get(quick)) is not None:
+                return cached
             array = np.asarray(value, dtype=_NUMPY_DTYPES.get(dtype))
             if dtype not in _NUMPY_DTYPES:
                 array = torch.tensor(value, dtype=to_torch_dtype(dtype))
                 return self._add_initializer(TorchTensor(array))
+            shared = self._shared(array)
+            if quick is not None:
+                self._constants[quick] = shared
+            return shared
+        return self._shared(array)
+
+    def _shared(self, array: np.ndarray) -> ir.Value:
+        """The initializer holding ``array``, one per distinct small constant."""
         key = (str(array.dtype), array.shape, array.tobytes())
         cached = self._constants.get(key)
-        if cached is not None:
-            return cached
-        value = self._add_initializer(ir.tensor(array))
-        self._constants[key] = value
-        return value
+        if cached is None:
+            cached = self._constants[key] = self._add_initializer(ir.tensor(array))
+        return cached
 
     def _add_initializer(self, tensor: ir.TensorProtocol) -> ir.Value:
         name = f"const_{next(self._constant_numbers)}"

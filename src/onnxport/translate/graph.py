@@ -7,6 +7,7 @@ library has no translation for are decomposed one node at a time (see ``decompos
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import os
 import re
@@ -602,6 +603,7 @@ def _scope_of(node: torch.fx.Node) -> str:
     return _clean_module_path(path)
 
 
+@functools.lru_cache(maxsize=4096)  # (per node, and a model has few distinct paths)
 def _clean_module_path(path: str) -> str:
     path = re.sub(r"^L\['self'\]\.?|^L__self__\.?", "", path)
     path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
@@ -612,17 +614,25 @@ def _source_of(node: torch.fx.Node) -> str:
     trace = node.meta.get("stack_trace")
     if not trace:
         return ""
+    frame = _innermost_frame(trace)
+    if frame is None:
+        return ""
+    file, line, function = frame
+    # Never an absolute path (relative_path says why).
+    return f"{relative_path(file)}:{line} in {function}"
+
+
+@functools.lru_cache(maxsize=4096)  # (the ops of one line share their stack)
+def _innermost_frame(trace: str) -> tuple[str, str, str] | None:
     matches = _SOURCE_LINE.findall(trace)
     if not matches:
-        return ""
+        return None
     # The innermost frame outside torch itself: the user's (or the model library's) line.
     # torch.cond's and while_loop's subgraphs add frames of code dynamo generated
     # ("<eval_with_key>.12", numbered per process): never the user's line, never deterministic.
     outside_torch = [m for m in matches if not m[0].startswith(_TORCH_FOLDER)
                      and not m[0].startswith("<eval_with_key>")]
-    file, line, function = (outside_torch or matches)[-1]
-    # Never an absolute path (relative_path says why).
-    return f"{relative_path(file)}:{line} in {function}"
+    return (outside_torch or matches)[-1]
 
 
 _TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
