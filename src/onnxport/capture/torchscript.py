@@ -1579,13 +1579,21 @@ def _provenance(node: torch._C.Node) -> dict[str, Any]:
     scope = node.scopeName().split("/")[-1].removeprefix("__module.").removeprefix(_PREFIX)
     if scope and scope != _PREFIX.rstrip("."):
         meta["nn_module_stack"] = {scope: (scope, "torch.nn.Module")}
-    frames = [f'  File "{path}", line {line}, in {function}'
-              for path, line, function in _SOURCE_RANGE_LINE.findall(node.sourceRange())]
+    # The model's frames only, innermost first: from the wrapper that calls it (_TracedCall)
+    # outwards the stack is onnxport's and the caller's, which would be taken as the user's
+    # line where the model has none of its own (an nn.Sequential of torch's modules, whose
+    # line is torch's on the dynamo path).
+    frames = []
+    for path, line, function in _SOURCE_RANGE_LINE.findall(node.sourceRange()):
+        if path == _THIS_FILE:
+            break
+        frames.append(f'  File "{path}", line {line}, in {function}')
     if frames:  # innermost first in a source range, last in a Python traceback
         meta["stack_trace"] = "\n".join(reversed(frames)) + "\n"
     return meta
 
 
+_THIS_FILE = _TracedCall.forward.__code__.co_filename  # as the tracer records it
 # A line "<file>(<line>): <function>" of a source range (the others quote the code); one
 # search of the whole text, not one match per line (most lines are code).
 _SOURCE_RANGE_LINE = re.compile(r"^[^\S\n]*(.+)\((\d+)\): (\S+)[^\S\n]*$", re.MULTILINE)
