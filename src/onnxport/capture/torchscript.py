@@ -1629,7 +1629,8 @@ def _provenance(node: torch._C.Node) -> dict[str, Any]:
     # line where the model has none of its own (an nn.Sequential of torch's modules, whose
     # line is torch's on the dynamo path).
     frames = []
-    for path, line, function in _SOURCE_RANGE_LINE.findall(node.sourceRange()):
+    for match in _SOURCE_RANGE_LINE.finditer(node.sourceRange()):  # (not read past the model)
+        path, line, function = match.groups()
         if path == _THIS_FILE:
             break
         frames.append(f'  File "{path}", line {line}, in {function}')
@@ -1640,7 +1641,7 @@ def _provenance(node: torch._C.Node) -> dict[str, Any]:
 
 _THIS_FILE = _TracedCall.forward.__code__.co_filename  # as the tracer records it
 # A line "<file>(<line>): <function>" of a source range (the others quote the code); one
-# search of the whole text, not one match per line (most lines are code).
+# search of the text up to the model's outermost frame, not one match per line.
 _SOURCE_RANGE_LINE = re.compile(r"^[^\S\n]*(.+)\((\d+)\): (\S+)[^\S\n]*$", re.MULTILINE)
 
 
