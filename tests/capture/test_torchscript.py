@@ -47,6 +47,25 @@ def test_a_dynamic_axis_of_size_one_in_the_example_stays_dynamic():
             _close(program(x)[0], model(x))
 
 
+@pytest.mark.parametrize("dynamic_axes", [None, {"x": {0: "batch"}}], ids=["static", "dynamic"])
+def test_a_model_with_no_forward_of_its_own_names_torchs_lines_not_onnxports(dynamic_axes):
+    # The tracer's stack goes on past the model into onnxport's wrapper and its caller; an
+    # nn.Sequential of torch's modules has no line of the user's, and its nodes named
+    # onnxport/capture/torchscript.py (the wrapper's call of the model) instead of torch's.
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.ReLU())
+    program = onnxport.export(model, (torch.randn(2, 3, 8, 8),), dynamo=False,
+                              input_names=["x"], dynamic_axes=dynamic_axes)
+    sources = {node.op_type: node.metadata_props.get("onnxport.source", "")
+               for node in program.model.graph}
+    assert sources["Conv"].startswith("torch/nn/modules/conv.py:"), sources
+    assert sources["Relu"].startswith("torch/nn/"), sources
+    assert not any("onnxport/" in source for source in sources.values()), sources
+    with torch.no_grad():
+        for batch in (2, 3) if dynamic_axes else (2,):
+            x = torch.randn(batch, 3, 8, 8)
+            _close(program(x)[0], model(x))
+
+
 class ViewBySize(torch.nn.Module):
     """Shape arithmetic read with .size() and .shape, as traced code often does it."""
 

@@ -270,37 +270,23 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
         DimDynamic, ShapeEnv, StatelessSymbolicContext)
     from torch._export.verifier import TrainingIRVerifier
 
-    graph = _aten_graph(graph_module)
+    attributes: list[tuple[torch.fx.Node, str, torch.Tensor]] = []
+    graph = _aten_graph(graph_module, attributes)
     if graph is None:
         return None
     bodies = {node.target: _aten_module(_attribute(graph_module, node.target))
               for node in graph.nodes if node.op == "get_attr"
               and isinstance(_attribute(graph_module, node.target), torch.fx.GraphModule)}
-    if None in bodies.values():
-        return None
-    attributes = [node for node in graph.nodes if node.op == "get_attr"
-                  and node.target not in bodies]
-    parameters = getattr(graph_module, "_onnxport_parameters", set())
+    if None in bodies.values() or any(node.op == "get_attr" and node.target not in bodies
+                                      for node in graph.nodes):
+        return None  # (an attribute neither a tensor nor a loop body)
     state_dict, constants, weight_specs, weight_values = {}, {}, [], []
     weight_dtypes: dict[torch.fx.Node, torch.dtype] = {}
-    first_input = next((n for n in graph.nodes if n.op == "placeholder"), None)
-    for node in attributes:
-        value = graph_module
-        for part in node.target.split("."):
-            value = getattr(value, part)
-        if not isinstance(value, torch.Tensor):
-            return None
-        kind = (InputKind.PARAMETER if node.target in parameters else
-                InputKind.BUFFER if node.target in getattr(graph_module, "_onnxport_buffers", ())
-                else InputKind.CONSTANT_TENSOR)
-        prefix = {InputKind.PARAMETER: "p_", InputKind.BUFFER: "b_"}.get(kind, "c_")
-        with graph.inserting_before(first_input or node):
-            placeholder = graph.placeholder(prefix + node.target.replace(".", "_"))
-        node.replace_all_uses_with(placeholder)
-        graph.erase_node(node)
-        (constants if kind == InputKind.CONSTANT_TENSOR else state_dict)[node.target] = value
+    for placeholder, target, value in attributes:
+        kind, _ = _weight_kind(graph_module, target)
+        (constants if kind == InputKind.CONSTANT_TENSOR else state_dict)[target] = value
         weight_dtypes[placeholder] = value.dtype
-        weight_specs.append(InputSpec(kind, TensorArgument(placeholder.name), node.target,
+        weight_specs.append(InputSpec(kind, TensorArgument(placeholder.name), target,
                                       persistent=True if kind == InputKind.BUFFER else None))
         weight_values.append(value)
     inputs = [n for n in graph.nodes if n.op == "placeholder"][len(attributes):]
@@ -425,7 +411,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
                 and not isinstance(node.args[2], torch.fx.Node) and not node.args[2]:
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
-    graph.eliminate_dead_code()
+    _eliminate_dead_code(graph)
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.
     shape_env.pending_fresh_unbacked_symbols.clear()
@@ -449,7 +435,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
                     for node in results]
     in_spec = pytree.tree_flatten((tuple(tensors), {}))[1]
     try:  # the weights are inputs now: the graph needs no attribute of a root module
-        with _code_generated_when_called():
+        with _code_generated_when_called(shape_env):
             return torch.export.ExportedProgram(
                 dict(bodies), graph,
                 ExportGraphSignature(weight_specs + user_specs, output_specs), state_dict,
@@ -460,20 +446,58 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
         return None
 
 
+def _eliminate_dead_code(graph: torch.fx.Graph) -> None:
+    """``graph.eliminate_dead_code()``, less its lint of the whole graph (this one was built in
+    order) and with the purity of each op looked up once, not once per node: a call's purity
+    depends on its op alone, but for a higher-order op, whose operands tell."""
+    impure: dict[Any, bool] = {}
+    for node in reversed(graph.nodes):
+        if node.users:
+            continue
+        target = node.target
+        if node.op == "call_function" and not isinstance(target, torch._ops.HigherOrderOperator):
+            if target not in impure:
+                impure[target] = node.is_impure()
+            if impure[target]:
+                continue
+        elif node.is_impure():
+            continue
+        graph.erase_node(node)
+
+
+def _weight_kind(graph_module: torch.fx.GraphModule, target: str) -> tuple[Any, str]:
+    """The input kind of the converted graph's tensor attribute ``target`` in an exported
+    program, and the prefix of its placeholder's name (torch.export's)."""
+    from torch.export.graph_signature import InputKind
+
+    if target in getattr(graph_module, "_onnxport_parameters", ()):
+        return InputKind.PARAMETER, "p_"
+    if target in getattr(graph_module, "_onnxport_buffers", ()):
+        return InputKind.BUFFER, "b_"
+    return InputKind.CONSTANT_TENSOR, "c_"
+
+
 @contextlib.contextmanager
-def _code_generated_when_called():
+def _code_generated_when_called(shape_env: Any):
     """ExportedProgram wraps its graph in a torch.fx.GraphModule, which generates the Python
     code of the whole graph at once (30 ms on convnext_tiny) though translation only walks the
-    graph; within this block it gets a lazy one, which generates its code when first run."""
+    graph; within this block it gets a lazy one, which generates its code when first run.
+    And it writes the guards of ``shape_env``, the one all the graph's fake values come
+    from, as code: with none (a static export has none), that is no code, without first
+    looking through every node's value for the shape env."""
     from torch.export import exported_program
     from torch.fx._lazy_graph_module import _LazyGraphModule
 
     create = exported_program._create_graph_module_for_export
+    guards_to_code = exported_program._convert_guards_to_code
     exported_program._create_graph_module_for_export = _LazyGraphModule
+    exported_program._convert_guards_to_code = \
+        lambda graph_module: guards_to_code(graph_module) if shape_env.guards else []
     try:
         yield
     finally:
         exported_program._create_graph_module_for_export = create
+        exported_program._convert_guards_to_code = guards_to_code
 
 
 _DROPOUTS = (torch.ops.aten.dropout.default, torch.ops.aten.feature_dropout.default,
@@ -655,12 +679,30 @@ def _meta_like(tensor: torch.Tensor) -> torch.Tensor | None:
     return meta.requires_grad_(tensor.requires_grad) if tensor.requires_grad else meta
 
 
-def _aten_graph(graph_module: torch.fx.GraphModule) -> torch.fx.Graph | None:
+def _aten_graph(graph_module: torch.fx.GraphModule,
+                weights: list[tuple[torch.fx.Node, str, torch.Tensor]] | None = None,
+                ) -> torch.fx.Graph | None:
     """The converted graph with each call on its ATen overload, the lists the converter
-    unpacks and the sizes the tracer read back resolved; None when a call is no ATen op."""
+    unpacks and the sizes the tracer read back resolved; None when a call is no ATen op.
+
+    Given ``weights``, each tensor attribute read (a weight, a constant) becomes a
+    placeholder before the graph's inputs, named by :func:`_weight_kind`, and (that
+    placeholder, its attribute's path, its value) is appended to ``weights``: made so as the
+    graph is copied rather than copied and then replaced (a tenth of the propagation of a
+    model of many weights)."""
     graph = torch.fx.Graph()
     remap: dict[torch.fx.Node, torch.fx.Node] = {}
+    first_input = None
     for node in graph_module.graph.nodes:
+        if weights is not None and node.op == "get_attr":
+            value = _attribute(graph_module, node.target)
+            if isinstance(value, torch.Tensor):
+                _, prefix = _weight_kind(graph_module, node.target)
+                with graph.inserting_before(first_input) if first_input is not None else \
+                        contextlib.nullcontext():  # (before any input: in order, at the end)
+                    remap[node] = graph.placeholder(prefix + node.target.replace(".", "_"))
+                weights.append((remap[node], node.target, value))
+                continue
         if node.target is operator.getitem and isinstance(node.args[0], (list, tuple)):
             # An item of a list the converter built (a list unpacked): that item itself.
             item = node.args[0][node.args[1]]
@@ -693,6 +735,8 @@ def _aten_graph(graph_module: torch.fx.GraphModule) -> torch.fx.Graph | None:
             # tensors IntImplicit guards on the value, _local_scalar_dense makes it a symbol.
             target = torch.ops.aten._local_scalar_dense.default
         remap[node] = graph.node_copy(node, lambda n: remap[n])
+        if node.op == "placeholder" and first_input is None:
+            first_input = remap[node]
         if node.op == "call_function":
             remap[node].target = target
         if node.target is torch.cond and not _returns_several(_attribute(graph_module,
@@ -1385,7 +1429,9 @@ def _converter_class():
         def convert(self) -> torch.fx.GraphModule:
             # TS2FXGraphConverter.convert, less two code generations of the whole graph (a
             # tenth of a second each on a mid-size model): the module generates its code when
-            # first called, and the size-division rewrite runs only on graphs that have one.
+            # first called, and the size-division rewrite runs only on graphs that have one;
+            # and less its lint: the graph is copied node by node in order next
+            # (_aten_graph), which finds what lint would.
             from torch._export.converter import inplace_optimize_sym_size_div
             from torch.fx._lazy_graph_module import _LazyGraphModule
 
@@ -1400,7 +1446,6 @@ def _converter_class():
             if any(node.target is torch.ops.aten.div.Scalar_mode
                    for node in self.fx_graph.nodes):
                 inplace_optimize_sym_size_div(graph_module)
-            graph_module.graph.lint()
             return graph_module
 
         def convert_prim_Loop(self, node):
@@ -1605,15 +1650,24 @@ def _provenance(node: torch._C.Node) -> dict[str, Any]:
     scope = node.scopeName().split("/")[-1].removeprefix("__module.").removeprefix(_PREFIX)
     if scope and scope != _PREFIX.rstrip("."):
         meta["nn_module_stack"] = {scope: (scope, "torch.nn.Module")}
-    frames = [f'  File "{path}", line {line}, in {function}'
-              for path, line, function in _SOURCE_RANGE_LINE.findall(node.sourceRange())]
+    # The model's frames only, innermost first: from the wrapper that calls it (_TracedCall)
+    # outwards the stack is onnxport's and the caller's, which would be taken as the user's
+    # line where the model has none of its own (an nn.Sequential of torch's modules, whose
+    # line is torch's on the dynamo path).
+    frames = []
+    for match in _SOURCE_RANGE_LINE.finditer(node.sourceRange()):  # (not read past the model)
+        path, line, function = match.groups()
+        if path == _THIS_FILE:
+            break
+        frames.append(f'  File "{path}", line {line}, in {function}')
     if frames:  # innermost first in a source range, last in a Python traceback
         meta["stack_trace"] = "\n".join(reversed(frames)) + "\n"
     return meta
 
 
+_THIS_FILE = _TracedCall.forward.__code__.co_filename  # as the tracer records it
 # A line "<file>(<line>): <function>" of a source range (the others quote the code); one
-# search of the whole text, not one match per line (most lines are code).
+# search of the text up to the model's outermost frame, not one match per line.
 _SOURCE_RANGE_LINE = re.compile(r"^[^\S\n]*(.+)\((\d+)\): (\S+)[^\S\n]*$", re.MULTILINE)
 
 
