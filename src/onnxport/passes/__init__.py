@@ -9,6 +9,7 @@ from onnxport.passes.attention_3d import Attention3D
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.common_subexpressions import CommonSubexpressions
+from onnxport.passes.drop_never_taken_where import DropNeverTakenWhere
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_scale_into_gemm import FoldScaleIntoGemm
 from onnxport.passes.flat_rowwise import FlatRowwise
@@ -37,6 +38,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             FoldWeightTranspose(),
             FuseConvBatchNorm(),
             FoldConstants(),
+            DropNeverTakenWhere(),
             FuseDynamicQuantizedMatMul(),
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
@@ -65,6 +67,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 __all__ = [
     "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
+    "DropNeverTakenWhere",
     "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants", "FoldScaleIntoGemm",
     "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
     "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
