@@ -72,10 +72,17 @@ def _broadcasts_into(dims: list | None, value: ir.Value | None, depth: int = 6) 
         return _broadcasts_into(dims, node.inputs[0], depth - 1)
     if node.op_type in _ELEMENTWISE:
         return any(_broadcasts_into(dims, v, depth - 1) for v in node.inputs)
-    if node.op_type == "Attention" and len(dims) == 4 and dims[3] == 1:
+    if node.op_type == "Attention" and _four_dimensional(node) and len(dims) == 4 and \
+            dims[3] == 1:
         leading = [*dims[:3], 1]  # the output's last dim is the value's head size
         return any(_broadcasts_into(leading, v, depth - 1) for v in node.inputs[:4:3])
     return False
+
+
+def _four_dimensional(attention: ir.Node) -> bool:
+    """The [B, H, L, D] form (the 3-D one's output has no heads axis for a mask's to match)."""
+    query = attention.inputs[0]
+    return query is not None and query.shape is not None and len(query.shape) == 4
 
 
 def _feeds_shape_of(mask: ir.Value, value: ir.Value, depth: int = 6) -> bool:
@@ -85,7 +92,7 @@ def _feeds_shape_of(mask: ir.Value, value: ir.Value, depth: int = 6) -> bool:
     if node is None or node.domain != "" or depth == 0:
         return False
     if node.op_type == "Attention":
-        return len(node.inputs) > 3 and node.inputs[3] is mask
+        return _four_dimensional(node) and len(node.inputs) > 3 and node.inputs[3] is mask
     if node.op_type == "Softmax" or node.op_type in _ELEMENTWISE:
         return any(v is mask or (v is not None and _feeds_shape_of(mask, v, depth - 1))
                    for v in node.inputs)
