@@ -16,6 +16,7 @@ from onnxport.passes.flat_rowwise import FlatRowwise
 from onnxport.passes.flat_split import FlatSplit
 from onnxport.passes.flatten_concats import FlattenConcats
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
+from onnxport.passes.gather_nd_as_reshape import GatherNDAsReshape
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMatMul
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
@@ -27,6 +28,7 @@ from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
+from onnxport.passes.where_before_bias import WhereBeforeBias
 
 
 def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
@@ -39,6 +41,8 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             FuseConvBatchNorm(),
             FoldConstants(),
             DropNeverTakenWhere(),
+            GatherNDAsReshape(),
+            WhereBeforeBias(),
             FuseDynamicQuantizedMatMul(),
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
@@ -67,7 +71,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 __all__ = [
     "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
-    "DropNeverTakenWhere",
+    "DropNeverTakenWhere", "GatherNDAsReshape", "WhereBeforeBias",
     "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants", "FoldScaleIntoGemm",
     "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
     "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
