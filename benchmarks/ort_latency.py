@@ -2,7 +2,9 @@
 opset (18 and 23), on the transformers of the model zoo and a few CNNs: ratios per model
 (onnxport / torch.onnx, smaller is faster) and their geometric mean per family. Where onnxslim
 is installed, each exporter's graph after onnxslim runs too, and onnxport is also compared
-with torch.onnx + onnxslim (latency and node count).
+with torch.onnx + onnxslim (latency and node count). When torch.onnx's plain call fails, the
+workaround a user would apply is tried (T5: transformers' eager attention instead of SDPA) and
+named in the output; every graph's outputs are checked against eager PyTorch in ONNX Runtime.
 
 All sessions of one model run in one process, in turns (round robin), single-threaded, and
 the medians over many rounds are compared, so that load on a shared machine hits them alike.
@@ -14,6 +16,7 @@ the medians over many rounds are compared, so that load on a shared machine hits
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import random
@@ -54,23 +57,78 @@ def node_count(path: str) -> int:
     return len(onnx.load(path, load_external_data=False).graph.node)
 
 
-def export(exporter: str, model, args, kwargs, opset: int, path: str) -> None:
+def export(exporter: str, model, args, kwargs, opset: int, path: str) -> str | None:
+    """Writes ``exporter``'s graph of ``model`` to ``path``; returns the workaround torch.onnx
+    needed (None when the plain call worked)."""
     if exporter == "onnxport":
         import onnxport
 
         onnxport.export(model, args, f=path, kwargs=kwargs, opset_version=opset)
-        return
+        return None
     import torch
 
     if type(model).__module__.startswith("transformers."):
         register_cache_pytrees(model)  # what a torch.onnx user must do for HF caches
+    errors = []
+    for workaround, model_state, options in torch_onnx_attempts(model):
+        try:
+            with model_state:
+                torch.onnx.export(model, args, path, kwargs=kwargs, dynamo=True,
+                                  opset_version=opset, verbose=False, **options)
+            return workaround
+        except Exception as error:  # noqa: BLE001 - the next workaround may work
+            errors.append(f"{workaround or 'plain call'}: {error_summary(error)}")
+    raise RuntimeError("; ".join(errors))
+
+
+def torch_onnx_attempts(model):
+    """The plain call, then the workarounds a torch.onnx user would try when it fails, as
+    (workaround or None, context that puts the model in its state, export options)."""
+    yield None, contextlib.nullcontext(), {}
+    if getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa":
+        # torch 2.15 decomposes T5's SDPA into a transposed output that the next view cannot
+        # take ("Cannot view a tensor with shape [2, 16, 4, 16] ... as (2, 16, 64)"), with or
+        # without optimize; transformers' eager attention computes the same function.
+        yield 'attn_implementation="eager"', attention_implementation(model, "eager"), {}
+    yield "optimize=False", contextlib.nullcontext(), {"optimize": False}
+
+
+@contextlib.contextmanager
+def attention_implementation(model, implementation: str):
+    """``model`` with ``implementation`` as its attention while the block runs (the model is
+    shared with onnxport's exports, which keep the attention the model was built with)."""
+    before = model.config._attn_implementation
+    model.set_attn_implementation(implementation)
     try:
-        torch.onnx.export(model, args, path, kwargs=kwargs, dynamo=True, opset_version=opset,
-                          verbose=False)
-    except Exception:  # noqa: BLE001 - its graph optimizer fails on T5; the unoptimized graph runs
-        torch.onnx.export(model, args, path, kwargs=kwargs, dynamo=True, opset_version=opset,
-                          verbose=False, optimize=False)
-        print(f"  ({type(model).__name__}: torch.onnx opset {opset} with optimize=False)")
+        yield
+    finally:
+        model.set_attn_implementation(before)
+
+
+def check_outputs(session, feeds: dict, expected: list) -> None:
+    """Raises unless ``session``'s outputs are eager's (all of them when as many, else the
+    first: logits or the last hidden state), so that no workaround changes the function."""
+    import numpy as np
+
+    outputs = session.run(None, feeds)
+    pairs = list(zip(outputs, expected)) if len(outputs) == len(expected) else \
+        [(outputs[0], expected[0])]
+    for index, (actual, wanted) in enumerate(pairs):
+        if actual.shape != wanted.shape or not np.allclose(actual, wanted, rtol=1e-3, atol=1e-4):
+            difference = np.abs(actual - wanted).max() if actual.shape == wanted.shape else None
+            raise RuntimeError(f"output {index} differs from eager: shapes {actual.shape} and "
+                               f"{wanted.shape}, max abs difference {difference}")
+
+
+def eager_outputs(model, args, kwargs) -> list:
+    import torch
+
+    if type(model).__module__.startswith("transformers."):
+        register_cache_pytrees(model)  # so that the cache's tensors are leaves
+    with torch.no_grad():
+        outputs = model(*args, **kwargs)
+    return [leaf.numpy() for leaf in torch.utils._pytree.tree_leaves(outputs)
+            if isinstance(leaf, torch.Tensor)]
 
 
 def latencies(model_name: str, opsets: list[int], folder: str, seconds: float) -> dict:
@@ -78,6 +136,7 @@ def latencies(model_name: str, opsets: list[int], folder: str, seconds: float) -
     import onnxruntime as ort
 
     model, args, kwargs = _import_model_zoo().build(model_name)
+    expected = eager_outputs(model, args, kwargs)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -91,10 +150,13 @@ def latencies(model_name: str, opsets: list[int], folder: str, seconds: float) -
                 if exporter.endswith("+onnxslim"):
                     path = slimmed(path.replace("+onnxslim", ""))
                 else:
-                    export(exporter, model, args, kwargs, opset, path)
+                    workaround = export(exporter, model, args, kwargs, opset, path)
+                    if workaround:
+                        results[("workaround", exporter, opset)] = workaround
                 results[("nodes", exporter, opset)] = node_count(path)
                 session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
                 feeds = ort_feeds(session, model, args, kwargs)
+                check_outputs(session, feeds, expected)
                 for _ in range(3):
                     start = time.perf_counter()
                     session.run(None, feeds)
@@ -169,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
                                if ("nodes", exporter, opset) in results)
             print(f"  nodes ({'/'.join(map(str, opsets))}): {counts}")
             for key in results:
-                if key[0] != "nodes" and isinstance(results[key], str):
+                if key[0] == "workaround":
+                    print(f"  {key[1]} opset {key[2]} exported with {results[key]}")
+                elif key[0] != "nodes" and isinstance(results[key], str):
                     print(f"  {key[0]} opset {key[1]}: {results[key]}")
     for baseline in baselines:
         # The CNN/ViT family is every model run that is not a transformer (the torchvision

@@ -9,12 +9,14 @@ from onnxport.passes.attention_3d import Attention3D
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.common_subexpressions import CommonSubexpressions
+from onnxport.passes.drop_never_taken_where import DropNeverTakenWhere
 from onnxport.passes.fold_constants import FoldConstants
 from onnxport.passes.fold_scale_into_gemm import FoldScaleIntoGemm
 from onnxport.passes.flat_rowwise import FlatRowwise
 from onnxport.passes.flat_split import FlatSplit
 from onnxport.passes.flatten_concats import FlattenConcats
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
+from onnxport.passes.gather_nd_as_reshape import GatherNDAsReshape
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMatMul
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
@@ -26,6 +28,7 @@ from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
+from onnxport.passes.where_before_bias import WhereBeforeBias
 
 
 def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
@@ -37,6 +40,9 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             FoldWeightTranspose(),
             FuseConvBatchNorm(),
             FoldConstants(),
+            DropNeverTakenWhere(),
+            GatherNDAsReshape(),
+            WhereBeforeBias(),
             FuseDynamicQuantizedMatMul(),
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
@@ -65,6 +71,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 __all__ = [
     "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
+    "DropNeverTakenWhere", "GatherNDAsReshape", "WhereBeforeBias",
     "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants", "FoldScaleIntoGemm",
     "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
     "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
