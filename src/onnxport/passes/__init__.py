@@ -25,6 +25,7 @@ from onnxport.passes.merge_transposes import MergeTransposes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
+from onnxport.passes.split_after_head_transpose import SplitAfterHeadTranspose
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 
 
@@ -49,6 +50,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             FlatRowwise(),
             FlatSplit(),
             FoldScaleIntoGemm(),
+            SplitAfterHeadTranspose(),
             MergeTransposes(),
             FlattenConcats(),
             MergeReshapes(),
@@ -69,5 +71,5 @@ __all__ = [
     "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
     "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
     "MergeTransposes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias",
-    "TransposeRowsAroundGemm", "optimize",
+    "SplitAfterHeadTranspose", "TransposeRowsAroundGemm", "optimize",
 ]
