@@ -20,6 +20,7 @@ from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMa
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
+from onnxport.passes.masked_rows_by_mul import MaskedRowsByMul
 from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.merge_transposes import MergeTransposes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
@@ -44,6 +45,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             *fusions,
             AttentionGroupedHeads(),
             SharedMaskBias(),
+            MaskedRowsByMul(),
             MergeReshapes(),
             Attention3D(),
             TransposeRowsAroundGemm(),
@@ -69,7 +71,8 @@ __all__ = [
     "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
     "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants", "FoldScaleIntoGemm",
     "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
-    "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
+    "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MaskedRowsByMul",
+    "MergeReshapes",
     "MergeTransposes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias",
     "SplitAfterHeadTranspose", "TransposeRowsAroundGemm", "optimize",
 ]
