@@ -185,7 +185,8 @@ class MaskedRowsByMul(ir.passes.InPlacePass):
     def _scalar_initializer(graph: ir.Graph, name: str, number, dtype: ir.DataType) -> ir.Value:
         while name in graph.initializers:
             existing = graph.initializers[name].const_value
-            if existing.dtype == dtype and float(existing.numpy()) == float(number):
+            if existing is not None and existing.dtype == dtype and existing.size == 1 \
+                    and float(existing.numpy().reshape(-1)[0]) == float(number):
                 return graph.initializers[name]
             name += "_"
         value = ir.Value(name=name, shape=ir.Shape([]), type=ir.TensorType(dtype),

@@ -47,10 +47,15 @@ def _leading_concat(reshape: ir.Node) -> list[ir.Value] | None:
     concat = reshape.inputs[1].producer() if reshape.inputs[1] is not None else None
     if concat is None or concat.op_type != "Concat" or concat.domain != "":
         return None
-    last = concat.inputs[-1]
-    if last is None or last.const_value is None or last.const_value.size != 1:
+    last, leading = concat.inputs[-1], list(concat.inputs[:-1])
+    if last is None or last.const_value is None or last.const_value.size != 1 \
+            or reshape.outputs[0].shape is None or len(reshape.outputs[0].shape) != 3:
         return None
-    return list(concat.inputs[:-1])
+    # A constant -1 or 0 among them would mean something else once -1 follows.
+    if any(v is None or (v.const_value is not None and (v.const_value.numpy() <= 0).any())
+           for v in leading):
+        return None
+    return leading
 
 
 def _copies_leading_dims(reshape: ir.Node) -> bool:
