@@ -7,6 +7,7 @@ import onnx_ir.passes.common as common
 
 from onnxport.passes.attention_3d import Attention3D
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
+from onnxport.passes.attention_present_outputs import AttentionPresentOutputs
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.common_subexpressions import CommonSubexpressions
 from onnxport.passes.fold_constants import FoldConstants
@@ -48,6 +49,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             MergeReshapes(),
             Attention3D(),
             MaskedRowsByMul(),
+            AttentionPresentOutputs(),
             TransposeRowsAroundGemm(),
             FlatRowwise(),
             FlatSplit(),
@@ -68,11 +70,10 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 
 __all__ = [
-    "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
-    "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants", "FoldScaleIntoGemm",
-    "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
+    "Attention3D", "AttentionGroupedHeads", "AttentionPresentOutputs", "CastUnsupportedTypes",
+    "CommonSubexpressions", "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants",
+    "FoldScaleIntoGemm", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
     "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MaskedRowsByMul",
-    "MergeReshapes",
-    "MergeTransposes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias",
+    "MergeReshapes", "MergeTransposes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias",
     "SplitAfterHeadTranspose", "TransposeRowsAroundGemm", "optimize",
 ]
