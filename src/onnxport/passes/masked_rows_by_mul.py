@@ -3,7 +3,7 @@ a = ReduceMax(Cast(m, float), last axis, keepdims) becomes Mul(Softmax(s + Where
 at opset 23, Where([Squeeze](Equal(a, 0)), 0, Attention(q, k, v, m)) becomes
 Mul(Attention(q, k, v, Where(m, 0, lowest)), [Squeeze](a)).
 Precondition: float32/float64 scores s, finite; the Softmax and the ReduceMax on m's last axis;
-the Attention not causal, its only output used the Where.
+the Attention not causal, its other outputs unused.
 
 Attention zeroes the rows its boolean mask hides entirely (Softmax of -inf alone is nan), with a
 broadcasting Where in every layer, which ONNX Runtime runs at twice a Mul's cost. With the
@@ -54,9 +54,7 @@ def _last_axis(node: ir.Node, rank: int | None, input_index: int | None) -> bool
 def _rows_allowed(condition: ir.Value, mask: ir.Value) -> ir.Value | None:
     """a, when ``condition`` is Equal(a, 0), a = ReduceMax(Cast(mask, float), last, keepdims)."""
     equal = _producer(condition, "Equal")
-    if equal is None:
-        return None
-    if _scalar(equal.inputs[1]) != 0.0:
+    if equal is None or _scalar(equal.inputs[1]) != 0.0:
         return None
     allowed = equal.inputs[0]
     reduce = _producer(allowed, "ReduceMax")
