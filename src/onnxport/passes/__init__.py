@@ -7,6 +7,7 @@ import onnx_ir.passes.common as common
 
 from onnxport.passes.attention_3d import Attention3D
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
+from onnxport.passes.attention_present_outputs import AttentionPresentOutputs
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.common_subexpressions import CommonSubexpressions
 from onnxport.passes.drop_never_taken_where import DropNeverTakenWhere
@@ -22,11 +23,13 @@ from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMa
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
+from onnxport.passes.masked_rows_by_mul import MaskedRowsByMul
 from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.merge_transposes import MergeTransposes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
+from onnxport.passes.split_after_head_transpose import SplitAfterHeadTranspose
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 from onnxport.passes.where_before_bias import WhereBeforeBias
 
@@ -51,10 +54,13 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             SharedMaskBias(),
             MergeReshapes(),
             Attention3D(),
+            MaskedRowsByMul(),
+            AttentionPresentOutputs(),
             TransposeRowsAroundGemm(),
             FlatRowwise(),
             FlatSplit(),
             FoldScaleIntoGemm(),
+            SplitAfterHeadTranspose(),
             MergeTransposes(),
             FlattenConcats(),
             MergeReshapes(),
@@ -70,11 +76,11 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
 
 
 __all__ = [
-    "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
-    "DropNeverTakenWhere", "GatherNDAsReshape", "WhereBeforeBias",
-    "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants", "FoldScaleIntoGemm",
-    "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
-    "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
+    "Attention3D", "AttentionGroupedHeads", "AttentionPresentOutputs", "CastUnsupportedTypes",
+    "CommonSubexpressions", "DropNeverTakenWhere", "FlatRowwise", "FlatSplit", "FlattenConcats",
+    "FoldConstants", "FoldScaleIntoGemm", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
+    "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul", "FuseRMSNormalization",
+    "FuseRotaryEmbedding", "GatherNDAsReshape", "MaskedRowsByMul", "MergeReshapes",
     "MergeTransposes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias",
-    "TransposeRowsAroundGemm", "optimize",
+    "SplitAfterHeadTranspose", "TransposeRowsAroundGemm", "WhereBeforeBias", "optimize",
 ]
