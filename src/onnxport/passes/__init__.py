@@ -26,6 +26,7 @@ from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
+from onnxport.passes.zero_masked_rows import ZeroMaskedRows
 
 
 def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
@@ -54,6 +55,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             MergeReshapes(),
             ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
+            ZeroMaskedRows(),  # on the final chain of each attention, dead branches gone
             CommonSubexpressions(),
             common.RemoveUnusedNodesPass(),
             common.RemoveUnusedOpsetsPass(),
@@ -69,5 +71,5 @@ __all__ = [
     "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
     "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
     "MergeTransposes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias",
-    "TransposeRowsAroundGemm", "optimize",
+    "TransposeRowsAroundGemm", "ZeroMaskedRows", "optimize",
 ]
