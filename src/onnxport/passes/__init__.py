@@ -23,6 +23,7 @@ from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.merge_transposes import MergeTransposes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
+from onnxport.passes.rotate_half_matmul import RotateHalfMatMul
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
@@ -42,6 +43,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
             *fusions,
+            RotateHalfMatMul(),  # after FuseRotaryEmbedding, which takes the whole embedding
             AttentionGroupedHeads(),
             SharedMaskBias(),
             MergeReshapes(),
@@ -70,6 +72,6 @@ __all__ = [
     "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants", "FoldScaleIntoGemm",
     "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
     "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
-    "MergeTransposes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias",
-    "TransposeRowsAroundGemm", "ZeroMaskedRows", "optimize",
+    "MergeTransposes", "ReciprocalToDiv", "RotateHalfMatMul", "ShapeOfGraphInput",
+    "SharedMaskBias", "TransposeRowsAroundGemm", "ZeroMaskedRows", "optimize",
 ]
