@@ -20,6 +20,7 @@ from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMa
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
+from onnxport.passes.grouped_query_matmul import GroupedQueryMatMul
 from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.merge_transposes import MergeTransposes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
@@ -58,6 +59,7 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
             ZeroMaskedRows(),  # on the final chain of each attention, dead branches gone
+            GroupedQueryMatMul(),  # after ZeroMaskedRows, which reads the ungrouped chain
             CommonSubexpressions(),
             common.RemoveUnusedNodesPass(),
             common.RemoveUnusedOpsetsPass(),
@@ -71,7 +73,8 @@ __all__ = [
     "Attention3D", "AttentionGroupedHeads", "CastUnsupportedTypes", "CommonSubexpressions",
     "FlatRowwise", "FlatSplit", "FlattenConcats", "FoldConstants", "FoldScaleIntoGemm",
     "FoldWeightTranspose", "FuseConsecutiveUnsqueeze", "FuseConvBatchNorm",
-    "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding", "MergeReshapes",
-    "MergeTransposes", "ReciprocalToDiv", "RotateHalfMatMul", "ShapeOfGraphInput",
-    "SharedMaskBias", "TransposeRowsAroundGemm", "ZeroMaskedRows", "optimize",
+    "FuseDynamicQuantizedMatMul", "FuseRMSNormalization", "FuseRotaryEmbedding",
+    "GroupedQueryMatMul", "MergeReshapes", "MergeTransposes", "ReciprocalToDiv",
+    "RotateHalfMatMul", "ShapeOfGraphInput", "SharedMaskBias", "TransposeRowsAroundGemm",
+    "ZeroMaskedRows", "optimize",
 ]

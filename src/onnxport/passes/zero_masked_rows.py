@@ -214,7 +214,7 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
 
     @staticmethod
     def _allowed(rows: ir.Value) -> ir.Value | None:
-        """a when rows = Equal(a, 0) and a = ReduceMax(Cast(bool mask)) (only 0 and 1), else None."""
+        """a when rows = Equal(a, 0), a = ReduceMax(Cast(bool mask)) (only 0 and 1), else None."""
         equal = _producer(rows, "Equal")
         if equal is None or _scalar(equal.inputs[1]) != 0.0:
             return None
