@@ -2,6 +2,8 @@
 rows, not by a Where after every softmax; numbers stay eager's, hidden rows included, at static
 and dynamic shapes."""
 
+import onnx
+import onnx_ir as ir
 import pytest
 import torch
 import torch.nn.functional as F
@@ -38,6 +40,29 @@ def test_llama_zeroes_hidden_queries_on_the_merged_rows(dynamic):
                    and "o_proj" in n.inputs[1].name]
     assert len(gemm_inputs) == 2 and {n.op_type for n in gemm_inputs} == {"Mul"}
     assert gemm_inputs[0].inputs[1] is gemm_inputs[1].inputs[1]  # one keep for both layers
+    # The row flags are computed after the first attention: the nodes are sorted again.
+    onnx.checker.check_model(ir.serde.serialize_model(program.model))
+    assert_matches_eager(program, model, args, _left_padded(kwargs))
+    if dynamic:
+        args, kwargs = _resized("llama", args, kwargs, batch=3, sequence=11)
+        assert_matches_eager(program, model, args, _left_padded(kwargs, hidden=5))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_llama_attention_op_output_is_multiplied_by_keep(dynamic):
+    # Opset 23: Attention takes the mask with the hidden queries let through; its 3-D output
+    # is multiplied by keep [B, S, 1] where a Where picked zeros.
+    model, args, kwargs = model_zoo.build("llama")
+    axes = model_zoo.dynamic_axes_for("llama", args, kwargs, parameter_names(model))
+    program = onnxport.export(model, args, kwargs=kwargs, opset_version=23,
+                              dynamic_axes=axes if dynamic else None)
+    attentions = [n for n in program.model.graph if n.op_type == "Attention"]
+    assert len(attentions) == 2
+    for attention in attentions:
+        assert attention.inputs[3].producer().op_type == "Or"
+        assert [n.op_type for n, _ in attention.outputs[0].uses()] == ["Mul"]
+    assert "Where" not in [n.op_type for n in program.model.graph]
+    onnx.checker.check_model(ir.serde.serialize_model(program.model))
     assert_matches_eager(program, model, args, _left_padded(kwargs))
     if dynamic:
         args, kwargs = _resized("llama", args, kwargs, batch=3, sequence=11)

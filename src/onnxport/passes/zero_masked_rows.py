@@ -81,26 +81,22 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
         for node in list(graph):
             if node.op_type == "Where" and node.domain == "" and self._rewrite(graph, node):
                 modified = True
+        if modified:
+            graph.sort()  # the row flags come after the first attention that now reads them
         return ir.passes.PassResult(model, modified)
 
     def _rewrite(self, graph: ir.Graph, where: ir.Node) -> bool:
         if len(where.inputs) != 3 or _scalar(where.inputs[1]) != 0.0:
             return False
+        if _producer(where.inputs[2], "Attention") is not None:
+            return self._rewrite_attention(graph, where)
         rows, probs = where.inputs[0], where.inputs[2]
         softmax = _producer(probs, "Softmax")
         if softmax is None or softmax.graph is not graph or len(probs.uses()) != 1:
             return False
         if softmax.attributes.get_int("axis", -1) not in (-1, 3):
             return False
-        if rows is None or rows.dtype != ir.DataType.BOOL:
-            return False
-        if rows.shape is None and self._allowed(rows) is not None:
-            # The translation records no shape there: the mask's, reduced over the keys.
-            mask = self._allowed(rows).producer().inputs[0].producer().inputs[0]
-            if mask.shape is not None and len(mask.shape) == 4:
-                rows.shape = ir.Shape([*list(mask.shape)[:3], 1])
-        if rows.shape is None or len(rows.shape) != 4 or rows.shape[1] != 1 \
-                or rows.shape[3] != 1:
+        if not self._query_flags(rows):
             return False
         add = _producer(softmax.inputs[0], "Add")
         if add is None or len(softmax.inputs[0].uses()) != 1:
@@ -131,6 +127,66 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
         product.name, merged.name = merged.name, f"{merged.name}__unmasked"
         product.shape, product.dtype = merged.shape, merged.dtype
         return True
+
+    def _rewrite_attention(self, graph: ir.Graph, where: ir.Node) -> bool:
+        """The opset-23 form: Where(Squeeze(rows, [1]), 0, Attention(q, k, v, mask)) on 3-D
+        [B, S, heads * D] becomes Attention(q, k, v, Or(mask, rows)) * keep [B, S, 1]."""
+        output = where.inputs[2]
+        attention = output.producer()
+        squeeze = _producer(where.inputs[0], "Squeeze")
+        if squeeze is None or len(squeeze.inputs) < 2 or attention.graph is not graph:
+            return False
+        axes = squeeze.inputs[1].const_value
+        rows = squeeze.inputs[0]
+        if axes is None or axes.numpy().reshape(-1).tolist() != [1] or not self._query_flags(rows):
+            return False
+        if output is not attention.outputs[0] or len(output.uses()) != 1 \
+                or output.is_graph_output() or any(o.uses() for o in attention.outputs[1:]):
+            return False
+        if len(attention.inputs) != 4 or attention.attributes.get_int("is_causal", 0) \
+                or output.shape is None or len(output.shape) != 3:
+            return False
+        mask = attention.inputs[3]
+        if mask is None or mask.dtype != ir.DataType.BOOL:
+            return False
+        if not same_dim(rows.shape[0], output.shape[0]) \
+                or not same_dim(rows.shape[2], output.shape[1]):
+            return False
+        shape = _broadcast(mask.shape, rows.shape)
+        if shape is None:
+            return False
+        attention.replace_input_with(3, self._let_through(graph, mask, rows, shape, attention))
+        keep = self._keep(graph, rows, 3, output.dtype, where.name)
+        where.op_type = "Mul"
+        where.resize_inputs(2)
+        where.replace_input_with(0, output)
+        where.replace_input_with(1, keep)
+        return True
+
+    def _query_flags(self, rows: ir.Value | None) -> bool:
+        """Whether ``rows`` is a bool [B, 1, S, 1], one flag per query."""
+        if rows is None or rows.dtype != ir.DataType.BOOL:
+            return False
+        if rows.shape is None and self._allowed(rows) is not None:
+            # The translation records no shape there: the mask's, reduced over the keys.
+            mask = self._allowed(rows).producer().inputs[0].producer().inputs[0]
+            if mask.shape is not None and len(mask.shape) == 4:
+                rows.shape = ir.Shape([*list(mask.shape)[:3], 1])
+        return (rows.shape is not None and len(rows.shape) == 4 and rows.shape[1] == 1
+                and rows.shape[3] == 1)
+
+    def _let_through(self, graph: ir.Graph, mask: ir.Value, rows: ir.Value, shape: list,
+                     user: ir.Node) -> ir.Value:
+        """Or(mask, rows): the bool mask letting the hidden queries through, once per pair."""
+        key = ("mask", id(mask), self._rows_key(rows))
+        if key not in self._biases:
+            let_through = ir.node("Or", [mask, rows], name=f"{user.name}/LetHiddenRowsThrough")
+            let_through.outputs[0].name = f"{mask.name}_or_{rows.name}"
+            let_through.outputs[0].shape = ir.Shape(shape)
+            let_through.outputs[0].dtype = ir.DataType.BOOL
+            graph.insert_after(rows.producer(), let_through)
+            self._biases[key] = let_through.outputs[0]
+        return self._biases[key]
 
     @staticmethod
     def _merged_rows(weights: ir.Value) -> ir.Value | None:
