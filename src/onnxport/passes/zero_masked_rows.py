@@ -1,8 +1,9 @@
 """ZeroMaskedRows: Where(rows, 0, Softmax(s + Where(mask, 0, -inf))) feeding MatMul -> Transpose
 ([0, 2, 1, 3]) -> Reshape to [B * S, heads * D] (or [B, S, heads * D]) becomes the Softmax itself,
-its bias made from Or(mask, rows), and the Reshape's rows multiplied by keep = not rows.
-Precondition: rows is bool [B, 1, S, 1] (one flag per query), s is finite (attention scores),
-each value on the chain has no other user.
+its bias made from Or(mask, rows), and the Reshape's rows multiplied by keep = not rows; at
+opset 23, Where(Squeeze(rows), 0, Attention(q, k, v, mask)) on [B, S, heads * D] becomes
+Attention(q, k, v, Or(mask, rows)) * keep. Precondition: rows is bool [B, 1, S, 1] (one flag per
+query), s is finite (attention scores), each value on the chain has no other user.
 
 torch's attention gives a query that the mask hides entirely zeros (Softmax alone gives nan
 there), which the export spells as a Where on [B, heads, S, T] after every softmax, and ONNX
@@ -184,7 +185,7 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
             let_through.outputs[0].name = f"{mask.name}_or_{rows.name}"
             let_through.outputs[0].shape = ir.Shape(shape)
             let_through.outputs[0].dtype = ir.DataType.BOOL
-            graph.insert_after(rows.producer(), let_through)
+            graph.insert_before(user, let_through)  # call() sorts the graph afterwards
             self._biases[key] = let_through.outputs[0]
         return self._biases[key]
 
