@@ -28,7 +28,10 @@ def test_llama_rotary_is_rotary_embedding_at_opset_23(dynamic):
 def test_below_opset_23_rotary_stays_portable():
     model, args, kwargs = model_zoo.build("llama")
     program = onnxport.export(model, args, kwargs=kwargs, opset_version=22)
-    assert "RotaryEmbedding" not in _op_types(program) and "Neg" in _op_types(program)
+    # Llama's 16-wide heads rotate by a MatMul there (RotateHalfMatMul), not by a Neg.
+    assert "RotaryEmbedding" not in _op_types(program) and "Mul" in _op_types(program)
+    assert any(n.op_type == "MatMul" and n.inputs[1].name.startswith("rotate_half")
+               for n in program.model.graph)
 
 
 def _rotate_half(x):

@@ -12,12 +12,11 @@ def _op_types(program):
 
 def _minus_infinity_wheres(program):
     """The Wheres that put -inf into scores (the others zero the rows a mask hides entirely,
-    after the softmax), or the lowest float32 where MaskedRowsByMul made the bias finite."""
+    after the softmax)."""
     def minus_infinity(value):
         tensor = value.const_value if value is not None else None
         return (tensor is not None and tensor.size == 1
-                and float(tensor.numpy().reshape(-1)[0]) in (float("-inf"),
-                                                             float(torch.finfo().min)))
+                and float(tensor.numpy().reshape(-1)[0]) == float("-inf"))
 
     return [n for n in program.model.graph if n.op_type == "Where"
             and any(minus_infinity(v) for v in n.inputs)]

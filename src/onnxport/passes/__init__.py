@@ -11,27 +11,29 @@ from onnxport.passes.attention_present_outputs import AttentionPresentOutputs
 from onnxport.passes.cast_unsupported_types import CastUnsupportedTypes
 from onnxport.passes.common_subexpressions import CommonSubexpressions
 from onnxport.passes.drop_never_taken_where import DropNeverTakenWhere
-from onnxport.passes.fold_constants import FoldConstants
-from onnxport.passes.fold_scale_into_gemm import FoldScaleIntoGemm
 from onnxport.passes.flat_rowwise import FlatRowwise
 from onnxport.passes.flat_split import FlatSplit
 from onnxport.passes.flatten_concats import FlattenConcats
+from onnxport.passes.fold_constants import FoldConstants
+from onnxport.passes.fold_scale_into_gemm import FoldScaleIntoGemm
 from onnxport.passes.fold_weight_transpose import FoldWeightTranspose
-from onnxport.passes.gather_nd_as_reshape import GatherNDAsReshape
 from onnxport.passes.fuse_conv_batchnorm import FuseConvBatchNorm
 from onnxport.passes.fuse_dynamic_quantized_matmul import FuseDynamicQuantizedMatMul
 from onnxport.passes.fuse_rms_normalization import FuseRMSNormalization
 from onnxport.passes.fuse_rotary_embedding import FuseRotaryEmbedding
 from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
-from onnxport.passes.masked_rows_by_mul import MaskedRowsByMul
+from onnxport.passes.gather_nd_as_reshape import GatherNDAsReshape
+from onnxport.passes.grouped_query_matmul import GroupedQueryMatMul
 from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.merge_transposes import MergeTransposes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
+from onnxport.passes.rotate_half_matmul import RotateHalfMatMul
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
 from onnxport.passes.split_after_head_transpose import SplitAfterHeadTranspose
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 from onnxport.passes.where_before_bias import WhereBeforeBias
+from onnxport.passes.zero_masked_rows import ZeroMaskedRows
 
 
 def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
@@ -50,11 +52,11 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             FuseConsecutiveUnsqueeze(),
             ReciprocalToDiv(),
             *fusions,
+            RotateHalfMatMul(),  # after FuseRotaryEmbedding, which takes the whole embedding
             AttentionGroupedHeads(),
             SharedMaskBias(),
             MergeReshapes(),
             Attention3D(),
-            MaskedRowsByMul(),
             AttentionPresentOutputs(),
             TransposeRowsAroundGemm(),
             FlatRowwise(),
@@ -66,6 +68,8 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             MergeReshapes(),
             ShapeOfGraphInput(),
             common.RemoveUnusedNodesPass(),
+            ZeroMaskedRows(),  # on the final chain of each attention, dead branches gone
+            GroupedQueryMatMul(),  # after ZeroMaskedRows, which reads the ungrouped chain
             CommonSubexpressions(),
             common.RemoveUnusedNodesPass(),
             common.RemoveUnusedOpsetsPass(),
@@ -80,7 +84,8 @@ __all__ = [
     "CommonSubexpressions", "DropNeverTakenWhere", "FlatRowwise", "FlatSplit", "FlattenConcats",
     "FoldConstants", "FoldScaleIntoGemm", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
     "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul", "FuseRMSNormalization",
-    "FuseRotaryEmbedding", "GatherNDAsReshape", "MaskedRowsByMul", "MergeReshapes",
-    "MergeTransposes", "ReciprocalToDiv", "ShapeOfGraphInput", "SharedMaskBias",
-    "SplitAfterHeadTranspose", "TransposeRowsAroundGemm", "WhereBeforeBias", "optimize",
+    "FuseRotaryEmbedding", "GatherNDAsReshape", "GroupedQueryMatMul",
+    "MergeReshapes", "MergeTransposes", "ReciprocalToDiv", "RotateHalfMatMul",
+    "ShapeOfGraphInput", "SharedMaskBias", "SplitAfterHeadTranspose", "TransposeRowsAroundGemm",
+    "WhereBeforeBias", "ZeroMaskedRows", "optimize",
 ]
