@@ -77,6 +77,14 @@ def test_sdpa_is_matmul_softmax_matmul():
     assert "Trilu" not in ops
 
 
+def test_an_unscaled_attention_has_no_multiplication_by_one():
+    # T5's attention passes scale=1.0: a Mul by 1 in every layer, which onnxslim then removes.
+    program = check(lambda q, k, v: sdpa(q, k, v, scale=1.0), *_qkv(), optimize=False)
+    assert count(program, "Mul") == 0
+    assert count(check(lambda q, k, v: sdpa(q, k, v, scale=0.5), *_qkv(), optimize=False),
+                 "Mul") == 1
+
+
 def test_static_causal_mask_is_a_constant():
     program = check(lambda q, k, v: sdpa(q, k, v, is_causal=True), *_qkv())
     ops = op_types(program)

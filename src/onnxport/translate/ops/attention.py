@@ -86,7 +86,8 @@ def _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
     perm[-1], perm[-2] = perm[-2], perm[-1]
     key_t = g.op("Transpose", key, perm_i=perm)
     scores = g.op("MatMul", query, key_t)
-    scores = g.op("Mul", scores, g.const(scale, query.dtype))
+    if not (isinstance(scale, (int, float)) and scale == 1):  # (T5's attention is unscaled)
+        scores = g.op("Mul", scores, g.const(scale, query.dtype))
     if attn_mask is not None:
         if attn_mask.dtype == ir.DataType.BOOL:
             scores = g.op("Where", attn_mask, scores, g.const(float("-inf"), query.dtype))
