@@ -150,7 +150,10 @@ def latencies(model_name: str, opsets: list[int], folder: str, seconds: float) -
     import onnxruntime as ort
 
     model, args, kwargs = _import_model_zoo().build(model_name)
-    untrained_norm_weights_(model)
+    # (Transformers only: with random BatchNorm scales, ResNet-50's logits from torch.onnx's
+    # graph leave the eager check's tolerance, 2.3e-4, and Conv+BN fold away either way.)
+    if model_name in TRANSFORMERS:
+        untrained_norm_weights_(model)
     expected = eager_outputs(model, args, kwargs)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
