@@ -11,6 +11,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import torch
 
+from onnxport.passes._piecewise import PiecewiseTensor
 from onnxport.passes.flat_rowwise import _unflattened_rows
 from onnxport.passes.merge_reshapes import same_shape
 from onnxport.passes.fuse_conv_batchnorm import _constant, _initializer, _torch
@@ -98,14 +99,18 @@ class FoldScaleIntoGemm(ir.passes.InPlacePass):
         factor = _torch(scale).detach().reshape(-1)
         weight_tensor = weight.const_value
 
-        def scaled_weight() -> ir.TensorProtocol:
-            w = _torch(weight_tensor).detach()
-            column = factor.to(w.dtype).reshape(-1, 1) if transposed else factor.to(w.dtype)
-            return ir.tensor((w * column).contiguous().numpy(), name=weight.name)
+        def scaled_weight(rows: slice) -> torch.Tensor:
+            # Written a slice of rows at a time (ConvNeXt's 3072 x 768 weights: the whole
+            # product at once doubled an export's extra memory).
+            w = _torch(weight_tensor).detach()[rows]
+            column = factor.to(w.dtype)
+            if transposed and column.numel() > 1:  # one factor per row of the weight
+                column = column[rows].reshape(-1, 1)
+            return w * column
 
-        new_weight = _initializer(ir.LazyTensor(scaled_weight, dtype=weight_tensor.dtype,
-                                                shape=ir.Shape(weight_tensor.shape),
-                                                name=weight.name))
+        new_weight = _initializer(PiecewiseTensor(scaled_weight, dtype=weight_tensor.dtype,
+                                                  shape=ir.Shape(weight_tensor.shape),
+                                                  name=weight.name))
         gemm.replace_input_with(1, None)
         graph.initializers.pop(weight.name)
         graph.register_initializer(new_weight)
