@@ -26,3 +26,17 @@ def reshape_after(graph: ir.Graph, node: ir.Node, value: ir.Value, shape: ir.Val
     result.shape, result.dtype = value.shape, value.dtype
     value.shape = rows_shape
     return result
+
+
+def producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
+    """The node of the default domain that makes ``value``, when it is an ``op_type``."""
+    node = value.producer() if value is not None else None
+    if node is None or node.op_type != op_type or node.domain != "":
+        return None
+    return node
+
+
+def ints(value: ir.Value | None) -> list[int] | None:
+    """A constant's values as Python ints, flattened; None for a computed value."""
+    tensor = value.const_value if value is not None else None
+    return None if tensor is None else [int(v) for v in tensor.numpy().reshape(-1)]

@@ -12,18 +12,11 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.passes._nodes import perm as _perm
+from onnxport.passes._nodes import perm as _perm, producer
 
 from onnxport.passes.merge_reshapes import int64_initializer
 
 _HEADS_PERM = [0, 2, 1, 3]
-
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    if node is None or node.op_type != op_type or node.domain != "":
-        return None
-    return node
 
 
 def _static_4d(value: ir.Value | None) -> list | None:
@@ -35,13 +28,13 @@ def _static_4d(value: ir.Value | None) -> list | None:
 
 def _heads_input(value: ir.Value, allow_rotary: bool):
     """(transpose, rotary or None) when ``value`` is [RotaryEmbedding](Transpose(x, perm))."""
-    rotary = _producer(value, "RotaryEmbedding") if allow_rotary else None
+    rotary = producer(value, "RotaryEmbedding") if allow_rotary else None
     if rotary is not None:
         if len(rotary.inputs) != 3 or any(a in rotary.attributes for a in
                                           ("interleaved", "rotary_embedding_dim", "num_heads")):
             return None
         value = rotary.inputs[0]
-    transpose = _producer(value, "Transpose")
+    transpose = producer(value, "Transpose")
     if transpose is None or _perm(transpose) != _HEADS_PERM or _static_4d(value) is None:
         return None
     x = transpose.inputs[0]  # [B, S, heads, D]

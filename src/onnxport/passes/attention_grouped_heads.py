@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    if node is None or node.op_type != op_type or node.domain != "":
-        return None
-    return node
+from onnxport.passes._nodes import producer
 
 
 def _dims(value: ir.Value | None, rank: int) -> list | None:
@@ -26,9 +21,9 @@ def _dims(value: ir.Value | None, rank: int) -> list | None:
 
 def _repeated_source(value: ir.Value | None) -> ir.Value | None:
     """kv when ``value`` is kv's heads each repeated n times, else None."""
-    reshape = _producer(value, "Reshape")
-    expand = _producer(reshape.inputs[0], "Expand") if reshape is not None else None
-    unsqueeze = _producer(expand.inputs[0], "Unsqueeze") if expand is not None else None
+    reshape = producer(value, "Reshape")
+    expand = producer(reshape.inputs[0], "Expand") if reshape is not None else None
+    unsqueeze = producer(expand.inputs[0], "Unsqueeze") if expand is not None else None
     if unsqueeze is None or len(unsqueeze.inputs) < 2 or unsqueeze.inputs[1] is None:
         return None
     axes = unsqueeze.inputs[1].const_value

@@ -14,12 +14,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    if node is None or node.op_type != op_type or node.domain != "":
-        return None
-    return node
+from onnxport.passes._nodes import producer
 
 
 # Ops whose output elements are elements of their first input.
@@ -106,11 +101,11 @@ def _never_true_and_fits(condition: ir.Value | None, kept: ir.Value) -> bool:
     if condition.const_value is not None:
         array = condition.const_value.numpy()
         return not bool(array.any()) and _broadcasts_into(list(array.shape), kept)
-    equal = _producer(condition, "Equal")
+    equal = producer(condition, "Equal")
     if equal is None or len(equal.inputs) != 2:
         return False
     for reduced, bound in (equal.inputs, reversed(equal.inputs)):
-        reduce_max = _producer(reduced, "ReduceMax")
+        reduce_max = producer(reduced, "ReduceMax")
         if reduce_max is None or not _is_minus_infinity(bound):
             continue
         mask = reduce_max.inputs[0]

@@ -10,12 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    if node is None or node.op_type != op_type or node.domain != "":
-        return None
-    return node
+from onnxport.passes._nodes import producer
 
 
 def _scalar(value: ir.Value | None) -> float | None:
@@ -28,14 +23,14 @@ def _scalar(value: ir.Value | None) -> float | None:
 
 def _mean_of_squares(value: ir.Value | None, x: ir.Value) -> list[int] | None:
     """The axes of ReduceMean(x * x or x ** 2, axes, keepdims=1) that ``value`` is, else None."""
-    mean = _producer(value, "ReduceMean")
+    mean = producer(value, "ReduceMean")
     if mean is None or mean.attributes.get_int("keepdims", 1) != 1 or len(mean.inputs) < 2:
         return None
     axes_tensor = mean.inputs[1].const_value if mean.inputs[1] is not None else None
     if axes_tensor is None:
         return None
     square = mean.inputs[0]
-    power, product = _producer(square, "Pow"), _producer(square, "Mul")
+    power, product = producer(square, "Pow"), producer(square, "Mul")
     if power is not None and not (power.inputs[0] is x and _scalar(power.inputs[1]) == 2.0):
         return None
     if product is not None and not (product.inputs[0] is x and product.inputs[1] is x):
@@ -48,8 +43,8 @@ def _mean_of_squares(value: ir.Value | None, x: ir.Value) -> list[int] | None:
 def _match(div: ir.Node):
     """(x, first normalized axis, eps) when ``div`` is x / sqrt(mean(x^2) + eps), else None."""
     x = div.inputs[0]
-    sqrt = _producer(div.inputs[1], "Sqrt")
-    add = _producer(sqrt.inputs[0], "Add") if sqrt is not None else None
+    sqrt = producer(div.inputs[1], "Sqrt")
+    add = producer(sqrt.inputs[0], "Add") if sqrt is not None else None
     if x is None or add is None or x.dtype != ir.DataType.FLOAT or x.shape is None:
         return None
     for mean_value, eps_value in (add.inputs, reversed(add.inputs)):

@@ -11,27 +11,17 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from onnxport.passes._nodes import producer, ints
+
 _ELEMENTWISE = {"Cos", "Sin", "Cast", "Mul", "Div"}
-
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    if node is None or node.op_type != op_type or node.domain != "":
-        return None
-    return node
-
-
-def _ints(value: ir.Value | None) -> list[int] | None:
-    tensor = value.const_value if value is not None else None
-    return None if tensor is None else [int(v) for v in tensor.numpy().reshape(-1)]
 
 
 def _slice_range(node: ir.Node | None, x: ir.Value, size: int) -> tuple[int, int] | None:
     """(start, end) of a unit-step Slice of x's last axis, else None."""
     if node is None or node.inputs[0] is not x or len(node.inputs) < 4:
         return None
-    starts, ends, axes = (_ints(v) for v in node.inputs[1:4])
-    steps = _ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
+    starts, ends, axes = (ints(v) for v in node.inputs[1:4])
+    steps = ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
     if None in (starts, ends, axes, steps) or len(starts) != 1 or steps != [1]:
         return None
     if axes[0] % 4 != 3:
@@ -40,12 +30,12 @@ def _slice_range(node: ir.Node | None, x: ir.Value, size: int) -> tuple[int, int
 
 
 def _rotated_half(value: ir.Value | None, x: ir.Value, size: int) -> bool:
-    concat = _producer(value, "Concat")
+    concat = producer(value, "Concat")
     if concat is None or len(concat.inputs) != 2 or concat.attributes.get_int("axis") % 4 != 3:
         return False
-    neg = _producer(concat.inputs[0], "Neg")
-    upper = _slice_range(_producer(neg.inputs[0], "Slice"), x, size) if neg else None
-    lower = _slice_range(_producer(concat.inputs[1], "Slice"), x, size)
+    neg = producer(concat.inputs[0], "Neg")
+    upper = _slice_range(producer(neg.inputs[0], "Slice"), x, size) if neg else None
+    lower = _slice_range(producer(concat.inputs[1], "Slice"), x, size)
     return upper == (size // 2, size) and lower == (0, size // 2)
 
 
@@ -89,8 +79,8 @@ def _half_cache(graph: ir.Graph, table: ir.Value | None, x: ir.Value, size: int,
                          const_value=ir.tensor(half, name=name))
         graph.register_initializer(value)
         return value, half.shape[0] == batch, []
-    unsqueeze = _producer(table, "Unsqueeze")
-    if unsqueeze is None or _ints(unsqueeze.inputs[1]) not in ([1], [-3]):
+    unsqueeze = producer(table, "Unsqueeze")
+    if unsqueeze is None or ints(unsqueeze.inputs[1]) not in ([1], [-3]):
         return None
     if not _is_duplicated_halves(unsqueeze.inputs[0]):
         return None
@@ -119,7 +109,7 @@ class FuseRotaryEmbedding(ir.passes.InPlacePass):
         for add in list(model.graph):
             if add.op_type != "Add" or add.domain != "" or len(add.inputs) != 2:
                 continue
-            muls = [_producer(v, "Mul") for v in add.inputs]
+            muls = [producer(v, "Mul") for v in add.inputs]
             if None in muls:
                 continue
             matched = self._match(model.graph, *muls) or self._match(model.graph, *muls[::-1])

@@ -15,19 +15,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from onnxport.passes._nodes import producer, ints
+
 MAX_HEAD_SIZE = 32
-
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    if node is None or node.op_type != op_type or node.domain != "":
-        return None
-    return node
-
-
-def _ints(value: ir.Value | None) -> list[int] | None:
-    tensor = value.const_value if value is not None else None
-    return None if tensor is None else [int(v) for v in tensor.numpy().reshape(-1)]
 
 
 def _last_axis(axis: int | None, rank: int) -> bool:
@@ -45,15 +35,15 @@ def _half(value: ir.Value, size: int) -> tuple[ir.Value, str] | None:
         return None
     rank = len(x.shape)
     if node.op_type == "Split":
-        sizes = _ints(node.inputs[1]) if len(node.inputs) > 1 else None
+        sizes = ints(node.inputs[1]) if len(node.inputs) > 1 else None
         if sizes != [size // 2, size // 2] or len(node.outputs) != 2 \
                 or not _last_axis(node.attributes.get_int("axis", 0), rank):
             return None
         return x, ("lower" if value is node.outputs[0] else "upper")
     if node.op_type != "Slice" or len(node.inputs) < 4:
         return None
-    starts, ends, axes = (_ints(v) for v in node.inputs[1:4])
-    steps = _ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
+    starts, ends, axes = (ints(v) for v in node.inputs[1:4])
+    steps = ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
     if None in (starts, ends, axes, steps) or len(starts) != 1 or steps != [1] \
             or not _last_axis(axes[0], rank):
         return None
@@ -109,7 +99,7 @@ class RotateHalfMatMul(ir.passes.InPlacePass):
     @staticmethod
     def _rotated(concat: ir.Node) -> ir.Value | None:
         """x when ``concat`` is Concat(-x[.., D/2:], x[.., :D/2]) with D small enough."""
-        neg = _producer(concat.inputs[0], "Neg")
+        neg = producer(concat.inputs[0], "Neg")
         if neg is None or neg.inputs[0] is None or concat.inputs[1] is None:
             return None
         x = neg.inputs[0].producer().inputs[0] if neg.inputs[0].producer() else None

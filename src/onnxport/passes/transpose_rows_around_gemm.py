@@ -14,20 +14,13 @@ import math
 
 import onnx_ir as ir
 
-from onnxport.passes._nodes import perm as _perm
+from onnxport.passes._nodes import perm as _perm, producer
 
 from onnxport.passes.merge_reshapes import int64_initializer, same_shape
 
 
 def _single_use(value: ir.Value | None) -> bool:
     return value is not None and len(value.uses()) == 1 and not value.is_graph_output()
-
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    if node is None or node.op_type != op_type or node.domain != "":
-        return None
-    return node
 
 
 def _constant_entries(node: ir.Node) -> list[int] | None:
@@ -49,10 +42,10 @@ class TransposeRowsAroundGemm(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified)
 
     def _compose(self, graph: ir.Graph, last: ir.Node) -> bool:
-        unflatten = _producer(last.inputs[0], "Reshape")
-        gemm = unflatten and _producer(unflatten.inputs[0], "Gemm")
-        flatten = gemm and _producer(gemm.inputs[0], "Reshape")
-        first = flatten and _producer(flatten.inputs[0], "Transpose")
+        unflatten = producer(last.inputs[0], "Reshape")
+        gemm = unflatten and producer(unflatten.inputs[0], "Gemm")
+        flatten = gemm and producer(gemm.inputs[0], "Reshape")
+        first = flatten and producer(flatten.inputs[0], "Transpose")
         if first is None or not all(_single_use(v) for v in (
                 first.outputs[0], flatten.outputs[0], gemm.outputs[0], unflatten.outputs[0])):
             return False

@@ -17,17 +17,10 @@ import math
 
 import onnx_ir as ir
 
-from onnxport.passes._nodes import perm
+from onnxport.passes._nodes import perm, producer
 from onnxport.passes.merge_reshapes import int64_initializer, same_dim
 
 _HEADS_PERM = [0, 2, 1, 3]
-
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    if node is None or node.op_type != op_type or node.domain != "":
-        return None
-    return node
 
 
 def _scalar(value: ir.Value | None) -> float | None:
@@ -50,7 +43,7 @@ def _only_user(value: ir.Value, op_type: str, index: int = 0) -> ir.Node | None:
 
 def _mask_bias(value: ir.Value | None) -> ir.Node | None:
     """The Where(mask, 0, -inf) that made ``value`` (SharedMaskBias' form), else None."""
-    where = _producer(value, "Where")
+    where = producer(value, "Where")
     if where is None or len(where.inputs) != 3 or where.inputs[0] is None:
         return None
     if where.inputs[0].dtype != ir.DataType.BOOL or _scalar(where.inputs[1]) != 0.0:
@@ -89,17 +82,17 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
     def _rewrite(self, graph: ir.Graph, where: ir.Node) -> bool:
         if len(where.inputs) != 3 or _scalar(where.inputs[1]) != 0.0:
             return False
-        if _producer(where.inputs[2], "Attention") is not None:
+        if producer(where.inputs[2], "Attention") is not None:
             return self._rewrite_attention(graph, where)
         rows, probs = where.inputs[0], where.inputs[2]
-        softmax = _producer(probs, "Softmax")
+        softmax = producer(probs, "Softmax")
         if softmax is None or softmax.graph is not graph or len(probs.uses()) != 1:
             return False
         if softmax.attributes.get_int("axis", -1) not in (-1, 3):
             return False
         if not self._query_flags(rows):
             return False
-        add = _producer(softmax.inputs[0], "Add")
+        add = producer(softmax.inputs[0], "Add")
         if add is None or len(softmax.inputs[0].uses()) != 1:
             return False
         bias_at = next((i for i in (1, 0) if _mask_bias(add.inputs[i]) is not None), None)
@@ -134,7 +127,7 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
         [B, S, heads * D] becomes Attention(q, k, v, Or(mask, rows)) * keep [B, S, 1]."""
         output = where.inputs[2]
         attention = output.producer()
-        squeeze = _producer(where.inputs[0], "Squeeze")
+        squeeze = producer(where.inputs[0], "Squeeze")
         if squeeze is None or len(squeeze.inputs) < 2 or attention.graph is not graph:
             return False
         axes = squeeze.inputs[1].const_value
@@ -272,11 +265,11 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
     @staticmethod
     def _allowed(rows: ir.Value) -> ir.Value | None:
         """a when rows = Equal(a, 0), a = ReduceMax(Cast(bool mask)) (only 0 and 1), else None."""
-        equal = _producer(rows, "Equal")
+        equal = producer(rows, "Equal")
         if equal is None or _scalar(equal.inputs[1]) != 0.0:
             return None
-        largest = _producer(equal.inputs[0], "ReduceMax")
-        cast = _producer(largest.inputs[0], "Cast") if largest is not None else None
+        largest = producer(equal.inputs[0], "ReduceMax")
+        cast = producer(largest.inputs[0], "Cast") if largest is not None else None
         if cast is None or cast.inputs[0] is None or cast.inputs[0].dtype != ir.DataType.BOOL:
             return None
         return equal.inputs[0]
