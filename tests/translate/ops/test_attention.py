@@ -85,6 +85,19 @@ def test_an_unscaled_attention_has_no_multiplication_by_one():
                  "Mul") == 1
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool])
+def test_a_mask_broadcast_over_the_queries_runs_at_opset_23(dtype):
+    # ONNX Runtime's Attention refused a [B, 1, 1, S] padding mask ("inconsistent
+    # q_sequence_length"); torch and the ONNX operator broadcast it.
+    torch.manual_seed(0)
+    mask = torch.randn(2, 1, 1, 5) if dtype == torch.float32 else torch.rand(2, 1, 1, 5) > 0.3
+    mask[..., 0] = True if dtype == torch.bool else mask[..., 0]
+    program = check(lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), *_qkv(), mask, opset=23,
+                    dynamic_axes={"q": {2: "queries"}}, input_names=["q", "k", "v", "m"],
+                    run_with=[(*_qkv(length=7)[:1], *_qkv()[1:], mask)])
+    assert count(program, "Attention") == 1
+
+
 def test_static_causal_mask_is_a_constant():
     program = check(lambda q, k, v: sdpa(q, k, v, is_causal=True), *_qkv())
     ops = op_types(program)

@@ -43,7 +43,7 @@ def _fused_attention(g, query, key, value, attn_mask, is_causal, scale):
         if not isinstance(head_size, int):
             raise NotImplementedError("attention with a symbolic head size needs an explicit scale")
         scale = 1.0 / math.sqrt(head_size)
-    mask = [attn_mask] if attn_mask is not None else []
+    mask = [_over_queries(g, attn_mask, query)] if attn_mask is not None else []
     output = g.op("Attention", query, key, value, *mask, scale_f=float(scale),
                   is_causal_i=int(bool(is_causal)))
     if attn_mask is not None and not _constant_without_masked_rows(attn_mask):
@@ -51,6 +51,20 @@ def _fused_attention(g, query, key, value, attn_mask, is_causal, scale):
         output = g.op("Where", _rows_fully_masked(g, attn_mask), g.const(0.0, query.dtype),
                       output)
     return output
+
+
+def _over_queries(g, mask, query):
+    """``mask`` with the query length on its second-to-last axis. ONNX Runtime's Attention
+    takes no mask that broadcasts over the queries ([B, 1, 1, S], a padding mask), which the
+    operator and torch allow: such a mask is expanded."""
+    r = rank(query)
+    length = query.shape[r - 2]
+    dims = mask.shape
+    if dims is not None and len(dims) >= 2 and dims[len(dims) - 2] == length:
+        return mask
+    rows = g.const([length, 1]) if isinstance(length, int) else \
+        g.op("Concat", size_of(g, query, r - 2), g.const([1]), axis_i=0)
+    return g.op("Expand", mask, rows)
 
 
 @translates("aten::_scaled_dot_product_flash_attention_for_cpu")
