@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import onnx_ir as ir
 
 
@@ -40,3 +42,17 @@ def ints(value: ir.Value | None) -> list[int] | None:
     """A constant's values as Python ints, flattened; None for a computed value."""
     tensor = value.const_value if value is not None else None
     return None if tensor is None else [int(v) for v in tensor.numpy().reshape(-1)]
+
+
+def scalar(value: ir.Value | None) -> float | None:
+    """A one-element constant's value as a float; None for anything else."""
+    tensor = value.const_value if value is not None else None
+    if tensor is None or tensor.size != 1:
+        return None
+    return float(tensor.numpy().reshape(-1)[0])
+
+
+def is_minus_infinity(value: ir.Value | None) -> bool:
+    """True for a one-element constant -inf (an attention mask's fill)."""
+    number = scalar(value)
+    return number is not None and math.isinf(number) and number < 0

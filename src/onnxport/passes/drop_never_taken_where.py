@@ -9,12 +9,10 @@ condition to all False; each layer's Where over its attention is then dead work.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.passes._nodes import producer
+from onnxport.passes._nodes import is_minus_infinity, producer
 
 
 # Ops whose output elements are elements of their first input.
@@ -36,14 +34,6 @@ def _never_minus_infinity(value: ir.Value | None, depth: int = 6) -> bool:
         return len(node.inputs) == 3 and all(_never_minus_infinity(v, depth - 1)
                                              for v in node.inputs[1:])
     return node.op_type in _MOVING_ONLY and _never_minus_infinity(node.inputs[0], depth - 1)
-
-
-def _is_minus_infinity(value: ir.Value | None) -> bool:
-    tensor = value.const_value if value is not None else None
-    if tensor is None or tensor.size != 1:
-        return False
-    number = float(tensor.numpy().reshape(-1)[0])
-    return math.isinf(number) and number < 0
 
 
 _ELEMENTWISE = {"Add", "Sub", "Mul", "Div"}
@@ -106,7 +96,7 @@ def _never_true_and_fits(condition: ir.Value | None, kept: ir.Value) -> bool:
         return False
     for reduced, bound in (equal.inputs, reversed(equal.inputs)):
         reduce_max = producer(reduced, "ReduceMax")
-        if reduce_max is None or not _is_minus_infinity(bound):
+        if reduce_max is None or not is_minus_infinity(bound):
             continue
         mask = reduce_max.inputs[0]
         keepdims = reduce_max.attributes.get_int("keepdims", 1)

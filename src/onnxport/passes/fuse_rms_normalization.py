@@ -10,15 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.passes._nodes import producer
-
-
-def _scalar(value: ir.Value | None) -> float | None:
-    tensor = value.const_value if value is not None else None
-    if tensor is None:
-        return None
-    array = tensor.numpy()
-    return float(array.reshape(-1)[0]) if array.size == 1 else None
+from onnxport.passes._nodes import producer, scalar
 
 
 def _mean_of_squares(value: ir.Value | None, x: ir.Value) -> list[int] | None:
@@ -31,7 +23,7 @@ def _mean_of_squares(value: ir.Value | None, x: ir.Value) -> list[int] | None:
         return None
     square = mean.inputs[0]
     power, product = producer(square, "Pow"), producer(square, "Mul")
-    if power is not None and not (power.inputs[0] is x and _scalar(power.inputs[1]) == 2.0):
+    if power is not None and not (power.inputs[0] is x and scalar(power.inputs[1]) == 2.0):
         return None
     if product is not None and not (product.inputs[0] is x and product.inputs[1] is x):
         return None
@@ -48,7 +40,7 @@ def _match(div: ir.Node):
     if x is None or add is None or x.dtype != ir.DataType.FLOAT or x.shape is None:
         return None
     for mean_value, eps_value in (add.inputs, reversed(add.inputs)):
-        eps = _scalar(eps_value)
+        eps = scalar(eps_value)
         axes = _mean_of_squares(mean_value, x) if eps is not None else None
         if axes is not None:
             break

@@ -7,18 +7,10 @@ layer's Where into an Add, which ONNX Runtime fuses into its attention kernels."
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx_ir as ir
 
-
-def _is_minus_infinity(value: ir.Value | None) -> bool:
-    tensor = value.const_value if value is not None else None
-    if tensor is None or tensor.size != 1:
-        return False
-    number = float(tensor.numpy().reshape(-1)[0])
-    return math.isinf(number) and number < 0
+from onnxport.passes._nodes import is_minus_infinity
 
 
 def _scalar_initializer(graph: ir.Graph, name: str, dtype: ir.DataType) -> ir.Value:
@@ -40,7 +32,7 @@ class SharedMaskBias(ir.passes.InPlacePass):
             if node.op_type != "Where" or node.domain != "" or len(node.inputs) != 3:
                 continue
             mask, scores, fill = node.inputs
-            if mask is None or scores is None or not _is_minus_infinity(fill):
+            if mask is None or scores is None or not is_minus_infinity(fill):
                 continue
             if mask.dtype != ir.DataType.BOOL or scores.dtype != fill.dtype:
                 continue

@@ -17,17 +17,10 @@ import math
 
 import onnx_ir as ir
 
-from onnxport.passes._nodes import perm, producer
+from onnxport.passes._nodes import perm, producer, scalar
 from onnxport.passes.merge_reshapes import int64_initializer, same_dim
 
 _HEADS_PERM = [0, 2, 1, 3]
-
-
-def _scalar(value: ir.Value | None) -> float | None:
-    tensor = value.const_value if value is not None else None
-    if tensor is None or tensor.size != 1:
-        return None
-    return float(tensor.numpy().reshape(-1)[0])
 
 
 def _only_user(value: ir.Value, op_type: str, index: int = 0) -> ir.Node | None:
@@ -46,9 +39,9 @@ def _mask_bias(value: ir.Value | None) -> ir.Node | None:
     where = producer(value, "Where")
     if where is None or len(where.inputs) != 3 or where.inputs[0] is None:
         return None
-    if where.inputs[0].dtype != ir.DataType.BOOL or _scalar(where.inputs[1]) != 0.0:
+    if where.inputs[0].dtype != ir.DataType.BOOL or scalar(where.inputs[1]) != 0.0:
         return None
-    fill = _scalar(where.inputs[2])
+    fill = scalar(where.inputs[2])
     return where if fill is not None and math.isinf(fill) and fill < 0 else None
 
 
@@ -80,7 +73,7 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified)
 
     def _rewrite(self, graph: ir.Graph, where: ir.Node) -> bool:
-        if len(where.inputs) != 3 or _scalar(where.inputs[1]) != 0.0:
+        if len(where.inputs) != 3 or scalar(where.inputs[1]) != 0.0:
             return False
         if producer(where.inputs[2], "Attention") is not None:
             return self._rewrite_attention(graph, where)
@@ -266,7 +259,7 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
     def _allowed(rows: ir.Value) -> ir.Value | None:
         """a when rows = Equal(a, 0), a = ReduceMax(Cast(bool mask)) (only 0 and 1), else None."""
         equal = producer(rows, "Equal")
-        if equal is None or _scalar(equal.inputs[1]) != 0.0:
+        if equal is None or scalar(equal.inputs[1]) != 0.0:
             return None
         largest = producer(equal.inputs[0], "ReduceMax")
         cast = producer(largest.inputs[0], "Cast") if largest is not None else None
