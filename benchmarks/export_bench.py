@@ -95,23 +95,21 @@ def register_cache_pytrees(model) -> None:
     register_cache_pytrees_for_model(model)
 
 
-class TupleOutputs:
-    """A transformers model called with its keyword tensors given positionally, returning a
-    tuple and no cache (built lazily: torch is imported by the worker only)."""
+def tuple_outputs(model, keywords: list[str]):
+    """``model`` (transformers) called with its keyword tensors given positionally, returning
+    a tuple and no cache (torch is imported by the worker only, hence the local class)."""
+    import torch
 
-    def __new__(cls, model, keywords: list[str]):
-        import torch
+    class TupleOutputs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
 
-        class Wrapper(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.model = model
+        def forward(self, first, *rest):
+            output = self.model(first, **dict(zip(keywords, rest)), use_cache=False)
+            return tuple(v for v in output.values() if isinstance(v, torch.Tensor))
 
-            def forward(self, first, *rest):
-                output = self.model(first, **dict(zip(keywords, rest)), use_cache=False)
-                return tuple(v for v in output.values() if isinstance(v, torch.Tensor))
-
-        return Wrapper().eval()
+    return TupleOutputs().eval()
 
 
 def export_attempts(exporter: str, model, args: tuple, kwargs: dict):
@@ -123,7 +121,7 @@ def export_attempts(exporter: str, model, args: tuple, kwargs: dict):
     if exporter == "torchscript" and type(model).__module__.startswith("transformers."):
         # The TorchScript exporter takes no ModelOutput or cache object: what its users do is
         # wrap the model, tensors in and a tuple out, without the cache.
-        wrapper = TupleOutputs(model, list(kwargs))
+        wrapper = tuple_outputs(model, list(kwargs))
         yield ("wrapped: tensors in, tuple out, use_cache=False", lambda: None,
                (*args, *kwargs.values()), {}, wrapper)
     if exporter == "dynamo" and type(model).__module__.startswith("transformers."):

@@ -1187,13 +1187,14 @@ def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
                 values[node] = size
             elif node.op == "get_attr":
                 values[node] = _attribute(graph_module, node.target)
-            elif node.op == "call_function":
-                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), values.__getitem__)
-                values[node] = node.target(*args, **kwargs)
             else:
-                raise CaptureError(f"a size read back from a tensor depends on "
-                                   f"{node.format_node()}, which onnxport cannot run; this is a "
-                                   "bug of onnxport's tracing, please report it")
+                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), values.__getitem__)
+                if node.op == "call_method":  # (each kind run as torch.fx.Interpreter does)
+                    values[node] = getattr(args[0], node.target)(*args[1:], **kwargs)
+                elif node.op == "call_module":
+                    values[node] = _attribute(graph_module, node.target)(*args, **kwargs)
+                else:
+                    values[node] = node.target(*args, **kwargs)
     for node in reads:
         for user in list(node.users):
             user.args = torch.fx.node.map_arg(user.args, lambda n: values[n] if n is node else n)
