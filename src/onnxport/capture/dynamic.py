@@ -43,8 +43,9 @@ def tensor_input_slots(args: tuple, kwargs: dict,
     top_level += [(key, -1, value) for key, value in kwargs.items()]
     slots = []
     for parameter, position, value in top_level:
+        root = hf_cache.input_name_root(parameter, value)
         for path, tensor in tensor_leaves(value):
-            name = ".".join([parameter, *path])
+            name = ".".join([root, *path])
             slots.append(InputSlot(name, parameter, position, tuple(path), tensor))
     return slots
 

@@ -56,6 +56,27 @@ def is_cache_type(cls: type) -> bool:
     return isinstance(cls, type) and issubclass(cls, Cache)
 
 
+# The fields a KV cache is passed and returned in: ``past_key_values`` in transformers before
+# 5.24, ``cache`` since (the old name still accepted). ONNX models name the tensors fed in
+# ``past_key_values.N.key`` and those returned ``present.N.key`` on every version.
+CACHE_FIELDS = ("past_key_values", "cache")
+_INPUT_CACHE_NAME = "past_key_values"
+
+
+def is_kv_cache_field(key: str, node_type: Any) -> bool:
+    """Whether a top-level output field ``key`` holding a ``node_type`` is the KV cache
+    (``past_key_values`` always, as legacy tuples too; ``cache`` when it holds a Cache)."""
+    return key == "past_key_values" or (key in CACHE_FIELDS and is_cache_type(node_type))
+
+
+def input_name_root(parameter: str, value: Any) -> str:
+    """The first part of the ONNX names of the tensors in a ``parameter`` argument: a KV
+    cache's are ``past_key_values`` whichever field passes it."""
+    if parameter in CACHE_FIELDS and is_cache_type(type(value)):
+        return _INPUT_CACHE_NAME
+    return parameter
+
+
 def cache_leaf_names(context: Any, count: int) -> list[str]:
     """One name per flattened leaf of a cache, from the context transformers flattens it to
     (``{"_t": "obj", "s": {"layers": [{"_t": "obj", "s": {"keys": {"_t": "tensor", "i": 0}...``);

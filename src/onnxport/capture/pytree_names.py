@@ -12,8 +12,9 @@ import torch.utils._pytree as pytree
 
 from onnxport.capture import hf_cache
 
-# A cache given as ``past_key_values`` comes back updated; ONNX models call that one ``present``.
-_OUTPUT_RENAMED = {"past_key_values": "present"}
+# A cache given as ``past_key_values`` comes back updated; ONNX models call that one ``present``
+# (transformers 5.24 returns it as ``cache``: see hf_cache.CACHE_FIELDS).
+_OUTPUT_CACHE_NAME = "present"
 
 
 def tensor_leaves(value: Any) -> list[tuple[list[str], torch.Tensor]]:
@@ -43,16 +44,14 @@ def output_names(spec: pytree.TreeSpec) -> list[str | None]:
 
     def walk(node: pytree.TreeSpec, parts: list[str], named: bool) -> None:
         if node.is_leaf():
-            if named:
-                first = _OUTPUT_RENAMED.get(parts[0], parts[0])
-                names.append(".".join([first, *parts[1:]]))
-            else:
-                names.append(None)
+            names.append(".".join(parts) if named else None)
             return
         is_cache = hf_cache.is_cache_type(node.type)
         keys = _child_keys(node.type, node.context, node.num_children)
         positional = not is_cache and keys == [str(i) for i in range(node.num_children)]
         for key, child in zip(keys, node.children()):
+            if not parts and hf_cache.is_kv_cache_field(key, child.type):
+                key = _OUTPUT_CACHE_NAME
             walk(child, parts + [key], named or not positional)
 
     walk(spec, [], False)

@@ -400,7 +400,9 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
         node.meta.pop(_TRACED_SHAPE, None)
     for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
         graph.erase_node(node)
-    for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None):
+    constant_of = {spec.arg.name: constants[spec.target] for spec in weight_specs
+                   if spec.kind == InputKind.CONSTANT_TENSOR}
+    for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None, constant_of):
         constants[name] = value
         weight_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), name))
         weight_values.append(value)
@@ -521,8 +523,8 @@ def _written_positions(target: Any) -> tuple[int, ...]:
                  if argument.alias_info is not None and argument.alias_info.is_write)
 
 
-def _fold_filled_constants(graph: torch.fx.Graph,
-                           first_input: torch.fx.Node | None) -> list[tuple[str, torch.Tensor]]:
+def _fold_filled_constants(graph: torch.fx.Graph, first_input: torch.fx.Node | None,
+                           constants: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
     """Replace each tensor that is allocated and written into through views with constants of
     static size (swin's shifted-window attention mask) by its final value, as a new constant
     placeholder before ``first_input``.
@@ -530,6 +532,8 @@ def _fold_filled_constants(graph: torch.fx.Graph,
     Such writes are the only reason these graphs need functionalizing, which traces the whole
     program again (most of a ``dynamo=False`` export of swin_t); the values are the same.
     Returns the (name, value) of each constant made; each placeholder's ``meta["val"]`` is set.
+    ``constants`` holds the values of the graph's constant placeholders by name (a fill value
+    the tracer lifted as a tensor).
     """
     order = {node: k for k, node in enumerate(graph.nodes)}
     roots: dict[torch.fx.Node, list[torch.fx.Node]] = {}
@@ -548,7 +552,7 @@ def _fold_filled_constants(graph: torch.fx.Graph,
         roots.setdefault(root, []).append(node)
     folded = []
     for root, writers in roots.items():
-        value = _filled_value(root, writers, order)
+        value = _filled_value(root, writers, order, constants)
         if value is None:
             continue
         name = f"c_filled_{root.name}"
@@ -564,7 +568,7 @@ def _fold_filled_constants(graph: torch.fx.Graph,
 
 
 def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
-                  order: dict) -> torch.Tensor | None:
+                  order: dict, constants: dict[str, Any]) -> torch.Tensor | None:
     """The value ``root`` holds after ``writers``, when it is freshly allocated, every size,
     index and value involved is a constant, and nothing reads it before the last write."""
     if root.target not in _FRESH:
@@ -580,6 +584,9 @@ def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
         value = node.meta.get("val")
         if isinstance(value, (int, float, bool)) and not isinstance(value, torch.SymInt):
             return value
+        lifted = constants.get(node.name) if node.op == "placeholder" else None
+        if isinstance(lifted, torch.Tensor) and lifted.numel() == 1:
+            return lifted  # a fill value the tracer lifted as a tensor (torch 2.14)
         raise LookupError(node.name)
 
     values: dict[torch.fx.Node, Any] = {}
