@@ -234,10 +234,16 @@ def _transformers_batch1(name: str) -> Batch1Case:
             vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
             encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
             decoder_ffn_dim=64, max_position_embeddings=64),
+        "MarianMTModel": lambda: tf.MarianConfig(
+            vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+            decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=0,
+            decoder_start_token_id=0),
     }
     if name in configs:
         model = randomize_(getattr(tf, name)(configs[name]()).eval())
-        decoder = name in ("T5ForConditionalGeneration", "BartForConditionalGeneration")
+        decoder = name in ("T5ForConditionalGeneration", "BartForConditionalGeneration",
+                           "MarianMTModel")
         names = ["input_ids", "attention_mask"] + (["decoder_input_ids"] if decoder else [])
         return Batch1Case(model, _text_inputs(names, decoder=decoder),
                           {n: _TEXT_AXES[n] for n in names}, text=True)
@@ -257,9 +263,16 @@ def _transformers_batch1(name: str) -> Batch1Case:
         return Batch1Case(model, make, {"input_features": {0: "batch"},
                                         "decoder_input_ids": {0: "batch", 1: "decoder_sequence"}},
                           text=True)
-    if name == "ViTModel":
-        config = tf.ViTConfig(image_size=32, patch_size=8, num_channels=3, **small)
-        model = randomize_(tf.ViTModel(config).eval())
+    vision = {
+        "ViTModel": lambda: tf.ViTModel(tf.ViTConfig(image_size=32, patch_size=8,
+                                                     num_channels=3, **small)),
+        "Dinov2Model": lambda: tf.Dinov2Model(tf.Dinov2Config(image_size=32, patch_size=8,
+                                                              num_channels=3, **small)),
+        "SiglipVisionModel": lambda: tf.SiglipVisionModel(tf.SiglipVisionConfig(
+            image_size=32, patch_size=8, num_channels=3, **small)),
+    }
+    if name in vision:
+        model = randomize_(vision[name]().eval())
         return Batch1Case(model, lambda batch, sequence=None: (
             (), {"pixel_values": torch.randn(batch, 3, 32, 32)}), {"pixel_values": {0: "batch"}})
     if name == "Wav2Vec2Model":

@@ -159,3 +159,31 @@ def test_dynamic_batch_from_an_example_batch_of_one(name):
     for sizes in [(1,), (3, model_zoo.OTHER_SEQUENCE) if case.text else (3,)]:
         args, kwargs = case.make_inputs(*sizes)
         assert_matches_eager(program, case.model, args, kwargs)
+
+
+# -- issue 17: files every supported ONNX Runtime loads --------------------------------------
+# Their attention modules build the mask path twice; ZeroMaskedRows once named two nodes alike,
+# which ONNX Runtime 1.30 refuses (1.32 refuses three of them) and onnx.checker lets through.
+ATTENTION_TWICE = ["transformers.ViTModel", "transformers.BartForConditionalGeneration",
+                   "transformers.Wav2Vec2Model", "transformers.WhisperForConditionalGeneration",
+                   "transformers.Dinov2Model", "transformers.SiglipVisionModel",
+                   "transformers.MarianMTModel"]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("name", ATTENTION_TWICE)
+def test_every_node_and_value_name_is_unique(name, dynamic):
+    # The static export is the one that named two nodes alike (its masks are constants).
+    case = model_zoo.batch1_case(name)
+    args, kwargs = case.make_inputs(2)
+    program = onnxport.export(case.model, args, kwargs=kwargs,
+                              dynamic_axes=case.dynamic_axes if dynamic else None)
+    proto = program.model_proto
+    nodes = [node.name for node in proto.graph.node]
+    assert len(nodes) == len(set(nodes))
+    values = [v for node in proto.graph.node for v in node.output]
+    assert len(values) == len(set(values))
+    other = [(3, model_zoo.OTHER_SEQUENCE) if case.text else (3,)] if dynamic else []
+    for sizes in [(2,), *other]:
+        args, kwargs = case.make_inputs(*sizes)
+        assert_matches_eager(program, case.model, args, kwargs)

@@ -295,3 +295,23 @@ def test_a_self_contained_save_is_renamed_into_place_without_fsync(tmp_path, mon
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
     program.save(tmp_path / "e.onnx", external_data=True)
     assert synced
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+@pytest.mark.parametrize("external", [False, True])
+def test_saved_files_follow_the_umask_as_open_would(tmp_path, umask, external):
+    torch.manual_seed(0)
+    model, x = ConvFc().eval(), torch.randn(2, 3, 6, 6)
+    previous = os.umask(umask)
+    try:
+        onnxport.export(model, (x,), tmp_path / "m.onnx", external_data=external)
+        with open(tmp_path / "reference", "wb"):
+            pass
+    finally:
+        os.umask(previous)
+    expected = os.stat(tmp_path / "reference").st_mode & 0o777
+    written = [tmp_path / "m.onnx", *tmp_path.glob("m.onnx.*.data")]
+    assert len(written) == (2 if external else 1)
+    for path in written:
+        assert os.stat(path).st_mode & 0o777 == expected, path
+    _close(_run(tmp_path / "m.onnx", x), _eager(model, x))

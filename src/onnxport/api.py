@@ -28,6 +28,7 @@ from onnxport.translate.fallback import fallback_registry
 from onnxport.diagnostics import report as reports
 from onnxport.errors import OnnxExporterError, UnsupportedOpsError, VerificationError
 from onnxport.program import ONNXProgram
+from onnxport.verification.validity import check_model, check_structure
 from onnxport.translate import TranslationContext, default_registry, functions, translate_graph
 from onnxport.translate.custom import check_custom_opsets
 from onnxport.translate.registry import aten_name
@@ -168,6 +169,7 @@ def export(
                                                (input_names or [])[:len(captured.input_names)],
                                                output_names, dynamic.output_dim_names)
                 _rename_output_dims(onnx_model, captured.output_dim_names)
+                check_structure(onnx_model, "translation")
             if optimize:
                 with stage("optimize"):
                     passes.optimize(onnx_model, fused_ops=fused_ops)
@@ -177,6 +179,9 @@ def export(
             if module_functions:
                 with stage("functions"):
                     _export_modules_as_functions(onnx_model, module_functions, captured.weights)
+            with stage("check"):
+                check_model(onnx_model, "the export (translation, passes, type casts and "
+                                        "module functions)")
             program = ONNXProgram(onnx_model, captured.exported_program,
                                   input_names=captured.input_names,
                                   output_names=captured.output_names)

@@ -19,7 +19,7 @@ from onnx_ir.tensor_adapters import TorchTensor
 from onnxport import api
 from onnxport.checkpoints import DescribedTensor
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
-from onnxport.passes import CommonSubexpressions, FuseConsecutiveUnsqueeze
+from onnxport.passes import optimize_without_weights
 from onnxport.program import ONNXProgram
 from onnxport.registry_api import OnnxRegistry
 from onnxport.translate import functions
@@ -180,7 +180,7 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
         raise wrapped from error
     if fake:
         _drop_fake_weights(program.model)
-        _optimize_without_weights(program.model)
+        optimize_without_weights(program.model)
         program = _with_class(program, FakeModeProgram)
     program.diagnostic_options = export_options.diagnostic_options
     return program
@@ -306,17 +306,6 @@ def _drop_fake_weights(model: ir.Model) -> None:
         tensor = value.const_value
         if isinstance(tensor, TorchTensor) and isinstance(tensor.raw, FakeTensor):
             value.const_value = MissingWeight(name, tensor.dtype, tensor.shape)
-
-
-def _optimize_without_weights(model: ir.Model) -> None:
-    """The clean-up passes that never read a weight's value."""
-    ir.passes.PassManager([
-        FuseConsecutiveUnsqueeze(),
-        common.RemoveUnusedNodesPass(),
-        CommonSubexpressions(),
-        common.RemoveUnusedNodesPass(),
-        common.RemoveUnusedOpsetsPass(),
-    ], steps=1)(model)
 
 
 __all__ = ["DiagnosticOptions", "ExportOptions", "FakeModeProgram", "MissingWeight", "ONNXFakeContext",

@@ -54,3 +54,8 @@ class VerificationError(OnnxExporterError):
 class ExternalDataError(OnnxExporterError, ValueError):
     """A model's external data is missing, or lies outside its folder (an absolute path,
     ``..``, or a symlink out)."""
+
+
+class InvalidModelError(OnnxExporterError):
+    """The exported model breaks a rule of ONNX (a duplicate name, a missing opset import, a
+    checker error): an exporter bug. The message names the stage or pass that broke it."""

@@ -320,6 +320,29 @@ def _sync_folder(folder: str) -> None:
         os.close(handle)
 
 
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 less the process's umask (mkstemp's 0o600
+    would hide an exported model from a serving process of another user)."""
+    try:  # Linux states the umask without changing it
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)  # elsewhere: read by setting it, then put back at once
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _temporary_file(folder: str) -> str:
+    """An empty temporary file in ``folder``, with the mode a new file gets there."""
+    handle, temporary = tempfile.mkstemp(prefix=".onnxport-", suffix=".tmp", dir=folder)
+    os.close(handle)
+    os.chmod(temporary, _new_file_mode())
+    return temporary
+
+
 class _atomic_path:
     """A temporary file next to ``destination``, renamed over it only when writing succeeded."""
 
@@ -329,9 +352,7 @@ class _atomic_path:
         self.durable = durable  # the rename synced too
 
     def __enter__(self) -> str:
-        handle, self.temporary = tempfile.mkstemp(prefix=".onnxport-", suffix=".tmp",
-                                                  dir=self.folder)
-        os.close(handle)
+        self.temporary = _temporary_file(self.folder)
         return self.temporary
 
     def __exit__(self, kind, error, traceback) -> bool:
@@ -437,8 +458,7 @@ def _write_side_file(model: ir.Model, folder: str, base: str):
     """Write the weights to ``<base>.<hash>.data`` in ``folder``; returns its name, where each
     weight is, and whether the file is new (else an identical one was there already). No file
     (and name None) when every weight is small enough to stay in the model."""
-    handle, temporary = tempfile.mkstemp(prefix=".onnxport-", suffix=".tmp", dir=folder)
-    os.close(handle)
+    temporary = _temporary_file(folder)
     try:
         with open(temporary, "wb") as stream:
             places, digest = write_external_data(model, stream)

@@ -1,4 +1,5 @@
-"""Passes: ONNX-to-ONNX rewrites, each in its own module, run to a fixed point."""
+"""Passes: ONNX-to-ONNX rewrites, each in its own module, run in a fixed order; after each, the
+model must still be valid ONNX (unique names, opset imports), or the error names the pass."""
 
 from __future__ import annotations
 
@@ -34,13 +35,23 @@ from onnxport.passes.split_after_head_transpose import SplitAfterHeadTranspose
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 from onnxport.passes.where_before_bias import WhereBeforeBias
 from onnxport.passes.zero_masked_rows import ZeroMaskedRows
+from onnxport.verification.validity import check_structure
+
+
+def run_passes(model: ir.Model, passes: list) -> ir.Model:
+    """Run ``passes`` over ``model`` in place, in order, checking its structure after each."""
+    for rewrite in passes:
+        model = rewrite(model).model
+        check_structure(model, f"the pass {type(rewrite).__name__}")
+    return model
 
 
 def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
     """Run the clean-up passes over ``model`` in place and return it. ``fused_ops=False`` keeps
     opset 23's RMSNormalization and RotaryEmbedding out (the decomposed, portable forms)."""
     fusions = [FuseRMSNormalization(), FuseRotaryEmbedding()] if fused_ops else []
-    manager = ir.passes.PassManager(
+    return run_passes(
+        model,
         [
             FoldWeightTranspose(),
             FuseConvBatchNorm(),
@@ -74,9 +85,18 @@ def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
             common.RemoveUnusedNodesPass(),
             common.RemoveUnusedOpsetsPass(),
         ],
-        steps=1,
     )
-    return manager(model).model
+
+
+def optimize_without_weights(model: ir.Model) -> ir.Model:
+    """The clean-up passes that never read a weight's value (a model exported in fake mode)."""
+    return run_passes(model, [
+        FuseConsecutiveUnsqueeze(),
+        common.RemoveUnusedNodesPass(),
+        CommonSubexpressions(),
+        common.RemoveUnusedNodesPass(),
+        common.RemoveUnusedOpsetsPass(),
+    ])
 
 
 __all__ = [
@@ -87,5 +107,5 @@ __all__ = [
     "FuseRotaryEmbedding", "GatherNDAsReshape", "GroupedQueryMatMul",
     "MergeReshapes", "MergeTransposes", "ReciprocalToDiv", "RotateHalfMatMul",
     "ShapeOfGraphInput", "SharedMaskBias", "SplitAfterHeadTranspose", "TransposeRowsAroundGemm",
-    "WhereBeforeBias", "ZeroMaskedRows", "optimize",
+    "WhereBeforeBias", "ZeroMaskedRows", "optimize", "optimize_without_weights", "run_passes",
 ]

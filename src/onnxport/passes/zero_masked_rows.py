@@ -167,7 +167,8 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
         """Or(mask, rows): the bool mask letting the hidden queries through, once per pair."""
         key = ("mask", id(mask), self._rows_key(rows))
         if key not in self._biases:
-            let_through = ir.node("Or", [mask, rows], name=f"{user.name}/LetHiddenRowsThrough")
+            let_through = ir.node("Or", [mask, rows],
+                                  name=f"{user.name}/LetHiddenRowsThrough/{rows.name}")
             let_through.outputs[0].name = f"{mask.name}_or_{rows.name}"
             let_through.outputs[0].shape = ir.Shape(shape)
             let_through.outputs[0].dtype = ir.DataType.BOOL
@@ -203,12 +204,14 @@ class ZeroMaskedRows(ir.passes.InPlacePass):
         key = (id(bias), self._rows_key(rows))
         if key not in self._biases:
             mask, zero, fill = bias.inputs
-            let_through = ir.node("Or", [mask, rows], name=f"{bias.name}/LetHiddenRowsThrough")
+            # Named after both: one bias may pair with the row flags of several masks.
+            let_through = ir.node("Or", [mask, rows],
+                                  name=f"{bias.name}/LetHiddenRowsThrough/{rows.name}")
             let_through.outputs[0].name = f"{mask.name}_or_{rows.name}"
             let_through.outputs[0].shape = ir.Shape(shape)
             let_through.outputs[0].dtype = ir.DataType.BOOL
             new_bias = ir.node("Where", [let_through.outputs[0], zero, fill],
-                               name=f"{bias.name}/WithHiddenRows")
+                               name=f"{bias.name}/WithHiddenRows/{rows.name}")
             new_bias.outputs[0].name = f"{bias.outputs[0].name}_or_{rows.name}"
             new_bias.outputs[0].shape = ir.Shape(shape)
             new_bias.outputs[0].dtype = bias.outputs[0].dtype

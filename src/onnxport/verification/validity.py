@@ -1,0 +1,123 @@
+"""The validity gate: every model onnxport writes must load in every supported ONNX Runtime,
+which asks more than ``onnx.checker`` does (ONNX Runtime refuses two nodes of one name).
+
+``check_structure`` is cheap (one walk over the nodes) and runs after translation and after
+each pass, so that a failure names the pass that broke the rule; ``check_model`` adds the full
+``onnx.checker`` (with strict shape inference) once, before anything is written."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+
+from onnxport.errors import InvalidModelError
+
+# Weights at least this large are checked by their type alone (their bytes are the checker's
+# least concern and the costliest part of building a proto).
+_DATA_CHECKED_BELOW = 256
+
+
+def check_structure(model: ir.Model, stage: str) -> None:
+    """Unique node names and unique value names over the whole model (subgraphs and functions
+    included), and an opset import for every domain a node uses; raises ``InvalidModelError``
+    naming ``stage`` (a pass or a stage of the export) otherwise."""
+    problems = []
+    graphs = [("main graph", model.graph, model.opset_imports)]
+    graphs += [(f"function {key[0]}::{key[1]}", function, function.opset_imports or
+                model.opset_imports) for key, function in model.functions.items()]
+    for where, graph, opsets in graphs:
+        problems += _duplicates(where, graph)
+        problems += _missing_opsets(where, graph, opsets)
+    if problems:
+        raise InvalidModelError(_message(stage, problems))
+
+
+def check_model(model: ir.Model, stage: str) -> None:
+    """``check_structure``, then the full ``onnx.checker`` on the model without its large
+    weights' bytes."""
+    check_structure(model, stage)
+    try:
+        onnx.checker.check_model(_proto_without_weights(model), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+        raise InvalidModelError(_message(stage, [f"onnx.checker: {error}"])) from None
+
+
+def _message(stage: str, problems: list[str]) -> str:
+    shown = problems[:10] + ([f"... and {len(problems) - 10} more"] if len(problems) > 10
+                             else [])
+    return ("onnxport produced an invalid ONNX model (an exporter bug; please report it with "
+            f"the model). After {stage}:\n  " + "\n  ".join(shown) +
+            "\nexport(..., optimize=False) skips the optimization passes, which may avoid it.")
+
+
+def _duplicates(where: str, graph: ir.Graph | ir.Function) -> list[str]:
+    node_names: set[str] = set()
+    value_names: set[str] = set()
+    problems = []
+
+    def value(v: ir.Value | None) -> None:
+        if v is None or not v.name:
+            return
+        if v.name in value_names:
+            problems.append(f"{where}: two values named {v.name!r}")
+        value_names.add(v.name)
+
+    for v in graph.inputs:
+        value(v)
+    if isinstance(graph, ir.Graph):
+        for v in graph.initializers.values():
+            if not v.is_graph_input():
+                value(v)
+    for node in ir.traversal.RecursiveGraphIterator(graph):
+        if node.name:
+            if node.name in node_names:
+                problems.append(f"{where}: two nodes named {node.name!r} ({node.op_type})")
+            node_names.add(node.name)
+        for v in node.outputs:
+            value(v)
+        for attribute in node.attributes.values():
+            if attribute.type == ir.AttributeType.GRAPH:
+                subgraphs = [attribute.value]
+            elif attribute.type == ir.AttributeType.GRAPHS:
+                subgraphs = list(attribute.value)
+            else:
+                continue
+            for subgraph in subgraphs:
+                for v in subgraph.inputs:
+                    value(v)
+                for v in subgraph.initializers.values():
+                    value(v)
+    return problems
+
+
+def _missing_opsets(where: str, graph, opsets) -> list[str]:
+    """A node of a domain (a function's too) without an opset import: ONNX Runtime refuses it."""
+    missing: dict[str, str] = {}
+    for node in ir.traversal.RecursiveGraphIterator(graph):
+        if node.domain not in opsets:
+            missing.setdefault(node.domain, node.op_type)
+    return [f"{where}: no opset import for domain {domain!r} (used by {op_type})"
+            for domain, op_type in sorted(missing.items())]
+
+
+def _proto_without_weights(model: ir.Model) -> onnx.ModelProto:
+    """The model as a proto whose large initializers are graph inputs of the same type, so
+    the checker sees every name and shape without a copy of the weights."""
+    graph = model.graph
+    order = list(graph.initializers.values())
+    large = [v for v in order if v.const_value is not None
+             and v.const_value.nbytes >= _DATA_CHECKED_BELOW]
+    for v in large:
+        del graph.initializers[v.name]
+    try:
+        proto = ir.to_proto(model)
+    finally:
+        graph.initializers.clear()
+        for v in order:
+            graph.initializers[v.name] = v
+    inputs = {i.name for i in proto.graph.input}
+    for v in large:
+        if v.name not in inputs:
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(
+                v.name, int(v.const_value.dtype), list(v.const_value.shape.numpy())))
+    return proto
