@@ -108,3 +108,35 @@ def test_sliding_window_model_exports_its_kv_cache_as_keys_and_values(name, dyna
         assert len(actual) == len(expected) == 5
         for a, e in zip(actual, expected):
             torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+
+
+def test_a_cache_given_by_the_new_keyword_has_the_usual_names():
+    # transformers 5.24 takes the cache as ``cache=`` and returns it as ``cache``; the ONNX
+    # names stay past_key_values.N.* in and present.N.* out, as on older versions.
+    import inspect
+
+    import model_zoo
+    import onnxport
+
+    model, _, _ = model_zoo.transformers_model("llama")
+    if "cache" not in inspect.signature(model.forward).parameters:
+        pytest.skip("this transformers takes the cache as past_key_values only")
+    inputs = model_zoo.kv_cache_inputs(model, batch=2, sequence=3, past=5)
+    inputs["cache"] = inputs.pop("past_key_values")
+    program = onnxport.export(model, (), kwargs=inputs)
+    layers = model.config.num_hidden_layers
+    roles = [f"{n}.{role}" for n in range(layers) for role in ("key", "value")]
+    assert program.input_names == ["input_ids", "attention_mask"] + [
+        f"past_key_values.{r}" for r in roles]
+    assert program.output_names == ["logits"] + [f"present.{r}" for r in roles]
+    def again():  # the cache is updated in place by a run: a fresh one each time
+        fresh = model_zoo.kv_cache_inputs(model, batch=2, sequence=3, past=5)
+        fresh["cache"] = fresh.pop("past_key_values")
+        return fresh
+
+    with torch.no_grad():
+        expected = exported_leaves(model(**again()))
+    actual = program(**again())
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
