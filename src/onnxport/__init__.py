@@ -2,6 +2,10 @@
 
 __version__ = "0.1.0"
 
+from onnxport._versions import UnsupportedVersionWarning, warn_if_unsupported  # noqa: E402
+
+warn_if_unsupported()  # before anything that a version out of range could break
+
 from onnxport.api import export, export_to_pretty_string, is_in_onnx_export  # noqa: E402
 from onnxport.errors import (  # noqa: E402
     CaptureError,
@@ -31,6 +35,7 @@ from onnxport.dynamo_api import (  # noqa: E402
 )
 
 __all__ = [
+    "UnsupportedVersionWarning",
     "CaptureError",
     "DiagnosticOptions",
     "ExportOptions",
