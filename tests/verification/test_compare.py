@@ -91,19 +91,22 @@ def test_number_output_that_differs_is_named():
     assert compare_outputs(["f"], [0.5], [torch.tensor(0.50001)])[0].passed
 
 
-def test_model_refused_by_onnx_runtime_is_a_verification_error():
-    # A translation that gives an int64 result where the graph says float: ONNX Runtime
-    # refuses to load the model.
+def test_model_with_inconsistent_types_is_refused_before_it_is_run_or_written(tmp_path):
+    # A translation that gives an int64 result where the graph says float: ONNX Runtime would
+    # refuse to load the model; the validity gate names the node first, and nothing is written.
+    from onnxport.errors import InvalidModelError
+
     def wrong_dtype_add(g, self, other, alpha=1):
         return g.op("Cast", g.op("Add", self, other), to=7)
 
     with translated_as("aten::add.Tensor", wrong_dtype_add):
-        with pytest.raises(VerificationError) as caught:
-            onnxport.export(lambda z: z + 1, (torch.randn(2, 3),), verify=True)
+        with pytest.raises(InvalidModelError) as caught:
+            onnxport.export(lambda z: z + 1, (torch.randn(2, 3),), tmp_path / "m.onnx",
+                            verify=True)
     message = str(caught.value)
-    assert "ONNX Runtime refused the exported model" in message
-    assert "tensor(int64)" in message
-    assert tempfile.gettempdir() not in message and "model.onnx" not in message
+    assert "invalid ONNX model" in message and "tensor(int64)" in message
+    assert tempfile.gettempdir() not in message
+    assert not list(tmp_path.iterdir())
 
 
 def test_model_writing_into_its_input_is_verified_on_the_given_input():

@@ -116,11 +116,13 @@ class Attention3D(ir.passes.InPlacePass):
             self._keep_4d(graph, attention, transpose.outputs[0], unturned, count, size,
                           source=rotary)
             flat.append(rows)
+        # The fused node takes the readable name; the old one, dead now, goes with the clean-up.
+        name, attention.name = attention.name, f"{attention.name}__4d"
         fused = ir.node("Attention", [*flat, mask] if mask is not None else flat,
                         attributes={**{k: v for k, v in attention.attributes.items()},
                                     "q_num_heads": ir.AttrInt64("q_num_heads", heads[0]),
                                     "kv_num_heads": ir.AttrInt64("kv_num_heads", heads[1])},
-                        name=attention.name, metadata_props=dict(attention.metadata_props))
+                        name=name, metadata_props=dict(attention.metadata_props))
         graph.insert_before(attention, fused)
         out = fused.outputs[0]
         q_shape = flat[0].shape

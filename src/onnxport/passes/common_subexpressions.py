@@ -4,7 +4,8 @@ draws are never merged. Precondition: none.
 onnx_ir treats RandomUniform/RandomNormal(Like) and Multinomial as random but not Dropout or
 Bernoulli, so two training-mode dropouts of one tensor became one node and shared one mask.
 Each such node gets a numbered attribute for the duration of the pass, which makes it unequal
-to every other."""
+to every other. A graph output that onnx_ir's pass replaces by an Identity of its twin keeps
+its shape and type (the Identity it makes has none, which onnx.checker refuses)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,15 @@ class CommonSubexpressions(ir.passes.InPlacePass):
         draws = [node for node in model.graph if node.op_type in _RANDOM and node.domain == ""]
         for number, node in enumerate(draws):
             node.attributes[_TAG] = ir.AttrInt64(_TAG, number)
+        types = [(value.shape, value.type) for value in model.graph.outputs]
         try:
             result = common.CommonSubexpressionEliminationPass()(model)
         finally:
             for node in draws:
                 node.attributes.pop(_TAG, None)
+        for value, (shape, type_) in zip(model.graph.outputs, types):
+            if value.shape is None:
+                value.shape = shape
+            if value.type is None:
+                value.type = type_
         return ir.passes.PassResult(model, modified=result.modified)

@@ -165,8 +165,13 @@ def _concat_with_width(graph: ir.Graph, shape: ir.Value, width: int) -> ir.Value
     last = concat.inputs[-1]
     if last is None or last.const_value is None or last.const_value.size != 1:
         return None
+    name = f"{concat.name}_{width}"
+    first = concat.inputs[0]
+    for user, _ in first.uses() if first is not None else ():
+        if user.name == name and user.op_type == "Concat" and user.graph is graph:
+            return user.outputs[0]  # made already, for another output of the same width
     made = ir.node("Concat", [*concat.inputs[:-1], int64_initializer(graph, "width", [width])],
-                   attributes={"axis": 0}, name=f"{concat.name}_{width}",
+                   attributes={"axis": 0}, name=name,
                    metadata_props=dict(concat.metadata_props))
     graph.insert_after(concat, made)
     made.outputs[0].name = f"{shape.name}_{width}"
@@ -205,7 +210,8 @@ def _rows_of(graph: ir.Graph, user: ir.Node, value: ir.Value, width: int) -> ir.
 
 def _new_rows(graph: ir.Graph, user: ir.Node, value: ir.Value, width: int) -> ir.Value:
     shape = int64_initializer(graph, "rows_shape", [-1, width])
-    flatten = ir.node("Reshape", [value, shape], name=f"{user.name}/Rows",
+    # Named after the value too: a binary op may need two of its inputs as rows.
+    flatten = ir.node("Reshape", [value, shape], name=f"{user.name}/Rows_{value.name}",
                       metadata_props=dict(user.metadata_props))
     graph.insert_before(user, flatten)
     result = flatten.outputs[0]

@@ -163,7 +163,11 @@ def test_ceil_mode_drops_the_window_that_starts_in_the_padding(case):
     program = check(function, torch.randn(1, 2, 2 * a + b, *[5] * (spatial - 1)),
                     dynamic_shapes={"x": {2: a * h + b}},
                     run_with=[(torch.randn(1, 2, 3 * a + b, *[5] * (spatial - 1)),)])
-    assert op_types(program)[-1] in ("MaxPool", "AveragePool")
+    # A static axis whose last window torch drops is sliced to torch's size after the pool,
+    # so that the file's sizes agree with ONNX's shape inference (the full checker's).
+    ops = op_types(program)
+    assert ops[-1] in ("MaxPool", "AveragePool") or ops[-2:] in (
+        ["MaxPool", "Slice"], ["AveragePool", "Slice"])
 
 
 @pytest.mark.parametrize("case", cases(CEIL_DROPS_A_WINDOW))

@@ -141,13 +141,40 @@ def _floor_when_torch_drops(g, x, attrs, spatial):
     return dict(attrs, ceil_mode_i=0)
 
 
+def _cut_to_torch(g, out, x, attrs, spatial):
+    """Ceil mode kept (some axis is dynamic): on a static axis where torch drops the last
+    window (it starts in the end padding) and ONNX's shape inference counts it, slice to
+    torch's size, so that the sizes the file states agree with ONNX's own inference (ONNX
+    Runtime's kernels drop that window already: then the Slice takes everything)."""
+    if not attrs["ceil_mode_i"]:
+        return out
+    expected = g.expected[0] if isinstance(g.expected, (tuple, list)) else g.expected
+    if expected is None:
+        return out
+    sizes, out_sizes = list(x.shape)[-spatial:], list(expected.shape)[-spatial:]
+    dilations = attrs.get("dilations_i", [1] * spatial)
+    pads = attrs["pads_i"]
+    axes, ends = [], []
+    for axis, (n, o, k, s, d, p, q) in enumerate(zip(
+            sizes, out_sizes, attrs["kernel_shape_i"], attrs["strides_i"], dilations,
+            pads[:spatial], pads[spatial:])):
+        if isinstance(n, int) and isinstance(o, int) and \
+                -(-(n + p + q - d * (k - 1) - 1) // s) + 1 != o:
+            axes.append(axis - spatial)
+            ends.append(o)
+    if not axes:
+        return out
+    return g.op("Slice", out, g.const([0] * len(axes)), g.const(ends), g.const(axes))
+
+
 @translates("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d")
 def max_pool(g, self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor"""
     spatial = _spatial_rank(g)
     attrs = _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode, dilation)
     attrs = _floor_when_torch_drops(g, self, attrs, spatial)
-    return _batched(g, self, spatial, lambda x: g.op("MaxPool", x, **attrs))
+    out = _batched(g, self, spatial, lambda x: g.op("MaxPool", x, **attrs))
+    return _cut_to_torch(g, out, self, attrs, spatial)
 
 
 @translates("aten::max_pool2d_with_indices", "aten::max_pool1d_with_indices",
@@ -164,8 +191,10 @@ def max_pool_with_indices(g, self, kernel_size, stride=(), padding=0, dilation=1
 
     if rank(self) == spatial + 1:
         values, indices = pool(unsqueeze(g, self, [0]))
-        return squeeze(g, values, [0]), squeeze(g, indices, [0])
-    return pool(self)
+        values, indices = squeeze(g, values, [0]), squeeze(g, indices, [0])
+    else:
+        values, indices = pool(self)
+    return tuple(_cut_to_torch(g, v, self, attrs, spatial) for v in (values, indices))
 
 
 def _plane_indices(g, x, indices, spatial):
@@ -193,7 +222,8 @@ def avg_pool(g, self, kernel_size, stride=(), padding=0, ceil_mode=False, count_
         g, self, _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode), spatial)
     if any(_tuple(padding, spatial)):
         attrs["count_include_pad_i"] = int(count_include_pad)
-    return _batched(g, self, spatial, lambda x: g.op("AveragePool", x, **attrs))
+    out = _batched(g, self, spatial, lambda x: g.op("AveragePool", x, **attrs))
+    return _cut_to_torch(g, out, self, attrs, spatial)
 
 
 def _sum_pool(g, x, kernel_size, stride, padding, spatial, divisor):

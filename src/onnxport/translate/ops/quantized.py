@@ -153,7 +153,10 @@ def choose_qparams(g, input, quant_min, quant_max, eps, dtype):
         ir.DataType.UINT8, ir.DataType.FLOAT, ir.DataType.UINT8)
     node = quantized.producer()
     # torch's parameters are a float64 scale and an int64 zero point.
-    scale, zero_point = cast(g, scale, ir.DataType.DOUBLE), cast(g, zero_point, ir.DataType.INT64)
+    # torch's are of shape [1]; DynamicQuantizeLinear's are scalars.
+    scale, zero_point = (g.op("Unsqueeze", cast(g, value, dtype), g.const([0]))
+                         for value, dtype in ((scale, ir.DataType.DOUBLE),
+                                              (zero_point, ir.DataType.INT64)))
     for value in (scale, zero_point):
         value.meta["onnxport.dynamic_quantization"] = (input, node)
     return scale, zero_point
