@@ -19,6 +19,7 @@ from onnxport.diagnostics import Recorder, write_sarif
 from onnxport.errors import InvalidExportOptionsError
 from onnxport.serialize import (ExternalSlice, check_external_location, external_tensors,
                                 write_external_data, write_model)
+from onnxport.tensor_values import as_numpy, on_cpu
 
 # Protobuf cannot hold a message of 2 GB; leave room for the graph itself.
 PROTOBUF_LIMIT = 2**31 - 64 * 2**20
@@ -181,7 +182,7 @@ class ONNXProgram:
                 initializers[name].const_value = tensor  # read while it is written
                 continue
             # Written from its memory as it is: a CPU tensor in row-major order.
-            initializers[name].const_value = TorchTensor(tensor.detach().cpu().contiguous(),
+            initializers[name].const_value = TorchTensor(on_cpu(tensor).contiguous(),
                                                          name=name)
         self._session = None
 
@@ -232,13 +233,7 @@ def _flatten_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
 
 
-def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    tensor = tensor.detach().cpu()
-    if tensor.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return tensor.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
-    return tensor.numpy()
+_to_numpy = as_numpy
 
 
 def _read_state(model_state) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 import torch
+from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.passes._piecewise import PiecewiseTensor
 from onnxport.passes.flat_rowwise import _unflattened_rows
@@ -124,8 +125,8 @@ class FoldScaleIntoGemm(ir.passes.InPlacePass):
 
         def scaled_bias() -> ir.TensorProtocol:
             b = _torch(bias_tensor).detach()
-            return ir.tensor((b * factor.to(b.dtype)).reshape(shape).contiguous().numpy(),
-                             name=bias.name)
+            return TorchTensor((b * factor.to(b.dtype)).reshape(shape).contiguous(),
+                               name=bias.name)
 
         new_bias = _initializer(ir.LazyTensor(scaled_bias, dtype=bias_tensor.dtype,
                                               shape=ir.Shape(shape), name=bias.name))

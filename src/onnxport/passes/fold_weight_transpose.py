@@ -7,6 +7,7 @@ import onnx_ir as ir
 from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.passes._piecewise import PiecewiseTensor
+from onnxport.tensor_values import torch_values
 
 
 class FoldWeightTranspose(ir.passes.InPlacePass):
@@ -41,7 +42,7 @@ class FoldWeightTranspose(ir.passes.InPlacePass):
 def _transposed(tensor: ir.TensorProtocol, perm: list[int], name: str) -> ir.TensorProtocol:
     shape = [tensor.shape[p] for p in perm]
     if isinstance(tensor, TorchTensor):
-        transposed = tensor.raw.permute(*perm)  # a view: copied slice by slice when written
+        transposed = torch_values(tensor).permute(*perm)  # a view: copied slice by slice when written
         return PiecewiseTensor(lambda rows: transposed[rows], dtype=tensor.dtype,
                                shape=ir.Shape(shape), name=f"{name}.T")
     array = tensor.numpy().transpose(perm).copy()

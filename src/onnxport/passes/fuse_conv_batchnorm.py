@@ -10,12 +10,10 @@ import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.passes._piecewise import PiecewiseTensor
+from onnxport.tensor_values import torch_values
 
 
-def _torch(tensor: ir.TensorProtocol) -> torch.Tensor:
-    if isinstance(tensor, TorchTensor):
-        return tensor.raw
-    return torch.from_numpy(tensor.numpy().copy())
+_torch = torch_values  # on the CPU, whatever device the model's weights are on
 
 
 def _constant(value: ir.Value | None) -> ir.TensorProtocol | None:

@@ -16,6 +16,7 @@ import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor, from_torch_dtype
 from onnxport.translate import runtime_types
+from onnxport.tensor_values import as_numpy
 
 _SUFFIX_TYPES = {
     "f": (ir.AttributeType.FLOAT, ir.AttributeType.FLOATS),
@@ -180,7 +181,7 @@ class GraphBuilder:
                 tensor = tensor.to(to_torch_dtype(dtype))
             if tensor.numel() > 16:
                 return self._add_initializer(TorchTensor(tensor.contiguous()))
-            array = tensor.cpu().numpy() if tensor.dtype != torch.bfloat16 else None
+            array = as_numpy(tensor) if tensor.dtype != torch.bfloat16 else None
             if array is None:
                 return self._add_initializer(TorchTensor(tensor.contiguous()))
         else:

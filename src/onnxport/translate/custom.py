@@ -20,6 +20,7 @@ from onnx_ir.tensor_adapters import TorchTensor
 from onnxport.errors import OnnxExporterError, TranslationError
 from onnxport.translate.builder import GraphBuilder
 from onnxport.translate.registry import default_registry, normalize_name, translates
+from onnxport.tensor_values import on_cpu
 
 MIN_CUSTOM_OPSET = 7
 MAX_CUSTOM_OPSET = 23
@@ -325,7 +326,7 @@ def _type_constant(value: ir.Value, attributes: dict) -> None:
         value.dtype = _onnx_dtype(tensor.dtype)
         value.shape = ir.Shape(list(tensor.shape))
         # Known content lets parse_args and _maybe_get_const read it back as a Python value.
-        value.const_value = TorchTensor(tensor.detach().cpu().contiguous())
+        value.const_value = TorchTensor(on_cpu(tensor).contiguous())
     elif isinstance(attributes.get("value_f"), float) or "value_float" in attributes:
         value.dtype = ir.DataType.FLOAT
         value.shape = ir.Shape([])

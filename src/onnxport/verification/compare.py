@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 import torch
 import torch.utils._pytree as pytree
+from onnxport.tensor_values import on_cpu
 
 
 @dataclasses.dataclass
@@ -39,7 +40,7 @@ def compare_outputs(names: Sequence[str], expected: Sequence[Any],
         if not isinstance(e, torch.Tensor):
             results.append(_compare_value(name, e, a, rtol, atol))
             continue
-        e = e.detach().cpu()
+        e = on_cpu(e)
         shape_ok = tuple(e.shape) == tuple(a.shape)
         dtype_ok = e.dtype == a.dtype
         if shape_ok and e.numel():
