@@ -159,3 +159,42 @@ def test_dynamic_axes_names_are_strings(tmp_path, axes, match):
 
 def test_artifacts_dir_is_a_path(tmp_path):
     assert_refused(tmp_path, "artifacts_dir must be a folder path", artifacts_dir=3)
+
+
+# -- devices: without a GPU, "meta" stands for the other device ----------------------------
+def test_a_model_split_across_devices_is_refused_naming_both():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    model[1].to("meta")
+    with pytest.raises(InvalidExportOptionsError) as caught:
+        onnxport.export(model, (torch.randn(2, 3),))
+    message = str(caught.value)
+    assert "several devices" in message and "cpu (0.weight" in message \
+        and "meta (1.weight" in message and "model.to(device)" in message
+
+
+def test_an_input_on_another_device_than_the_weights_is_named():
+    class TwoInputs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 3)
+
+        def forward(self, x, extra):
+            return self.fc(x) + extra["bias"]
+
+    extra = {"bias": torch.randn(3, device="meta")}
+    with pytest.raises(InvalidExportOptionsError) as caught:
+        onnxport.export(TwoInputs(), (torch.randn(2, 3),), kwargs={"extra": extra})
+    message = str(caught.value)
+    assert "input kwargs['extra']['bias'] is on meta" in message \
+        and "on cpu (fc.weight" in message
+
+
+def test_a_cpu_scalar_tensor_goes_with_weights_anywhere():
+    # torch mixes a 0-d CPU tensor with a tensor of any device, as it does a number.
+    class Scaled(torch.nn.Module):
+        def forward(self, x, scale):
+            return x * scale
+
+    x, scale = torch.randn(2, 3), torch.tensor(2.0)
+    program = onnxport.export(Scaled(), (x, scale))
+    torch.testing.assert_close(program(x, scale)[0], x * scale, rtol=1e-3, atol=1e-4)

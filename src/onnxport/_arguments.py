@@ -125,6 +125,54 @@ def check_forward_arguments(model: Any, args: tuple, kwargs: dict) -> None:
             f"{signature}: {error}") from None
 
 
+def check_devices(model: Any, args: tuple, kwargs: dict) -> None:
+    """The model's weights on one device and the inputs on it too, said with the names of the
+    weights and inputs that differ (torch's own error names neither)."""
+    weights = {}
+    if isinstance(model, torch.nn.Module):
+        for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+            if _is_real(tensor):
+                weights.setdefault(tensor.device, name)
+    if any(isinstance(t, torch._subclasses.fake_tensor.FakeTensor)
+           for t in (model.parameters() if isinstance(model, torch.nn.Module) else ())):
+        return  # fake mode: the devices are pretended
+    if len(weights) > 1:
+        where = " and ".join(f"{device} ({name}, ...)" for device, name in weights.items())
+        raise InvalidExportOptionsError(
+            f"the model's weights are on several devices: {where}; move the whole model to "
+            f"one device (model.to(device)) before exporting")
+    inputs = {}
+    leaves, _ = torch.utils._pytree.tree_flatten_with_path((args, kwargs))
+    for path, leaf in leaves:
+        # A 0-d CPU tensor mixes with any device in torch, as a number does.
+        if isinstance(leaf, torch.Tensor) and _is_real(leaf) and not (
+                leaf.dim() == 0 and leaf.device.type == "cpu"):
+            inputs.setdefault(leaf.device, _input_label(path))
+    device = next(iter(weights), None)
+    others = {d: label for d, label in inputs.items() if d != device} if device else {}
+    if device is not None and others:
+        (other, label), = list(others.items())[:1]
+        raise InvalidExportOptionsError(
+            f"input {label} is on {other} but the model's weights are on {device} "
+            f"({weights[device]}, ...); move the inputs to the model's device "
+            f"(x.to({str(device)!r})) or the model to theirs")
+    if device is None and len(inputs) > 1:
+        where = " and ".join(f"{d} ({label})" for d, label in inputs.items())
+        raise InvalidExportOptionsError(
+            f"the inputs are on several devices: {where}; move them to one device")
+
+
+def _is_real(tensor: torch.Tensor) -> bool:
+    return not isinstance(tensor, torch._subclasses.fake_tensor.FakeTensor)
+
+
+def _input_label(path) -> str:
+    """``args[0]`` / ``kwargs['x']`` and where inside them, from a pytree key path."""
+    top, *rest = path[1:]
+    head = f"args[{top.idx}]" if path[0].idx == 0 else f"kwargs[{top.key!r}]"
+    return head + "".join(str(key) for key in rest)
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"Tensor{tuple(value.shape)}"

@@ -108,6 +108,7 @@ def export(
         external_data = True
     custom_opsets = check_custom_opsets(custom_opsets)
     _arguments.check_forward_arguments(model, args, kwargs)
+    _arguments.check_devices(model, args, kwargs)
 
     timings: dict[str, float] = {}
 
@@ -413,9 +414,10 @@ def export_to_pretty_string(model: Any, args: Any = (), **options) -> str:
 
 
 def _verify(program: ONNXProgram, model: Any, args: tuple, kwargs: dict) -> None:
-    from onnxport.verification.compare import format_report, verify_program
+    from onnxport.verification.compare import format_report, tolerance_for, verify_program
 
-    results = verify_program(program, model, args, kwargs)
+    rtol, atol = tolerance_for(model, args, kwargs)
+    results = verify_program(program, model, args, kwargs, rtol=rtol, atol=atol)
     program.verification = results
     for result in results:
         if not result.passed:
@@ -425,7 +427,8 @@ def _verify(program: ONNXProgram, model: Any, args: tuple, kwargs: dict) -> None
     report = format_report(results)
     if not all(r.passed for r in results):
         raise VerificationError(
-            "ONNX Runtime's outputs differ from PyTorch's (rtol 1e-3, atol 1e-4):\n" + report
+            f"ONNX Runtime's outputs differ from PyTorch's (rtol {rtol:g}, atol {atol:g}):\n"
+            + report
             + _first_divergence_note(program, args, kwargs))
 
 

@@ -143,3 +143,23 @@ def test_a_decomposition_is_traced_once():
         proxy_tensor.make_fx = real
     assert len(calls) == 1, calls
     assert program.model.graph.num_nodes() > 0
+
+
+def test_a_node_on_another_device_is_decomposed_as_on_the_cpu():
+    # On CUDA grid_sampler's decomposition picks cudnn_grid_sampler, which no CPU export
+    # meets ("1 unsupported op" for raft_small on a GPU only). Without a GPU in CI, fake
+    # values on "meta" stand for the other device.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from onnxport.translate.decompose import decomposition
+
+    graph = torch.fx.Graph()
+    x, grid = graph.placeholder("x"), graph.placeholder("grid")
+    with FakeTensorMode():
+        x.meta["val"] = torch.empty(1, 2, 5, 5, device="meta")
+        grid.meta["val"] = torch.empty(1, 3, 3, 2, device="meta")
+    node = graph.call_function(torch.ops.aten.grid_sampler.default, (x, grid, 0, 0, True))
+    traced = decomposition(node).module.graph
+    targets = [n.target for n in traced.nodes if n.op == "call_function"]
+    assert targets == [torch.ops.aten.grid_sampler_2d.default]
+    assert all(n.meta["val"].device.type == "cpu" for n in traced.nodes if "val" in n.meta)

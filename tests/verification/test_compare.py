@@ -168,3 +168,13 @@ def test_inputs_that_do_not_fit_are_a_verification_error():
         run_in_onnx_runtime(program, (torch.randn(2),), {})
     with pytest.raises(VerificationError, match="cannot verify: the ONNX model takes 2 inputs"):
         run_in_onnx_runtime(program, (torch.randn(2),) * 3, {})
+
+
+def test_tolerance_is_the_cpu_one_for_a_model_on_the_cpu():
+    from onnxport.verification.compare import tolerance_for
+
+    model = torch.nn.Linear(3, 2)
+    assert tolerance_for(model, (torch.randn(1, 3),), {}) == (1e-3, 1e-4)
+    # On an accelerator (meta stands for one here: no GPU in CI) it is looser, for TF32.
+    assert tolerance_for(model.to("meta"), (torch.randn(1, 3, device="meta"),), {}) != \
+        (1e-3, 1e-4)

@@ -58,6 +58,10 @@ def decomposition(node: torch.fx.Node) -> Decomposition:
     fake_kwargs = _plain(torch.fx.node.map_arg(node.kwargs, lambda n: n.meta["val"]))
     flat, spec = torch.utils._pytree.tree_flatten((fake_args, fake_kwargs))
     tensor_positions = [i for i, item in enumerate(flat) if isinstance(item, torch.Tensor)]
+    # Traced as on the CPU whatever the model's device: a decomposition picks its kernels by
+    # device (SDPA becomes cuDNN's or flash attention's, grid_sampler cudnn_grid_sampler),
+    # and the file must be the one a CPU export gives.
+    flat = [torch.device("cpu") if isinstance(item, torch.device) else item for item in flat]
 
     def call(*tensors):
         items = list(flat)
@@ -78,6 +82,7 @@ def decomposition(node: torch.fx.Node) -> Decomposition:
 
     with fake_mode if fake_mode is not None else _null(), \
             shapes_config.patch(backed_size_oblivious=oblivious):
+        fake_inputs = [t if t.device.type == "cpu" else t.to("cpu") for t in fake_inputs]
         module = make_fx(call, tracing_mode="real", pre_dispatch=False)(*fake_inputs)
     return Decomposition(module, tensor_positions)
 
