@@ -15,8 +15,8 @@ import warnings
 # package: (oldest supported, newest tested), as major.minor.
 SUPPORTED = {
     "torch": ("2.11", "2.14"),
-    "transformers": ("5.0", "5.24"),
-    "onnxruntime": ("1.23", "1.32"),
+    "transformers": ("5.17", "5.24"),
+    "onnxruntime": ("1.30", "1.32"),
 }
 
 

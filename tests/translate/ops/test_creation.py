@@ -106,3 +106,16 @@ def test_large_low_precision_fill_keeps_its_value(opset, dtype):
     program = check(lambda x: x + torch.full((64, 64), 3.0, dtype=dtype).float(),
                     torch.zeros(64, 64), opset=opset, optimize=False)
     assert op_types(program)[0] == "ConstantOfShape"
+
+
+@pytest.mark.parametrize("length, periodic", [(8, True), (7, False), (1, True), (1, False)])
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_hann_window(length, periodic, dynamo):
+    # torch 2.11 keeps hann_window whole (later versions decompose it); length 1 is [1].
+    class Windowed(torch.nn.Module):
+        def forward(self, x):
+            return x * torch.hann_window(length, periodic=periodic)
+
+    x = torch.randn(3, length)
+    program = onnxport.export(Windowed(), (x,), opset_version=17, dynamo=dynamo)
+    torch.testing.assert_close(program(x)[0], Windowed()(x), rtol=1e-3, atol=1e-4)

@@ -14,8 +14,11 @@ DECOMPOSITIONS = [
     "linalg.eigvalsh", "linalg.matrix_rank", "linalg.matrix_rank:hermitian", "norm:nuc",
     "linalg.cond", "linalg.pinv", "linalg.pinv:hermitian", "linalg.pinv:singular", "pinverse",
     "linalg.lstsq", "linalg.lstsq:grad_oriented", "linalg.polar",
-    "linalg.matrix_sqrth",
 ]
+# torch.linalg.matrix_sqrth arrived in torch 2.12; the oldest supported torch has none.
+HAS_MATRIX_SQRTH = hasattr(torch.linalg, "matrix_sqrth")
+if HAS_MATRIX_SQRTH:
+    DECOMPOSITIONS.append("linalg.matrix_sqrth")
 
 
 @pytest.mark.parametrize("name, variant, dtype, subset", opinfo_cases(DECOMPOSITIONS))
@@ -74,9 +77,6 @@ HAND = {
                                       torch.randn(3, 5), torch.randn(3)),
     "lstsq gelsd singular values": (lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd"),
                                     torch.randn(3, 5), torch.randn(3, 2)),
-    "matrix_sqrth of an indefinite matrix, lower triangle": (
-        torch.linalg.matrix_sqrth, torch.tensor([[1.0, 5.0, 0.0], [2.0, 1.0, 7.0],
-                                                 [0.5, -1.0, 3.0]])),
     "lstsq of an empty matrix": (lambda a, b: torch.linalg.lstsq(a, b), torch.randn(2, 0, 3),
                                  torch.randn(2, 0, 2)),
     "lstsq gels, no columns": (lambda a, b: torch.linalg.lstsq(a, b, driver="gels"),
@@ -84,6 +84,10 @@ HAND = {
     "matrix_exp zero": (torch.linalg.matrix_exp, torch.zeros(3, 3)),
     "matrix_exp batch": (torch.linalg.matrix_exp, 0.5 * torch.randn(3, 4, 4)),
 }
+if HAS_MATRIX_SQRTH:
+    HAND["matrix_sqrth of an indefinite matrix, lower triangle"] = (
+        torch.linalg.matrix_sqrth, torch.tensor([[1.0, 5.0, 0.0], [2.0, 1.0, 7.0],
+                                                 [0.5, -1.0, 3.0]]))
 
 
 @pytest.mark.parametrize("case", cases(HAND))
@@ -105,6 +109,8 @@ class _MatrixExp(torch.nn.Module):
         return torch.linalg.matrix_exp(a)
 
 
+@pytest.mark.skipif(not hasattr(torch.linalg, "polar"), reason="torch.linalg.polar is newer "
+                    "than this torch")
 def test_polar_of_a_rank_deficient_matrix_has_a_nan_u():
     # U is not unique there (eager's is LAPACK's choice); H is.
     a = torch.stack([torch.randn(5, 2) @ torch.randn(2, 3), torch.randn(5, 3)])

@@ -144,3 +144,13 @@ def tril_before_14(g, self, diagonal=0):
     else:
         keep = lower_triangle(g, rows, columns, diagonal)
     return g.op("Where", keep, self, g.const(0, self.dtype))
+
+
+@translates("aten::hann_window", "aten::hann_window.periodic")
+def hann_window(g, window_length, periodic=True, **_):
+    """hann_window.periodic(int window_length, bool periodic, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    torch's own values as a constant, window_length 1 included (torch makes it [1]): torch
+    fixes the length at capture. torch 2.11 keeps this call whole; later ones decompose it."""
+    window = torch.hann_window(int(window_length), periodic=bool(periodic), dtype=torch.float64)
+    return as_tensor(g, window, dtype=expected_dtype(g))
