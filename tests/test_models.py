@@ -11,6 +11,7 @@ import torch
 
 import model_zoo
 import onnxport
+from onnxport._versions import transformers_at_least
 from onnxport.capture import parameter_names
 from onnxport.errors import DynamicDimensionFixedWarning
 
@@ -140,7 +141,11 @@ def test_kv_cache_given_before_the_other_inputs():
 
 # -- issue 7: a batch of 1 as the example, the batch dynamic -------------------------------
 BATCH1_IN_CI = ["torchvision.resnet18", "torchvision.mobilenet_v3_small",
-                "timm.vit_tiny_patch16_224", "transformers.BertModel",
+                "timm.vit_tiny_patch16_224",
+                pytest.param("transformers.BertModel", marks=pytest.mark.xfail(
+                    not transformers_at_least("5.24"), strict=False,
+                    reason="transformers 5.17's BertModel bounds the sequence to its 512 "
+                           "positions, which torch.export turns into a fixed bound")),
                 "transformers.LlamaForCausalLM", "transformers.T5ForConditionalGeneration",
                 "transformers.WhisperForConditionalGeneration"]
 

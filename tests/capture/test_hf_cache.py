@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from onnxport._versions import transformers_at_least
 from onnxport.capture import hf_cache
 from onnxport.capture.pytree_names import (
     bookkeeping_outputs, exported_leaves, output_names, tensor_leaves)
@@ -80,7 +81,12 @@ def _sliding_window_model(name):
     return transformers.Qwen2ForCausalLM(config).eval()
 
 
-@pytest.mark.parametrize("name,dynamo", [("mistral", True), ("qwen2", True), ("mistral", False)])
+@pytest.mark.parametrize("name,dynamo", [
+    ("mistral", True), ("qwen2", True),
+    pytest.param("mistral", False, marks=pytest.mark.xfail(
+        not transformers_at_least("5.24"), strict=False,
+        reason="transformers 5.17's sliding-window mask, traced, meets a data-dependent guard "
+               "in torch.export's converter (the TorchScript path's rebuild, issue 18)"))])
 def test_sliding_window_model_exports_its_kv_cache_as_keys_and_values(name, dynamo):
     import onnxport
 

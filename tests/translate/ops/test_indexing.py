@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import onnxport
 from op_check import cases, check, check_opinfo, op_types, opinfo_cases
 
 INDEXING = [
@@ -370,3 +371,18 @@ def test_float16_reducing_scatter_nd_and_put(opset):
                         x.put(torch.tensor([0, 7, 0]), s[0, :3], accumulate=True),
                         x.index_reduce(0, index, s, "prod")),
           x, src, opset=opset, rtol=1e-2, atol=1e-2)  # float16's 3 digits
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_index_select_with_a_0d_index_keeps_the_axis(dynamo):
+    # ONNX's Gather drops the axis for a 0-d index; torch keeps it with size 1: (3, 1).
+    class Model(torch.nn.Module):
+        def forward(self, x, index):
+            return torch.index_select(x, 1, index)
+
+    x, index = torch.randn(3, 4), torch.tensor(2)
+    program = onnxport.export(Model(), (x, index), dynamo=dynamo)
+    actual, expected = program(x, index)[0], Model()(x, index)
+    assert actual.shape == (3, 1)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(program(x, torch.tensor(0))[0], Model()(x, torch.tensor(0)))

@@ -215,3 +215,36 @@ def test_int64_sums_beyond_2_to_the_53_are_exact(opset):
         for ours, eager in zip(program(rows), _IntegerSums()(rows)):
             assert ours.dtype == eager.dtype and ours.shape == eager.shape
             assert torch.equal(ours, eager), (ours, eager)
+
+
+# -- issue 18: answers that were silently wrong, on both paths --------------------------------
+SILENT = {
+    "std, unbiased=False": lambda x: torch.std(x, unbiased=False),
+    "std along a dim, unbiased=False": lambda x: torch.std(x, 1, unbiased=False),
+    "var along a dim, unbiased, keepdim": lambda x: torch.var(x, 1, True, True),
+    "std_mean, unbiased=False": lambda x: torch.std_mean(x, unbiased=False),
+    "var_mean along a dim, unbiased=False": lambda x: torch.var_mean(x, 1, unbiased=False),
+    "argmax, keepdim, no dim": lambda x: torch.argmax(x.reshape(1, 3, 4), keepdim=True),
+    "argmin, keepdim, no dim": lambda x: torch.argmin(x.reshape(1, 3, 4), keepdim=True),
+}
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+@pytest.mark.parametrize("name", list(SILENT))
+def test_overloads_that_were_silently_wrong(name, dynamo):
+    # The traced graph gives bools as 0 and 1: std(x, unbiased=False) reduced nothing and
+    # std(x, 1, unbiased=False) was off by Bessel's factor; argmax(keepdim=True) without a dim
+    # gave () for (1, 1, 1).
+    function, x = SILENT[name], torch.randn(3, 4)
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return function(x)
+
+    program = onnxport.export(Model(), (x,), dynamo=dynamo)
+    expected = Model()(x)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    actual = program(x)
+    assert [tuple(a.shape) for a in actual] == [tuple(e.shape) for e in expected]
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)

@@ -65,6 +65,15 @@ def matmul(g, self, other):
 @translates("aten::addmm")
 def addmm(g, self, mat1, mat2, *, beta=1, alpha=1):
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    if mat1.shape is not None and len(mat1.shape) == 2 and mat1.shape[1] == 0:
+        # An empty inner dimension: the product is zeros (ONNX Runtime before 1.32 returned
+        # garbage from Gemm with K = 0), so the result is beta * self at the product's shape.
+        rows = g.op("Shape", mat1, start_i=0, end_i=1) if g.opset >= 15 else \
+            g.op("Slice", g.op("Shape", mat1), g.const([0]), g.const([1]))
+        columns = g.op("Shape", mat2, start_i=1, end_i=2) if g.opset >= 15 else \
+            g.op("Slice", g.op("Shape", mat2), g.const([1]), g.const([2]))
+        scaled = g.op("Mul", self, g.const(beta, self.dtype))
+        return g.op("Expand", scaled, g.op("Concat", rows, columns, axis_i=0))
     return g.op("Gemm", mat1, mat2, self, alpha_f=alpha, beta_f=beta)
 
 

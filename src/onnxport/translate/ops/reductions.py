@@ -120,6 +120,8 @@ def argmax(g, self, dim=None, keepdim=False):
     x = _comparable(g, self)
     if rank(self) == 0:
         return g.const(0, ir.DataType.INT64)  # the only index of a 0-d tensor
+    # No dim: over the flattened tensor; keepdim then keeps every axis, as size 1.
+    flat_keepdim = dim is None and keepdim
     if dim is None:
         x = g.op("Reshape", x, g.const([-1]))
         axis, keepdim = 0, False
@@ -131,6 +133,8 @@ def argmax(g, self, dim=None, keepdim=False):
         found, any_nan = _nan_found(g, x, [axis], keepdim)
         first = g.op("ArgMax", found, axis_i=axis, keepdims_i=int(keepdim))
         result = g.op("Where", any_nan, first, result)
+    if flat_keepdim:
+        result = g.op("Reshape", result, g.const([1] * rank(self)))
     return result
 
 
@@ -179,8 +183,8 @@ def var(g, self, *args, correction=None, keepdim=False, unbiased=None):
     Also the older overloads: var(Tensor self, bool unbiased=True) and
     var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False).
     """
-    result, _ = _variance(g, self, *args, correction=correction, keepdim=keepdim,
-                          unbiased=unbiased)
+    dim, correction, keepdim = _variance_arguments(g, args, correction, keepdim, unbiased)
+    result, _ = _variance(g, self, dim, correction, keepdim)
     if "std" in g.provenance.aten:
         result = g.op("Sqrt", result)
     return result
@@ -189,14 +193,12 @@ def var(g, self, *args, correction=None, keepdim=False, unbiased=None):
 @translates("aten::var_mean", "aten::std_mean")
 def var_mean(g, self, *args, correction=None, keepdim=False, unbiased=None):
     """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    result, mean = _variance(g, self, *args, correction=correction, keepdim=keepdim,
-                             unbiased=unbiased)
+    dim, correction, keepdim = _variance_arguments(g, args, correction, keepdim, unbiased)
+    result, mean = _variance(g, self, dim, correction, keepdim)
     if "std" in g.provenance.aten:
         result = g.op("Sqrt", result)
-    if len(args) > 2:  # var_mean.dim(self, dim, unbiased, keepdim)
-        keepdim = args[2]
     if not keepdim:
-        axes = _axes(self, _variance_dim(args))
+        axes = _axes(self, dim)
         mean = squeeze(g, mean, axes or list(range(rank(self))))
     return result, mean
 
@@ -204,25 +206,33 @@ def var_mean(g, self, *args, correction=None, keepdim=False, unbiased=None):
 @translates("prims::var")
 def prims_var(g, inp, dims, correction=1.0, *, output_dtype=None):
     """var(Tensor inp, int[]? dims, float? correction=1, *, ScalarType? output_dtype=None) -> Tensor"""
-    return _variance(g, inp, dims, correction=1.0 if correction is None else correction)[0]
+    return _variance(g, inp, dims, 1.0 if correction is None else correction, False)[0]
 
 
-def _variance_dim(args):
-    return None if not args or isinstance(args[0], bool) else args[0]
-
-
-def _variance(g, self, *args, correction=None, keepdim=False, unbiased=None):
-    """(the variance, the mean with the reduced axes kept) as torch's overloads ask."""
-    dim = _variance_dim(args)
-    if args and isinstance(args[0], bool):  # var(self, unbiased)
-        unbiased = args[0]
-    elif args:
-        if len(args) > 1:  # var.dim(self, dim, unbiased, keepdim)
-            unbiased = args[1]
+def _variance_arguments(g, args, correction, keepdim, unbiased):
+    """(dim, correction, keepdim) of a var/std/var_mean/std_mean call, read by its overload:
+    the traced graph gives bools as 0 and 1, so a bare ``unbiased`` cannot be told from a
+    ``dim`` by its type."""
+    overload = g.provenance.aten.partition(".")[2]
+    dim = None
+    if overload in ("", "default") and args and not isinstance(args[0], (list, tuple)) and \
+            (isinstance(args[0], bool) or args[0] in (0, 1)):
+        unbiased = bool(args[0])  # var(self, bool unbiased)
+    elif overload in ("dim", "names_dim") or (overload in ("", "default") and len(args) > 1):
+        dim = args[0] if args else None  # var.dim(self, dim, unbiased, keepdim)
+        if len(args) > 1:
+            unbiased = bool(args[1])
         if len(args) > 2:
-            keepdim = args[2]
+            keepdim = bool(args[2])
+    elif args:
+        dim = args[0]  # var.correction(self, dim, *, correction, keepdim)
     if correction is None:
         correction = 0 if unbiased is False else 1
+    return dim, correction, bool(keepdim)
+
+
+def _variance(g, self, dim, correction, keepdim):
+    """(the variance, the mean with the reduced axes kept)."""
     axes = _axes(self, dim)
     if axes is not None and not axes:
         axes = None
