@@ -198,3 +198,18 @@ def test_a_cpu_scalar_tensor_goes_with_weights_anywhere():
     x, scale = torch.randn(2, 3), torch.tensor(2.0)
     program = onnxport.export(Scaled(), (x, scale))
     torch.testing.assert_close(program(x, scale)[0], x * scale, rtol=1e-3, atol=1e-4)
+
+
+def test_a_destination_in_a_folder_no_file_can_be_made_in_is_refused_before_capture(tmp_path):
+    # /proc: the folder exists and looks writable to root, yet no file can be made there.
+    with pytest.raises(InvalidExportOptionsError) as caught:
+        onnxport.export(torch.nn.ReLU(), (torch.randn(2),), "/proc/r.onnx")
+    message = str(caught.value)
+    assert "'/proc/r.onnx'" in message and "no file can be created" in message
+    assert ".tmp" not in message
+
+
+def test_a_destination_under_a_file_says_it_is_a_file(tmp_path):
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(InvalidExportOptionsError, match="is a file, not a folder"):
+        onnxport.export(torch.nn.ReLU(), (torch.randn(2),), tmp_path / "afile" / "r.onnx")

@@ -208,3 +208,16 @@ def test_python_dash_m(factory, tmp_path):
     assert "nodes" in result.stdout and "error" not in result.stderr
     model, args, kwargs = load_factory(factory, "mlp")
     assert_matches_eager(output, model, args, kwargs)
+
+
+@pytest.mark.parametrize("where, expected", [
+    ("/proc/r.onnx", "no file can be created in folder '/proc'"),
+    ("{dir}/afile/r.onnx", "afile' is a file, not a folder"),
+])
+def test_an_unwritable_output_is_said_before_the_model_is_built(factory, tmp_path, capsys,
+                                                                 where, expected):
+    (tmp_path / "afile").write_text("")
+    # "broken" raises when built: the output path must be refused first.
+    assert main(["export", f"{factory}:broken", "-o", where.format(dir=tmp_path)]) == 2
+    line = error_line(capsys)
+    assert expected in line and ".tmp" not in line

@@ -7,6 +7,7 @@ import difflib
 import inspect
 import io
 import os
+import tempfile
 import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -214,12 +215,13 @@ def check_destination(f: Any) -> None:
         if os.path.isdir(path):
             raise InvalidExportOptionsError(f"f={path!r} is a folder; give a file name inside it")
         folder = os.path.dirname(os.path.abspath(path))
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise InvalidExportOptionsError(
+                f"cannot write f={path!r}: {folder!r} is a file, not a folder")
         if not os.path.isdir(folder):
             raise InvalidExportOptionsError(
                 f"cannot write f={path!r}: folder {folder!r} does not exist; create it first")
-        if not os.access(folder, os.W_OK):
-            raise InvalidExportOptionsError(
-                f"cannot write f={path!r}: folder {folder!r} is not writable")
+        _check_writable(path, folder)
         return
     if hasattr(f, "write"):
         if isinstance(f, io.TextIOBase):
@@ -228,6 +230,18 @@ def check_destination(f: Any) -> None:
         return
     raise InvalidExportOptionsError(
         f"f must be a path, an os.PathLike, a binary file object or None, got {type(f).__name__}")
+
+
+def _check_writable(path: str, folder: str) -> None:
+    """Create and remove a file in ``folder`` now, so that a folder no file can be made in
+    (read-only, /proc) is said before the export runs, in the user's terms."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise InvalidExportOptionsError(
+            f"cannot write f={path!r}: no file can be created in folder {folder!r} "
+            f"({error.strerror or error})") from None
 
 
 def check_artifacts_dir(artifacts_dir: Any) -> None:

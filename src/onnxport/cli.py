@@ -101,6 +101,8 @@ def run_export(options: argparse.Namespace, errors) -> int:
     start = time.perf_counter()
     output = options.output
     try:
+        # Before the model is built: a path nothing can be written to is said at once.
+        onnxport._arguments.check_destination(output)
         with errors.status(f"building {options.spec}") as status:
             model, args, kwargs = load_spec(options.spec)
             dynamic_axes = batch_axes(model, args, kwargs) if options.dynamic_batch else None
