@@ -8,7 +8,7 @@ import torch
 
 import onnxport
 
-from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+from op_check import BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, op_types, opinfo_cases
 
 REDUCTIONS = [
     "mean", "sum", "prod", "amax", "amin", "max:reduction_with_dim", "max:reduction_no_dim",
@@ -215,3 +215,31 @@ def test_int64_sums_beyond_2_to_the_53_are_exact(opset):
         for ours, eager in zip(program(rows), _IntegerSums()(rows)):
             assert ours.dtype == eager.dtype and ours.shape == eager.shape
             assert torch.equal(ours, eager), (ours, eager)
+
+
+# The `unbiased` overloads, which TorchScript hands over with 0/1 for the bool: read by the
+# overload's own schema, not by the arguments' types (std(x, unbiased=False) reduced nothing).
+UNBIASED = {
+    "std unbiased=False": lambda x: torch.std(x, unbiased=False),
+    "var unbiased=True": lambda x: torch.var(x, True),
+    "var.dim unbiased=False": lambda x: torch.var(x, 1, unbiased=False),
+    "std.dim unbiased=False keepdim": lambda x: torch.std(x, [0], False, True),
+    "std_mean unbiased=False": lambda x: torch.std_mean(x, unbiased=False),
+    "var_mean unbiased=True": lambda x: torch.var_mean(x, True),
+    "var_mean.dim unbiased=False": lambda x: torch.var_mean(x, [1], unbiased=False),
+    "std_mean.dim keepdim": lambda x: torch.std_mean(x, 0, True, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("function", UNBIASED.values(), ids=UNBIASED.keys())
+def test_unbiased_overloads(function, dynamo):
+    check(function, torch.randn(3, 4), dynamo=dynamo)
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_of_all_with_keepdim_keeps_every_axis_as_one(op, dynamo):
+    program = check(lambda x: getattr(torch, op)(x, keepdim=True), torch.randn(2, 3, 4),
+                    dynamo=dynamo)
+    assert program(torch.randn(2, 3, 4))[0].shape == (1, 1, 1)
