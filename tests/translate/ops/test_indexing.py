@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+from op_check import BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, op_types, opinfo_cases
 
 INDEXING = [
     "nn.functional.embedding", "index_select", "gather", "scatter", "scatter_add",
@@ -370,3 +370,11 @@ def test_float16_reducing_scatter_nd_and_put(opset):
                         x.put(torch.tensor([0, 7, 0]), s[0, :3], accumulate=True),
                         x.index_reduce(0, index, s, "prod")),
           x, src, opset=opset, rtol=1e-2, atol=1e-2)  # float16's 3 digits
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_index_select_with_a_0d_index_keeps_the_axis(dynamo):
+    """torch reads a 0-d index as [index]: (3, 4) -> (3, 1), where Gather would give (3,)."""
+    program = check(lambda x, i: torch.index_select(x, 1, i), torch.randn(3, 4),
+                    torch.tensor(2), dynamo=dynamo)
+    assert program(torch.randn(3, 4), torch.tensor(0))[0].shape == (3, 1)
