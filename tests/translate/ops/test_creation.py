@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import onnxport
-from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+from op_check import BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, op_types, opinfo_cases
 
 CREATION = [
     "arange", "full", "zeros", "ones", "new_zeros", "new_ones", "new_full", "zeros_like",
@@ -106,3 +106,19 @@ def test_large_low_precision_fill_keeps_its_value(opset, dtype):
     program = check(lambda x: x + torch.full((64, 64), 3.0, dtype=dtype).float(),
                     torch.zeros(64, 64), opset=opset, optimize=False)
     assert op_types(program)[0] == "ConstantOfShape"
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("start, end, step", [(0, 1.8, 0.2), (0.1, 1.0, 0.1), (1.0, 2.2, 0.3),
+                                              (-1.0, 1.0, 0.1), (0, 0.9, 0.3)])
+def test_float_step_arange_counts_as_torch(start, end, step, dynamo):
+    check(lambda x: torch.arange(start, end, step) + x, torch.zeros(1), dynamo=dynamo)
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_float_step_arange_of_a_dynamic_size_counts_in_double(opset):
+    """n * 0.2 / 0.2 is 9 in double but above 9 in float32: a float32 Range made 10 elements
+    where torch makes 9 (its count is ceil((end - start) / step) in double)."""
+    check(lambda x: torch.arange(0, x.shape[0] * 0.2, 0.2), torch.zeros(9), opset=opset,
+          input_names=["x"], dynamic_axes={"x": {0: "n"}},
+          run_with=[(torch.zeros(7),), (torch.zeros(12),), (torch.zeros(3),)])

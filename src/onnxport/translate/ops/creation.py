@@ -116,11 +116,20 @@ def arange(g, *args, **kwargs):
 
         values = torch.arange(start, end, step, dtype=to_torch_dtype(dtype))
         return g.const(values)
-    compute = dtype if dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT64,
-                                 ir.DataType.INT32) else ir.DataType.FLOAT
-    out = g.op("Range", as_tensor(g, start, dtype=compute), as_tensor(g, end, dtype=compute),
-               as_tensor(g, step, dtype=compute))
-    return cast(g, out, dtype)
+    if dtype in (ir.DataType.INT64, ir.DataType.INT32):
+        out = g.op("Range", as_tensor(g, start, dtype=dtype), as_tensor(g, end, dtype=dtype),
+                   as_tensor(g, step, dtype=dtype))
+        return out
+    # torch counts ceil((end - start) / step) elements in double and makes start + i * step
+    # in double; Range in float32 counts one too many or too few when the float32 rounding of
+    # end / step crosses an integer.
+    start, end, step = (as_tensor(g, n, dtype=ir.DataType.DOUBLE) for n in (start, end, step))
+    count = g.op("Ceil", g.op("Div", g.op("Sub", end, start), step))
+    count = cast(g, g.op("Max", count, g.const(0.0, ir.DataType.DOUBLE)), ir.DataType.INT64)
+    count = g.op("Reshape", count, g.const([], ir.DataType.INT64))
+    index = g.op("Range", g.const(0, ir.DataType.INT64), count, g.const(1, ir.DataType.INT64))
+    values = g.op("Add", start, g.op("Mul", cast(g, index, ir.DataType.DOUBLE), step))
+    return cast(g, values, dtype)
 
 
 @translates("aten::tril", "aten::triu", since_opset=14)
