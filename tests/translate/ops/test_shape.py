@@ -334,3 +334,23 @@ def test_squeeze_of_a_size_read_from_input_values():
 
 def test_squeeze_of_static_axes_is_one_squeeze():
     assert op_types(check(lambda x: x.squeeze(), torch.randn(2, 1, 3, 1))) == ["Squeeze"]
+
+
+SPLITS_OF_A_DYNAMIC_AXIS = {  # (function, example rows, other rows with the same part count)
+    "chunk(3)[0]": (lambda x: x.chunk(3, dim=0)[0], 4, [3, 5, 7, 8]),
+    "chunk(3) of 6": (lambda x: x.chunk(3, dim=0), 6, [7, 8, 9]),
+    "tensor_split(3)": (lambda x: torch.tensor_split(x, 3), 5, [3, 4, 7]),
+    "tensor_split at [1, 3]": (lambda x: torch.tensor_split(x, [1, 3]), 5, [3, 4, 7]),
+}
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("case", SPLITS_OF_A_DYNAMIC_AXIS.values(),
+                         ids=SPLITS_OF_A_DYNAMIC_AXIS.keys())
+def test_split_of_a_dynamic_axis(case, dynamo, opset):
+    """Each part by the op's own rule at run time: Split's ceil(n / parts) made chunk(3)[0]
+    of 3 rows 2 rows where torch gives 1."""
+    function, rows, others = case
+    check(function, torch.randn(rows, 2), input_names=["x"], dynamic_axes={"x": {0: "n"}},
+          dynamo=dynamo, opset=opset, run_with=[(torch.randn(n, 2),) for n in others])

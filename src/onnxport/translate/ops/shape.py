@@ -324,7 +324,7 @@ def stack(g, tensors, dim=0):
     return g.op("Concat", *values, axis_i=axis)
 
 
-def _split_by_expected(g, self, dim):
+def _split_by_expected(g, self, dim, split_size=None):
     outputs = g.expected
     r = rank(self)
     axis = normalize_axis(dim, r)
@@ -333,10 +333,39 @@ def _split_by_expected(g, self, dim):
         return (self,)
     if all(isinstance(s, int) for s in sizes):
         return split(g, self, sizes, axis)
-    if g.opset >= 18 and len(set(map(str, sizes[:-1]))) == 1:
-        result = g.op("Split", self, axis_i=axis, num_outputs_i=len(sizes), outputs=len(sizes))
-        return result
-    raise ValueError("split of a dimension with symbolic sizes needs opset 18")
+    if g.opset >= 18 and len(set(map(str, sizes))) == 1:
+        # Equal parts: Split's ceil(n / parts) is then the size of each.
+        return g.op("Split", self, axis_i=axis, num_outputs_i=len(sizes), outputs=len(sizes))
+    if split_size is None:
+        raise TranslationError(
+            f"{g.provenance.aten} at {g.provenance.source or 'an unknown line'}: a split into "
+            f"parts of sizes {sizes} is not translated; give the split sizes as a list "
+            "(split_with_sizes)")
+    return _split_by_slices(g, self, axis, len(sizes), split_size)
+
+
+def _split_by_slices(g, self, axis, count, split_size):
+    """The ``count`` parts of ``self`` along ``axis`` at sizes known only at run time, from
+    the op's own rule: Split's rule (ceil(n / count) each) is torch's only for equal parts,
+    and chunk(3) of 3 rows came out as 2 + 1 rows where torch makes 1 + 1 + 1."""
+    name = g.provenance.aten
+    n = g.op("Slice", g.op("Shape", self), g.const([axis]), g.const([axis + 1]))
+    if isinstance(split_size, (list, tuple)):  # tensor_split at indices
+        bounds = [as_1d(g, b) if isinstance(b, ir.Value) else g.const([b]) for b in split_size]
+        starts, ends = [g.const([0])] + bounds, bounds + [g.const([INT64_MAX])]
+    else:
+        k = as_1d(g, split_size) if isinstance(split_size, ir.Value) else g.const([split_size])
+        if "tensor_split" in name:  # k parts, the first n % k one longer
+            base, extra = g.op("Div", n, k), g.op("Mod", n, k)
+            starts = [g.op("Add", g.op("Mul", g.const([i]), base),
+                           g.op("Min", g.const([i]), extra)) for i in range(count + 1)]
+        else:
+            if "chunk" in name:  # k chunks of ceil(n / k)
+                k = g.op("Div", g.op("Sub", g.op("Add", n, k), g.const([1])), k)
+            starts = [g.op("Mul", g.const([i]), k) for i in range(count + 1)]
+        starts, ends = starts[:-1], starts[1:-1] + [g.const([INT64_MAX])]
+    axes = g.const([axis])
+    return tuple(g.op("Slice", self, start, end, axes) for start, end in zip(starts, ends))
 
 
 @translates("aten::split_with_sizes", "aten::split_with_sizes_copy")
@@ -362,7 +391,7 @@ def split_(g, self, split_size_or_sections, dim=0):
     if isinstance(sections, ir.Value) and sections.meta.get("symint") is None:
         # tensor_split at the positions held in a 1-d tensor: the sizes are data.
         return _split_at_tensor_indices(g, self, sections, dim)
-    return list(_split_by_expected(g, self, dim))
+    return list(_split_by_expected(g, self, dim, sections))
 
 
 def _split_at_tensor_indices(g, self, indices, dim):
