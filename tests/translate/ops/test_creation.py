@@ -122,3 +122,28 @@ def test_float_step_arange_of_a_dynamic_size_counts_in_double(opset):
     check(lambda x: torch.arange(0, x.shape[0] * 0.2, 0.2), torch.zeros(9), opset=opset,
           input_names=["x"], dynamic_axes={"x": {0: "n"}},
           run_with=[(torch.zeros(7),), (torch.zeros(12),), (torch.zeros(3),)])
+
+
+EYES = {
+    "eye(n)": (lambda x: torch.eye(4) + x, torch.zeros(1)),
+    "eye(n, m)": (lambda x: torch.eye(3, 5) + x, torch.zeros(1)),
+    "eye(n) int64": (lambda x: torch.eye(3, dtype=torch.int64), torch.zeros(1)),
+    "eye(n) of a dynamic size": (lambda x: torch.eye(x.shape[0]) + x, torch.zeros(3, 3)),
+    "eye(n, m) of dynamic sizes": (lambda x: torch.eye(x.shape[0], x.shape[1]) * 2,
+                                   torch.zeros(3, 4)),
+    "eye(n) bool of a dynamic size": (lambda x: torch.eye(x.shape[0], dtype=torch.bool),
+                                      torch.zeros(3, 4)),
+}
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("case", EYES.values(), ids=EYES.keys())
+def test_eye(case, dynamo, opset):
+    function, x = case
+    others = [(torch.zeros(5, 2),)] if x.shape == (3, 4) else \
+        [(torch.zeros(5, 5),)] if x.shape == (3, 3) else []
+    dynamic = {"x": {0: "n", 1: "m"}} if x.dim() == 2 and x.shape[0] != x.shape[1] else \
+        {"x": {0: "n", 1: "n"}} if x.dim() == 2 else None
+    check(function, x, dynamo=dynamo, opset=opset, input_names=["x"], dynamic_axes=dynamic,
+          run_with=others)

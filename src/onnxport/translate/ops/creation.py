@@ -153,3 +153,30 @@ def tril_before_14(g, self, diagonal=0):
     else:
         keep = lower_triangle(g, rows, columns, diagonal)
     return g.op("Where", keep, self, g.const(0, self.dtype))
+
+
+@translates("aten::eye")
+def eye(g, n, *_, **__):
+    """eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _eye(g, n, n)
+
+
+@translates("aten::eye.m")
+def eye_m(g, n, m, *_, **__):
+    """eye.m(SymInt n, SymInt m, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _eye(g, n, m)
+
+
+def _eye(g, n, m):
+    from onnx_ir.tensor_adapters import to_torch_dtype
+
+    dtype = expected_dtype(g)
+    if isinstance(n, int) and isinstance(m, int) and n * m <= _CONSTANT_LIMIT:
+        return g.const(torch.eye(n, m, dtype=to_torch_dtype(dtype)))
+    # Sizes known at run time (or large): EyeLike of a tensor of that shape.
+    zeros = g.op("ConstantOfShape", shape_list(g, [n, m]),
+                 value=ir.tensor(torch.zeros(1, dtype=torch.float32).numpy()))
+    # In float, then cast: ONNX Runtime's EyeLike makes few dtypes (no bool, no float16).
+    out = g.op("EyeLike", zeros, dtype_i=int(ir.DataType.FLOAT))
+    out.dtype = ir.DataType.FLOAT
+    return cast(g, out, dtype)
