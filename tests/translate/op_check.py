@@ -18,6 +18,10 @@ import onnxport
 
 RTOL = 1e-3
 ATOL = 1e-4
+# Both export paths, for tests that parametrize over them: @pytest.mark.parametrize("dynamo",
+# BOTH_PATHS, ids=PATH_IDS).
+BOTH_PATHS = [True, False]
+PATH_IDS = ["dynamo", "torchscript"]
 ALL_OPSETS = list(range(13, 24))
 
 
@@ -75,17 +79,18 @@ def assert_matches_eager(program, model, args: Sequence, kwargs: dict | None = N
 def check(model: torch.nn.Module | Callable, *args: Any, opset: int = 18,
           dynamic_shapes: Any = None, dynamic_axes: Any = None, input_names=None,
           run_with: Iterable[Sequence] = (), rtol: float = RTOL, atol: float = ATOL,
-          check_dtype: bool = True, optimize: bool = True, **kwargs: Any):
+          check_dtype: bool = True, optimize: bool = True, dynamo: bool = True, **kwargs: Any):
     """Export ``model(*args, **kwargs)`` at ``opset``, compare ONNX Runtime with eager on the
     example inputs and on each tuple of ``run_with`` (other sizes, for dynamic shapes), and
-    return the program. ``optimize=False`` keeps the graph as the op library made it."""
+    return the program. ``optimize=False`` keeps the graph as the op library made it;
+    ``dynamo=False`` exports through the TorchScript path."""
     if not isinstance(model, torch.nn.Module):
         model = as_module(model)
     model.eval()
     program = onnxport.export(model, tuple(_clone(args)), kwargs=_clone(kwargs) or None,
                               opset_version=opset, dynamic_shapes=dynamic_shapes,
                               dynamic_axes=dynamic_axes, input_names=input_names,
-                              optimize=optimize)
+                              optimize=optimize, dynamo=dynamo)
     assert_matches_eager(program, model, args, kwargs, rtol=rtol, atol=atol,
                          check_dtype=check_dtype)
     for other in run_with:

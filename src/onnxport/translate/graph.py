@@ -371,7 +371,7 @@ class _Translator:
             value.meta["symint"] = meta
             value.meta["dim"] = self.dim(meta)
         elif isinstance(meta, torch.SymFloat):
-            value.dtype = ir.DataType.FLOAT
+            value.dtype = ir.DataType.DOUBLE  # a Python float (ops/symbolic.py)
         elif isinstance(meta, torch.SymBool):
             value.dtype = ir.DataType.BOOL
 

@@ -7,7 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from op_check import cases, check, check_opinfo, count, op_types, opinfo_cases
+from op_check import (
+    BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, count, op_types, opinfo_cases,
+)
 
 CONV_POOL = [
     "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d",
@@ -206,3 +208,14 @@ def test_fractional_max_pool_with_given_samples(shape, kernel, output, three):
 def test_fractional_max_pool_draws_its_samples_in_the_graph():
     program = check(lambda x: F.fractional_max_pool2d(x, 2, output_size=4) * 0, torch.randn(1, 2, 8, 8))
     assert "RandomUniformLike" in op_types(program) or "RandomUniform" in op_types(program)
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("pad", [0, 2])
+def test_conv_tbc(pad, dynamo, opset):
+    """[time, batch, channels] input, [width, in, out] weight. (Static sizes: torch's own
+    conv_tbc kernel cannot run on symbolic sizes, "Cannot call storage_offset()".)"""
+    weight, bias = torch.randn(3, 4, 5), torch.randn(5)
+    check(lambda x: torch.conv_tbc(x, weight, bias, pad), torch.randn(7, 2, 4), opset=opset,
+          dynamo=dynamo)

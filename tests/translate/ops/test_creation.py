@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import onnxport
-from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+from op_check import BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, op_types, opinfo_cases
 
 CREATION = [
     "arange", "full", "zeros", "ones", "new_zeros", "new_ones", "new_full", "zeros_like",
@@ -119,3 +119,44 @@ def test_hann_window(length, periodic, dynamo):
     x = torch.randn(3, length)
     program = onnxport.export(Windowed(), (x,), opset_version=17, dynamo=dynamo)
     torch.testing.assert_close(program(x)[0], Windowed()(x), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("start, end, step", [(0, 1.8, 0.2), (0.1, 1.0, 0.1), (1.0, 2.2, 0.3),
+                                              (-1.0, 1.0, 0.1), (0, 0.9, 0.3)])
+def test_float_step_arange_counts_as_torch(start, end, step, dynamo):
+    check(lambda x: torch.arange(start, end, step) + x, torch.zeros(1), dynamo=dynamo)
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_float_step_arange_of_a_dynamic_size_counts_in_double(opset):
+    """n * 0.2 / 0.2 is 9 in double but above 9 in float32: a float32 Range made 10 elements
+    where torch makes 9 (its count is ceil((end - start) / step) in double)."""
+    check(lambda x: torch.arange(0, x.shape[0] * 0.2, 0.2), torch.zeros(9), opset=opset,
+          input_names=["x"], dynamic_axes={"x": {0: "n"}},
+          run_with=[(torch.zeros(7),), (torch.zeros(12),), (torch.zeros(3),)])
+
+
+EYES = {
+    "eye(n)": (lambda x: torch.eye(4) + x, torch.zeros(1)),
+    "eye(n, m)": (lambda x: torch.eye(3, 5) + x, torch.zeros(1)),
+    "eye(n) int64": (lambda x: torch.eye(3, dtype=torch.int64), torch.zeros(1)),
+    "eye(n) of a dynamic size": (lambda x: torch.eye(x.shape[0]) + x, torch.zeros(3, 3)),
+    "eye(n, m) of dynamic sizes": (lambda x: torch.eye(x.shape[0], x.shape[1]) * 2,
+                                   torch.zeros(3, 4)),
+    "eye(n) bool of a dynamic size": (lambda x: torch.eye(x.shape[0], dtype=torch.bool),
+                                      torch.zeros(3, 4)),
+}
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("case", EYES.values(), ids=EYES.keys())
+def test_eye(case, dynamo, opset):
+    function, x = case
+    others = [(torch.zeros(5, 2),)] if x.shape == (3, 4) else \
+        [(torch.zeros(5, 5),)] if x.shape == (3, 3) else []
+    dynamic = {"x": {0: "n", 1: "m"}} if x.dim() == 2 and x.shape[0] != x.shape[1] else \
+        {"x": {0: "n", 1: "n"}} if x.dim() == 2 else None
+    check(function, x, dynamo=dynamo, opset=opset, input_names=["x"], dynamic_axes=dynamic,
+          run_with=others)

@@ -7,8 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import onnxport
-from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+from op_check import BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, op_types, opinfo_cases
 
 INDEXING = [
     "nn.functional.embedding", "index_select", "gather", "scatter", "scatter_add",
@@ -373,16 +372,9 @@ def test_float16_reducing_scatter_nd_and_put(opset):
           x, src, opset=opset, rtol=1e-2, atol=1e-2)  # float16's 3 digits
 
 
-@pytest.mark.parametrize("dynamo", [True, False])
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
 def test_index_select_with_a_0d_index_keeps_the_axis(dynamo):
-    # ONNX's Gather drops the axis for a 0-d index; torch keeps it with size 1: (3, 1).
-    class Model(torch.nn.Module):
-        def forward(self, x, index):
-            return torch.index_select(x, 1, index)
-
-    x, index = torch.randn(3, 4), torch.tensor(2)
-    program = onnxport.export(Model(), (x, index), dynamo=dynamo)
-    actual, expected = program(x, index)[0], Model()(x, index)
-    assert actual.shape == (3, 1)
-    torch.testing.assert_close(actual, expected)
-    torch.testing.assert_close(program(x, torch.tensor(0))[0], Model()(x, torch.tensor(0)))
+    """torch reads a 0-d index as [index]: (3, 4) -> (3, 1), where Gather would give (3,)."""
+    program = check(lambda x, i: torch.index_select(x, 1, i), torch.randn(3, 4),
+                    torch.tensor(2), dynamo=dynamo)
+    assert program(torch.randn(3, 4), torch.tensor(0))[0].shape == (3, 1)

@@ -16,7 +16,7 @@ import torch
 import onnxport
 import onnxport.errors
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-from op_check import op_types
+from op_check import BOTH_PATHS, PATH_IDS, check, op_types
 
 quantization = torch.ao.quantization
 
@@ -305,3 +305,31 @@ def test_quantized_activations():
     # As for the conv net: a rounding tie may land one step away, twice on the way.
     step = float(model.activations[2].scale)
     assert (program(x)[0] - model(x)).abs().max() <= 2 * step * 1.001
+
+
+# Fake quantization: values spread over more than the range, so that clamping and the mask
+# are exercised; halves (2.5 / scale) check round-half-to-even.
+_SCALES = torch.tensor([0.1, 0.2, 0.05])
+_ZERO_POINTS = torch.tensor([0, 3, -2], dtype=torch.int32)
+FAKE_QUANTIZE = {
+    "per tensor": lambda x: torch.fake_quantize_per_tensor_affine(x, 0.1, 3, 0, 255),
+    "per tensor, signed, narrow": lambda x: torch.fake_quantize_per_tensor_affine(
+        x, 0.25, -1, -8, 7),
+    "per tensor qparams as tensors": lambda x: torch.fake_quantize_per_tensor_affine(
+        x, torch.tensor(0.1), torch.tensor(3, dtype=torch.int32), 0, 255),
+    "per channel": lambda x: torch.fake_quantize_per_channel_affine(
+        x, _SCALES, _ZERO_POINTS, 1, -128, 127),
+    "per tensor cachemask": lambda x: torch.ops.aten.fake_quantize_per_tensor_affine_cachemask(
+        x, 0.1, 3, 0, 255),
+    "per channel cachemask": lambda x: torch.ops.aten.fake_quantize_per_channel_affine_cachemask(
+        x, _SCALES, _ZERO_POINTS, 1, -128, 127),
+}
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("function", FAKE_QUANTIZE.values(), ids=FAKE_QUANTIZE.keys())
+def test_fake_quantize(function, dynamo):
+    x = torch.randn(4, 3, 5) * 10
+    x[0, 0, :3] = torch.tensor([0.25, 0.35, -0.05])  # halves of a step of 0.1
+    # (Static sizes: torch.export cannot capture fake quantization at symbolic sizes.)
+    check(function, x, dynamo=dynamo)

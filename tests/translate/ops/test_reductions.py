@@ -8,7 +8,7 @@ import torch
 
 import onnxport
 
-from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+from op_check import BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, op_types, opinfo_cases
 
 REDUCTIONS = [
     "mean", "sum", "prod", "amax", "amin", "max:reduction_with_dim", "max:reduction_no_dim",
@@ -217,34 +217,29 @@ def test_int64_sums_beyond_2_to_the_53_are_exact(opset):
             assert torch.equal(ours, eager), (ours, eager)
 
 
-# -- issue 18: answers that were silently wrong, on both paths --------------------------------
-SILENT = {
-    "std, unbiased=False": lambda x: torch.std(x, unbiased=False),
-    "std along a dim, unbiased=False": lambda x: torch.std(x, 1, unbiased=False),
-    "var along a dim, unbiased, keepdim": lambda x: torch.var(x, 1, True, True),
-    "std_mean, unbiased=False": lambda x: torch.std_mean(x, unbiased=False),
-    "var_mean along a dim, unbiased=False": lambda x: torch.var_mean(x, 1, unbiased=False),
-    "argmax, keepdim, no dim": lambda x: torch.argmax(x.reshape(1, 3, 4), keepdim=True),
-    "argmin, keepdim, no dim": lambda x: torch.argmin(x.reshape(1, 3, 4), keepdim=True),
+# The `unbiased` overloads, which TorchScript hands over with 0/1 for the bool: read by the
+# overload's own schema, not by the arguments' types (std(x, unbiased=False) reduced nothing).
+UNBIASED = {
+    "std unbiased=False": lambda x: torch.std(x, unbiased=False),
+    "var unbiased=True": lambda x: torch.var(x, True),
+    "var.dim unbiased=False": lambda x: torch.var(x, 1, unbiased=False),
+    "std.dim unbiased=False keepdim": lambda x: torch.std(x, [0], False, True),
+    "std_mean unbiased=False": lambda x: torch.std_mean(x, unbiased=False),
+    "var_mean unbiased=True": lambda x: torch.var_mean(x, True),
+    "var_mean.dim unbiased=False": lambda x: torch.var_mean(x, [1], unbiased=False),
+    "std_mean.dim keepdim": lambda x: torch.std_mean(x, 0, True, keepdim=True),
 }
 
 
-@pytest.mark.parametrize("dynamo", [True, False])
-@pytest.mark.parametrize("name", list(SILENT))
-def test_overloads_that_were_silently_wrong(name, dynamo):
-    # The traced graph gives bools as 0 and 1: std(x, unbiased=False) reduced nothing and
-    # std(x, 1, unbiased=False) was off by Bessel's factor; argmax(keepdim=True) without a dim
-    # gave () for (1, 1, 1).
-    function, x = SILENT[name], torch.randn(3, 4)
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("function", UNBIASED.values(), ids=UNBIASED.keys())
+def test_unbiased_overloads(function, dynamo):
+    check(function, torch.randn(3, 4), dynamo=dynamo)
 
-    class Model(torch.nn.Module):
-        def forward(self, x):
-            return function(x)
 
-    program = onnxport.export(Model(), (x,), dynamo=dynamo)
-    expected = Model()(x)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    actual = program(x)
-    assert [tuple(a.shape) for a in actual] == [tuple(e.shape) for e in expected]
-    for a, e in zip(actual, expected):
-        torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_of_all_with_keepdim_keeps_every_axis_as_one(op, dynamo):
+    program = check(lambda x: getattr(torch, op)(x, keepdim=True), torch.randn(2, 3, 4),
+                    dynamo=dynamo)
+    assert program(torch.randn(2, 3, 4))[0].shape == (1, 1, 1)

@@ -7,7 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from op_check import cases, check, check_opinfo, op_types, opinfo_cases
+import onnxport
+from op_check import (
+    BOTH_PATHS, PATH_IDS, as_module, cases, check, check_opinfo, op_types, opinfo_cases,
+)
 
 SHAPE = [
     "cat", "stack", "split", "split:list_args", "split_with_sizes", "chunk", "tensor_split",
@@ -288,3 +291,66 @@ def test_as_strided_scatter_through_overlapping_elements_is_refused():
     with pytest.raises(onnxport.errors.TranslationError, match="overlap"):
         check(lambda x, y: torch.as_strided_scatter(x, y, (2, 2), (1, 1)), torch.randn(3, 3),
               torch.randn(2, 2))
+
+
+# squeeze of a size known only at run time: torch drops the axis exactly when it is 1 then,
+# which an ONNX graph (of one rank) cannot follow. It keeps the capture's decision and fails
+# at run time where torch decides otherwise; it never answers in another shape.
+SQUEEZES = {"squeeze()": lambda x: x.squeeze(), "squeeze(0)": lambda x: x.squeeze(0),
+            "squeeze(-3)": lambda x: x.squeeze(-3), "squeeze((0, 2))": lambda x: x.squeeze((0, 2))}
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("function", SQUEEZES.values(), ids=SQUEEZES.keys())
+def test_squeeze_of_a_dynamic_axis(function, dynamo):
+    program = check(function, torch.randn(2, 3, 1), input_names=["x"],
+                    dynamic_axes={"x": {0: "n"}}, dynamo=dynamo,
+                    run_with=[(torch.randn(4, 3, 1),)])
+    with pytest.raises(Exception, match="squeeze_fails_when_axis_0_is_1"):
+        program(torch.randn(1, 3, 1))
+
+
+def test_squeeze_of_a_dynamic_axis_that_is_1_in_the_example_warns_and_keeps_it():
+    """The TorchScript path: the trace dropped the axis at 1, its shapes say dynamic: kept,
+    right at every other size."""
+    with pytest.warns(UserWarning, match="dynamic and 1 in the example"):
+        program = onnxport.export(as_module(lambda x: x.squeeze(0)), (torch.randn(1, 3),),
+                                  input_names=["x"], dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    x = torch.randn(2, 3)
+    assert torch.equal(program(x)[0], x)
+    with pytest.raises(Exception, match="squeeze_fails_when_axis_0_is_1"):
+        program(torch.randn(1, 3))
+
+
+def test_squeeze_of_a_size_read_from_input_values():
+    """torch.zeros(n[0], m[0]).squeeze(0): torch.export keeps the axis (its sizes are
+    unbacked); at n = 1 the graph now fails instead of answering (1, 3) for torch's (3,)."""
+    function = lambda n, m: torch.zeros(int(n[0]), int(m[0])).squeeze(0)  # noqa: E731
+    program = check(function, torch.tensor([2]), torch.tensor([3]),
+                    run_with=[(torch.tensor([4]), torch.tensor([5]))])
+    with pytest.raises(Exception, match="squeeze_fails_when_axis_0_is_1"):
+        program(torch.tensor([1]), torch.tensor([3]))
+
+
+def test_squeeze_of_static_axes_is_one_squeeze():
+    assert op_types(check(lambda x: x.squeeze(), torch.randn(2, 1, 3, 1))) == ["Squeeze"]
+
+
+SPLITS_OF_A_DYNAMIC_AXIS = {  # (function, example rows, other rows with the same part count)
+    "chunk(3)[0]": (lambda x: x.chunk(3, dim=0)[0], 4, [3, 5, 7, 8]),
+    "chunk(3) of 6": (lambda x: x.chunk(3, dim=0), 6, [7, 8, 9]),
+    "tensor_split(3)": (lambda x: torch.tensor_split(x, 3), 5, [3, 4, 7]),
+    "tensor_split at [1, 3]": (lambda x: torch.tensor_split(x, [1, 3]), 5, [3, 4, 7]),
+}
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("case", SPLITS_OF_A_DYNAMIC_AXIS.values(),
+                         ids=SPLITS_OF_A_DYNAMIC_AXIS.keys())
+def test_split_of_a_dynamic_axis(case, dynamo, opset):
+    """Each part by the op's own rule at run time: Split's ceil(n / parts) made chunk(3)[0]
+    of 3 rows 2 rows where torch gives 1."""
+    function, rows, others = case
+    check(function, torch.randn(rows, 2), input_names=["x"], dynamic_axes={"x": {0: "n"}},
+          dynamo=dynamo, opset=opset, run_with=[(torch.randn(n, 2),) for n in others])

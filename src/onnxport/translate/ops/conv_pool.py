@@ -429,3 +429,15 @@ def fractional_max_pool(g, self, kernel_size, output_size, random_samples):
     if unbatched:
         out, indices = squeeze(g, out, [0]), squeeze(g, indices, [0])
     return out, indices
+
+
+@translates("aten::conv_tbc")
+def conv_tbc(g, self, weight, bias, pad=0):
+    """conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor
+
+    A 1-d convolution of a [time, batch, channels] input with a [width, in, out] weight: Conv
+    between transposes to and from [batch, channels, time]."""
+    x = g.op("Transpose", self, perm_i=[1, 2, 0])
+    w = g.op("Transpose", weight, perm_i=[2, 1, 0])
+    out = g.op("Conv", x, w, bias, pads_i=[pad, pad])
+    return g.op("Transpose", out, perm_i=[2, 0, 1])

@@ -116,11 +116,20 @@ def arange(g, *args, **kwargs):
 
         values = torch.arange(start, end, step, dtype=to_torch_dtype(dtype))
         return g.const(values)
-    compute = dtype if dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT64,
-                                 ir.DataType.INT32) else ir.DataType.FLOAT
-    out = g.op("Range", as_tensor(g, start, dtype=compute), as_tensor(g, end, dtype=compute),
-               as_tensor(g, step, dtype=compute))
-    return cast(g, out, dtype)
+    if dtype in (ir.DataType.INT64, ir.DataType.INT32):
+        out = g.op("Range", as_tensor(g, start, dtype=dtype), as_tensor(g, end, dtype=dtype),
+                   as_tensor(g, step, dtype=dtype))
+        return out
+    # torch counts ceil((end - start) / step) elements in double and makes start + i * step
+    # in double; Range in float32 counts one too many or too few when the float32 rounding of
+    # end / step crosses an integer.
+    start, end, step = (as_tensor(g, n, dtype=ir.DataType.DOUBLE) for n in (start, end, step))
+    count = g.op("Ceil", g.op("Div", g.op("Sub", end, start), step))
+    count = cast(g, g.op("Max", count, g.const(0.0, ir.DataType.DOUBLE)), ir.DataType.INT64)
+    count = g.op("Reshape", count, g.const([], ir.DataType.INT64))
+    index = g.op("Range", g.const(0, ir.DataType.INT64), count, g.const(1, ir.DataType.INT64))
+    values = g.op("Add", start, g.op("Mul", cast(g, index, ir.DataType.DOUBLE), step))
+    return cast(g, values, dtype)
 
 
 @translates("aten::tril", "aten::triu", since_opset=14)
@@ -154,3 +163,30 @@ def hann_window(g, window_length, periodic=True, **_):
     fixes the length at capture. torch 2.11 keeps this call whole; later ones decompose it."""
     window = torch.hann_window(int(window_length), periodic=bool(periodic), dtype=torch.float64)
     return as_tensor(g, window, dtype=expected_dtype(g))
+
+
+@translates("aten::eye")
+def eye(g, n, *_, **__):
+    """eye(SymInt n, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _eye(g, n, n)
+
+
+@translates("aten::eye.m")
+def eye_m(g, n, m, *_, **__):
+    """eye.m(SymInt n, SymInt m, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _eye(g, n, m)
+
+
+def _eye(g, n, m):
+    from onnx_ir.tensor_adapters import to_torch_dtype
+
+    dtype = expected_dtype(g)
+    if isinstance(n, int) and isinstance(m, int) and n * m <= _CONSTANT_LIMIT:
+        return g.const(torch.eye(n, m, dtype=to_torch_dtype(dtype)))
+    # Sizes known at run time (or large): EyeLike of a tensor of that shape.
+    zeros = g.op("ConstantOfShape", shape_list(g, [n, m]),
+                 value=ir.tensor(torch.zeros(1, dtype=torch.float32).numpy()))
+    # In float, then cast: ONNX Runtime's EyeLike makes few dtypes (no bool, no float16).
+    out = g.op("EyeLike", zeros, dtype_i=int(ir.DataType.FLOAT))
+    out.dtype = ir.DataType.FLOAT
+    return cast(g, out, dtype)

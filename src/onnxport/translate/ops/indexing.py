@@ -51,8 +51,9 @@ def index_select(g, self, dim, index):
     if rank(self) == 0:
         # torch indexes a 0-d tensor as if it were 1-d of one element and keeps it 0-d.
         return g.op("Identity", self)
-    if index.shape is not None and len(index.shape) == 0:
-        # A 0-d index selects one entry and keeps the axis (size 1); Gather would drop it.
+    if g.rank(index) == 0:
+        # A 0-d index picks one entry and keeps the axis (torch reads it as [index]); Gather
+        # would drop the axis.
         index = g.op("Reshape", index, g.const([1]))
     return g.op("Gather", self, index, axis_i=normalize_axis(dim, rank(self)))
 

@@ -172,3 +172,68 @@ def _dynamic_quantization(g, input, scale, zero_point) -> ir.Value | None:
             or zero_point.meta.get("onnxport.dynamic_quantization") != source):
         return None
     return source[1].outputs[0]
+
+
+# Fake quantization (quantization-aware training): the float result of quantizing and
+# dequantizing at once, by torch's arithmetic: (clamp(zp + round(x * (1 / scale)), qmin, qmax)
+# - zp) * scale, rounding half to even as ONNX's Round does. Any [qmin, qmax] range, which
+# QuantizeLinear's integer types do not all have.
+def _fake_quantize(g, x, scale, zero_point, quant_min, quant_max, axis=None):
+    """(the fake-quantized x, the mask of the elements that were inside the range)"""
+    dtype = x.dtype
+    shape = None
+    if axis is not None:  # per channel: scale and zero point along ``axis``
+        r = len(x.shape)
+        shape = g.const([-1 if i == axis % r else 1 for i in range(r)], ir.DataType.INT64)
+
+    def operand(v):
+        v = cast(g, v, dtype) if isinstance(v, ir.Value) else g.const(float(v), dtype)
+        return g.op("Reshape", v, shape) if shape is not None else v
+
+    scale, zero_point = operand(scale), operand(zero_point)
+    inverse = g.op("Div", g.const(1.0, dtype), scale)
+    level = g.op("Add", g.op("Round", g.op("Mul", x, inverse)), zero_point)
+    low, high = g.const(float(quant_min), dtype), g.const(float(quant_max), dtype)
+    clamped = g.op("Min", g.op("Max", level, low), high)
+    output = g.op("Mul", g.op("Sub", clamped, zero_point), scale)
+    inside = g.op("And", g.op("GreaterOrEqual", level, low), g.op("LessOrEqual", level, high))
+    return output, inside
+
+
+@translates("aten::fake_quantize_per_tensor_affine")
+def fake_quantize_per_tensor_affine(g, self, scale, zero_point, quant_min, quant_max):
+    """fake_quantize_per_tensor_affine(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> Tensor
+
+    Also the .tensor_qparams overload, with scale and zero_point as tensors."""
+    return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max)[0]
+
+
+@translates("aten::fake_quantize_per_tensor_affine_cachemask")
+def fake_quantize_per_tensor_affine_cachemask(g, self, scale, zero_point, quant_min, quant_max):
+    """fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max)
+
+
+@translates("aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams")
+def fake_quantize_cachemask_tensor_qparams(g, self, scale, zero_point, fake_quant_enabled,
+                                           quant_min, quant_max):
+    """_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    output, mask = _fake_quantize(g, self, scale, zero_point, quant_min, quant_max)
+    enabled = g.op("Not", g.op("Equal", cast(g, fake_quant_enabled, ir.DataType.INT64),
+                               g.const(0, ir.DataType.INT64)))
+    enabled = g.op("Reshape", enabled, g.const([], ir.DataType.INT64))
+    return (g.op("Where", enabled, output, self),
+            g.op("Or", mask, g.op("Not", enabled)))
+
+
+@translates("aten::fake_quantize_per_channel_affine")
+def fake_quantize_per_channel_affine(g, self, scale, zero_point, axis, quant_min, quant_max):
+    """fake_quantize_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> Tensor"""
+    return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis)[0]
+
+
+@translates("aten::fake_quantize_per_channel_affine_cachemask")
+def fake_quantize_per_channel_affine_cachemask(g, self, scale, zero_point, axis, quant_min,
+                                               quant_max):
+    """fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis)

@@ -120,21 +120,22 @@ def argmax(g, self, dim=None, keepdim=False):
     x = _comparable(g, self)
     if rank(self) == 0:
         return g.const(0, ir.DataType.INT64)  # the only index of a 0-d tensor
-    # No dim: over the flattened tensor; keepdim then keeps every axis, as size 1.
-    flat_keepdim = dim is None and keepdim
     if dim is None:
-        x = g.op("Reshape", x, g.const([-1]))
-        axis, keepdim = 0, False
-    else:
-        axis = normalize_axis(dim, rank(self))
+        # The index into the flattened tensor; keepdim keeps every axis, as ones.
+        result = _arg(g, op, g.op("Reshape", x, g.const([-1])), 0, False)
+        if keepdim:
+            result = g.op("Reshape", result, g.const([1] * rank(self), ir.DataType.INT64))
+        return result
+    return _arg(g, op, x, normalize_axis(dim, rank(self)), keepdim)
+
+
+def _arg(g, op, x, axis, keepdim):
     result = g.op(op, x, axis_i=axis, keepdims_i=int(keepdim))
     if x.dtype in FLOAT_TYPES:
         # torch orders NaN above everything (for argmin too): the first NaN wins.
         found, any_nan = _nan_found(g, x, [axis], keepdim)
         first = g.op("ArgMax", found, axis_i=axis, keepdims_i=int(keepdim))
         result = g.op("Where", any_nan, first, result)
-    if flat_keepdim:
-        result = g.op("Reshape", result, g.const([1] * rank(self)))
     return result
 
 
@@ -177,62 +178,68 @@ def cumsum(g, self, dim, *, dtype=None):
 
 
 @translates("aten::var", "aten::std")
-def var(g, self, *args, correction=None, keepdim=False, unbiased=None):
-    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+def var(g, self, unbiased=True):
+    """var(Tensor self, bool unbiased=True) -> Tensor"""
+    return _spread(g, _variance(g, self, None, int(bool(unbiased)), False)[0])
 
-    Also the older overloads: var(Tensor self, bool unbiased=True) and
-    var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False).
-    """
-    dim, correction, keepdim = _variance_arguments(g, args, correction, keepdim, unbiased)
-    result, _ = _variance(g, self, dim, correction, keepdim)
-    if "std" in g.provenance.aten:
-        result = g.op("Sqrt", result)
-    return result
+
+@translates("aten::var.dim", "aten::std.dim")
+def var_dim(g, self, dim, unbiased=True, keepdim=False):
+    """var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor"""
+    return _spread(g, _variance(g, self, dim, int(bool(unbiased)), keepdim)[0])
+
+
+@translates("aten::var.correction", "aten::std.correction")
+def var_correction(g, self, dim=None, *, correction=None, keepdim=False):
+    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
+    return _spread(g, _variance(g, self, dim, _correction(correction), keepdim)[0])
 
 
 @translates("aten::var_mean", "aten::std_mean")
-def var_mean(g, self, *args, correction=None, keepdim=False, unbiased=None):
+def var_mean(g, self, unbiased=True):
+    """var_mean(Tensor self, bool unbiased=True) -> (Tensor, Tensor)"""
+    return _spread_and_mean(g, self, None, int(bool(unbiased)), False)
+
+
+@translates("aten::var_mean.dim", "aten::std_mean.dim")
+def var_mean_dim(g, self, dim, unbiased=True, keepdim=False):
+    """var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)"""
+    return _spread_and_mean(g, self, dim, int(bool(unbiased)), keepdim)
+
+
+@translates("aten::var_mean.correction", "aten::std_mean.correction")
+def var_mean_correction(g, self, dim=None, *, correction=None, keepdim=False):
     """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    dim, correction, keepdim = _variance_arguments(g, args, correction, keepdim, unbiased)
-    result, mean = _variance(g, self, dim, correction, keepdim)
-    if "std" in g.provenance.aten:
-        result = g.op("Sqrt", result)
-    if not keepdim:
-        axes = _axes(self, dim)
-        mean = squeeze(g, mean, axes or list(range(rank(self))))
-    return result, mean
+    return _spread_and_mean(g, self, dim, _correction(correction), keepdim)
 
 
 @translates("prims::var")
 def prims_var(g, inp, dims, correction=1.0, *, output_dtype=None):
     """var(Tensor inp, int[]? dims, float? correction=1, *, ScalarType? output_dtype=None) -> Tensor"""
-    return _variance(g, inp, dims, 1.0 if correction is None else correction, False)[0]
+    return _variance(g, inp, dims, _correction(correction), False)[0]
 
 
-def _variance_arguments(g, args, correction, keepdim, unbiased):
-    """(dim, correction, keepdim) of a var/std/var_mean/std_mean call, read by its overload:
-    the traced graph gives bools as 0 and 1, so a bare ``unbiased`` cannot be told from a
-    ``dim`` by its type."""
-    overload = g.provenance.aten.partition(".")[2]
-    dim = None
-    if overload in ("", "default") and args and not isinstance(args[0], (list, tuple)) and \
-            (isinstance(args[0], bool) or args[0] in (0, 1)):
-        unbiased = bool(args[0])  # var(self, bool unbiased)
-    elif overload in ("dim", "names_dim") or (overload in ("", "default") and len(args) > 1):
-        dim = args[0] if args else None  # var.dim(self, dim, unbiased, keepdim)
-        if len(args) > 1:
-            unbiased = bool(args[1])
-        if len(args) > 2:
-            keepdim = bool(args[2])
-    elif args:
-        dim = args[0]  # var.correction(self, dim, *, correction, keepdim)
-    if correction is None:
-        correction = 0 if unbiased is False else 1
-    return dim, correction, bool(keepdim)
+def _correction(correction):
+    return 1 if correction is None else correction
+
+
+def _spread(g, variance):
+    """The variance, or its square root for the std overloads."""
+    return g.op("Sqrt", variance) if "std" in g.provenance.aten else variance
+
+
+def _spread_and_mean(g, self, dim, correction, keepdim):
+    result, mean = _variance(g, self, dim, correction, keepdim)
+    if not keepdim:
+        axes = _axes(self, dim)
+        mean = squeeze(g, mean, axes or list(range(rank(self))))
+    return _spread(g, result), mean
 
 
 def _variance(g, self, dim, correction, keepdim):
-    """(the variance, the mean with the reduced axes kept)."""
+    """(the variance, the mean with the reduced axes kept). Each overload reads its own
+    arguments: TorchScript hands bools over as 0 and 1, so an ``unbiased`` is not told from a
+    ``dim`` by its type (``std(x, unbiased=False)`` once reduced along axis 0)."""
     axes = _axes(self, dim)
     if axes is not None and not axes:
         axes = None

@@ -8,6 +8,7 @@ single remaining unknown becomes -1, so that dynamic shapes rarely need shape ar
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Sequence
 
 import onnx_ir as ir
@@ -15,7 +16,8 @@ import torch
 
 from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import (
-    as_1d, as_tensor, cast, expected_dtype, normalize_axis, onnx_dtype, rank, shape_list, split,
+    as_1d, as_tensor, cast, expected_dtype, expected_rank, normalize_axis, onnx_dtype, rank,
+    shape_list, split,
     squeeze, unsqueeze,
 )
 from onnxport.translate.registry import translates
@@ -228,14 +230,63 @@ def squeeze_(g, self, dim=None):
     if r == 0:
         return self  # squeezing a 0-d tensor (along 0 or -1) leaves it as it is
     if dim is None:
-        axes = [i for i, d in enumerate(shape) if d == 1]
+        candidates = list(range(r))
     else:
         dims = dim if isinstance(dim, (list, tuple)) else [dim]
-        axes = [normalize_axis(d, r) for d in dims]
-        axes = [a for a in axes if shape[a] == 1]
+        candidates = sorted({normalize_axis(d, r) for d in dims})
+    axes = [a for a in candidates if shape[a] == 1]
+    # A size known only at run time: torch drops the axis when it is 1 then, and an ONNX
+    # value cannot change its rank with a size. The capture decided for the example (its
+    # output's rank says how); the graph follows it and fails at run time, never answers in
+    # another shape, at a size where torch decides otherwise.
+    unknown = [a for a in candidates if not isinstance(shape[a], int)]
+    out_rank = expected_rank(g)
+    dropped = r - len(axes) - out_rank if out_rank is not None and unknown else 0
+    if dropped == len(unknown):
+        axes = sorted(axes + unknown)  # Squeeze fails on an axis that is not 1
+        unknown = []
+    elif dropped != 0:
+        raise TranslationError(
+            f"{g.provenance.aten} at {g.provenance.source or 'an unknown line'}: squeezing "
+            f"axes {unknown} of a tensor of shape {shape} whose sizes are known only at run "
+            "time, where the example dropped some of them: ONNX cannot drop an axis by its run "
+            "time size. Squeeze the axes one at a time, or reshape to the shape you need.")
+    for axis in unknown:
+        if _example_size(g, axis) == 1:
+            warnings.warn(
+                f"{g.provenance.aten} at {g.provenance.source or 'an unknown line'}: axis {axis} "
+                "is dynamic and 1 in the example; the graph keeps it, as torch does at every "
+                "other size, and fails at run time when it is 1 (torch would drop it). Give "
+                "an example whose dynamic sizes are not 1.", stacklevel=2)
+        self = _fail_if_one(g, self, axis)
     if not axes:
         return self
     return squeeze(g, self, axes)
+
+
+def _example_size(g, axis: int) -> int | None:
+    """The example's size of the first argument's axis ``axis``, when the capture knows it."""
+    meta = g.arguments[0] if g.arguments else None
+    size = meta.shape[axis] if isinstance(meta, torch.Tensor) else None
+    return size.node.hint if isinstance(size, torch.SymInt) else size
+
+
+def _fail_if_one(g, x: ir.Value, axis: int) -> ir.Value:
+    """``x``, through a check that fails the run when its axis ``axis`` is 1: there torch's
+    squeeze would drop the axis that the graph keeps. (Squeeze of a 0-sized axis fails.)"""
+    shape = g.op("Shape", x)
+    size = g.op("Slice", shape, g.const([axis]), g.const([axis + 1]))
+    not_one = cast(g, g.op("Not", g.op("Equal", size, g.const([1]))), ir.DataType.INT64)
+    zeros = g.op("ConstantOfShape", not_one,
+                 value=ir.tensor(torch.zeros(1, dtype=torch.int64).numpy()))
+    zeros.dtype = ir.DataType.INT64
+    check = g.op("Squeeze", zeros, g.const([0]))
+    check.producer().name = g._node_name(f"squeeze_fails_when_axis_{axis}_is_1_at_run_time")
+    # Slicing the whole axis ties the check to the data (a Reshape to x's own shape would be
+    # removed as an identity by MergeReshapes).
+    out = g.op("Slice", x, g.const([0]), g.op("Add", size, check), g.const([axis]))
+    out.shape = x.shape
+    return out
 
 
 @translates("aten::unsqueeze", "aten::unsqueeze_copy", "aten::unsqueeze_")
@@ -273,7 +324,7 @@ def stack(g, tensors, dim=0):
     return g.op("Concat", *values, axis_i=axis)
 
 
-def _split_by_expected(g, self, dim):
+def _split_by_expected(g, self, dim, split_size=None):
     outputs = g.expected
     r = rank(self)
     axis = normalize_axis(dim, r)
@@ -282,10 +333,39 @@ def _split_by_expected(g, self, dim):
         return (self,)
     if all(isinstance(s, int) for s in sizes):
         return split(g, self, sizes, axis)
-    if g.opset >= 18 and len(set(map(str, sizes[:-1]))) == 1:
-        result = g.op("Split", self, axis_i=axis, num_outputs_i=len(sizes), outputs=len(sizes))
-        return result
-    raise ValueError("split of a dimension with symbolic sizes needs opset 18")
+    if g.opset >= 18 and len(set(map(str, sizes))) == 1:
+        # Equal parts: Split's ceil(n / parts) is then the size of each.
+        return g.op("Split", self, axis_i=axis, num_outputs_i=len(sizes), outputs=len(sizes))
+    if split_size is None:
+        raise TranslationError(
+            f"{g.provenance.aten} at {g.provenance.source or 'an unknown line'}: a split into "
+            f"parts of sizes {sizes} is not translated; give the split sizes as a list "
+            "(split_with_sizes)")
+    return _split_by_slices(g, self, axis, len(sizes), split_size)
+
+
+def _split_by_slices(g, self, axis, count, split_size):
+    """The ``count`` parts of ``self`` along ``axis`` at sizes known only at run time, from
+    the op's own rule: Split's rule (ceil(n / count) each) is torch's only for equal parts,
+    and chunk(3) of 3 rows came out as 2 + 1 rows where torch makes 1 + 1 + 1."""
+    name = g.provenance.aten
+    n = g.op("Slice", g.op("Shape", self), g.const([axis]), g.const([axis + 1]))
+    if isinstance(split_size, (list, tuple)):  # tensor_split at indices
+        bounds = [as_1d(g, b) if isinstance(b, ir.Value) else g.const([b]) for b in split_size]
+        starts, ends = [g.const([0])] + bounds, bounds + [g.const([INT64_MAX])]
+    else:
+        k = as_1d(g, split_size) if isinstance(split_size, ir.Value) else g.const([split_size])
+        if "tensor_split" in name:  # k parts, the first n % k one longer
+            base, extra = g.op("Div", n, k), g.op("Mod", n, k)
+            starts = [g.op("Add", g.op("Mul", g.const([i]), base),
+                           g.op("Min", g.const([i]), extra)) for i in range(count + 1)]
+        else:
+            if "chunk" in name:  # k chunks of ceil(n / k)
+                k = g.op("Div", g.op("Sub", g.op("Add", n, k), g.const([1])), k)
+            starts = [g.op("Mul", g.const([i]), k) for i in range(count + 1)]
+        starts, ends = starts[:-1], starts[1:-1] + [g.const([INT64_MAX])]
+    axes = g.const([axis])
+    return tuple(g.op("Slice", self, start, end, axes) for start, end in zip(starts, ends))
 
 
 @translates("aten::split_with_sizes", "aten::split_with_sizes_copy")
@@ -311,7 +391,7 @@ def split_(g, self, split_size_or_sections, dim=0):
     if isinstance(sections, ir.Value) and sections.meta.get("symint") is None:
         # tensor_split at the positions held in a 1-d tensor: the sizes are data.
         return _split_at_tensor_indices(g, self, sections, dim)
-    return list(_split_by_expected(g, self, dim))
+    return list(_split_by_expected(g, self, dim, sections))
 
 
 def _split_at_tensor_indices(g, self, indices, dim):

@@ -1,4 +1,6 @@
-"""Arithmetic on symbolic sizes (SymInts), which live in the graph as 1-D int64 values."""
+"""Arithmetic on symbolic sizes (SymInts), which live in the graph as 1-D int64 values, and
+on symbolic floats (SymFloats), 1-D double values: Python's floats are doubles, and a size
+computed from one in float32 can come out one off (arange(0, n * 0.2, 0.2))."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def _symbolic(onnx_op: str, *names: str):
         floats = isinstance(g.expected, (torch.SymFloat, float)) or any(
             isinstance(x, float) or (isinstance(x, ir.Value) and x.dtype in FLOAT_TYPES)
             for x in (a, b))
-        dtype = ir.DataType.FLOAT if floats else ir.DataType.INT64
+        dtype = ir.DataType.DOUBLE if floats else ir.DataType.INT64
         return g.op(onnx_op, _operand(g, a, dtype), _operand(g, b, dtype))
 
     translation.__name__ = f"sym_{onnx_op.lower()}"
@@ -71,7 +73,7 @@ def sym_mod(g, a, b):
 @translates("_operator::truediv")
 def sym_truediv(g, a, b):
     """truediv(SymInt a, SymInt b) -> SymFloat"""
-    return g.op("Div", _operand(g, a, ir.DataType.FLOAT), _operand(g, b, ir.DataType.FLOAT))
+    return g.op("Div", _operand(g, a, ir.DataType.DOUBLE), _operand(g, b, ir.DataType.DOUBLE))
 
 
 @translates("_operator::neg")
@@ -83,7 +85,7 @@ def sym_neg(g, a):
 @translates("torch::sym_float")
 def sym_float(g, a):
     """sym_float(SymInt a) -> SymFloat"""
-    return _operand(g, a, ir.DataType.FLOAT)
+    return _operand(g, a, ir.DataType.DOUBLE)
 
 
 @translates("torch::sym_int", "math::floor", "math::trunc")
@@ -97,7 +99,7 @@ def sym_int(g, a):
 @translates("math::ceil")
 def sym_ceil(g, a):
     """ceil(SymFloat a) -> SymInt"""
-    return g.op("Cast", g.op("Ceil", _operand(g, a, ir.DataType.FLOAT)), to_i=int(ir.DataType.INT64))
+    return g.op("Cast", g.op("Ceil", _operand(g, a, ir.DataType.DOUBLE)), to_i=int(ir.DataType.INT64))
 
 
 @translates("aten::sym_storage_offset")
@@ -116,11 +118,11 @@ def item(g, self):
 
     A tensor's one value as a symbolic scalar: a 1-D [1] value like every SymInt (int64) or
     SymFloat (float) in the graph."""
-    dtype = {torch.SymInt: ir.DataType.INT64, torch.SymFloat: ir.DataType.FLOAT,
+    dtype = {torch.SymInt: ir.DataType.INT64, torch.SymFloat: ir.DataType.DOUBLE,
              torch.SymBool: ir.DataType.BOOL}.get(type(g.expected))
     if dtype is None:
         dtype = ir.DataType.INT64 if self.dtype in _INTEGER_TYPES else (
-            ir.DataType.BOOL if self.dtype == ir.DataType.BOOL else ir.DataType.FLOAT)
+            ir.DataType.BOOL if self.dtype == ir.DataType.BOOL else ir.DataType.DOUBLE)
     return cast(g, g.op("Reshape", self, g.const([1])), dtype)
 
 
