@@ -34,9 +34,23 @@ def _decomposition_table() -> dict:
     return dict(decomposition_table)
 
 
+def _cudnn_grid_sampler(input, grid):
+    # cuDNN's sampler is bilinear with zero padding and align_corners=True only.
+    return torch.ops.aten.grid_sampler_2d(input, grid, 0, 0, True)
+
+
+# GPU kernels that a composite op's decomposition picks when traced on GPU tensors
+# (grid_sampler picks cudnn_grid_sampler on cuda), replaced by the op the CPU gets, so that a
+# model exports the same graph from any device.
+_GPU_KERNELS = {"cudnn_grid_sampler": _cudnn_grid_sampler}
+
+
 def _decomposition_of(target: Any):
     if not isinstance(target, torch._ops.OpOverload):
         return None
+    if target.namespace == "aten" and target._overloadname == "default" \
+            and target._opname in _GPU_KERNELS:
+        return _GPU_KERNELS[target._opname]
     table = _decomposition_table()
     if target in table:
         return table[target]

@@ -73,10 +73,72 @@ def scaled_dot_product_flash_attention_for_cpu(g, query, key, value, dropout_p=0
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0.0, bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
     # torch's decomposition returns the attention weights in place of the logsumexp [N, H, L]
     # (float32 for half inputs).
+    return _kernel_outputs(g, query, key, value, attn_mask, is_causal, scale, 2)
+
+
+def _kernel_outputs(g, query, key, value, attn_mask, is_causal, scale, count):
+    """(output, logsumexp [N, H, L] in float32 (double for double inputs), None for each other
+    output of the kernel: random-number state, sequence offsets, a debug mask, none of which
+    inference reads). One body for the CPU kernel and its GPU twins, so that a model exports
+    the same graph from any device (the logsumexp is dropped as dead code when unused)."""
     output, scores = _attention(g, query, key, value, attn_mask, is_causal, scale, True)
     scores = cast(g, scores, ir.DataType.DOUBLE if query.dtype == ir.DataType.DOUBLE
                   else ir.DataType.FLOAT)
-    return output, reduce(g, "ReduceLogSumExp", scores, [rank(query) - 1], False)
+    logsumexp = reduce(g, "ReduceLogSumExp", scores, [rank(query) - 1], False)
+    return (output, logsumexp) + (None,) * (count - 2)
+
+
+# The kernels scaled_dot_product_attention becomes on a GPU (torch.export picks the backend's
+# kernel as it does _scaled_dot_product_flash_attention_for_cpu on the CPU). Dropout is
+# training-only, as in the CPU twin.
+@translates("aten::_scaled_dot_product_efficient_attention")
+def scaled_dot_product_efficient_attention(g, query, key, value, attn_bias, compute_log_sumexp,
+                                           dropout_p=0.0, is_causal=False, *, scale=None):
+    """_scaled_dot_product_efficient_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, *, float? scale=None) -> (Tensor output, Tensor log_sumexp, Tensor philox_seed, Tensor philox_offset)
+
+    The CUDA memory-efficient kernel (float32 on a GPU without flash support, or with a mask).
+    Its log_sumexp is [N, H, L] here; CUDA pads L to a multiple of 32."""
+    return _kernel_outputs(g, query, key, value, attn_bias, is_causal, scale, 4)
+
+
+@translates("aten::_scaled_dot_product_flash_attention")
+def scaled_dot_product_flash_attention(g, query, key, value, dropout_p=0.0, is_causal=False,
+                                       return_debug_mask=False, *, scale=None):
+    """_scaled_dot_product_flash_attention(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor rng_state, Tensor unused, Tensor debug_attn_mask)
+
+    The CUDA flash kernel (half and bfloat16 inputs, no mask)."""
+    return _kernel_outputs(g, query, key, value, None, is_causal, scale, 9)
+
+
+@translates("aten::_scaled_dot_product_cudnn_attention")
+def scaled_dot_product_cudnn_attention(g, query, key, value, attn_bias, compute_log_sumexp,
+                                       dropout_p=0.0, is_causal=False, return_debug_mask=False,
+                                       *, scale=None):
+    """_scaled_dot_product_cudnn_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor philox_seed, Tensor philox_offset, Tensor debug_attn_mask)
+
+    The cuDNN kernel (H100 and later, half and bfloat16)."""
+    return _kernel_outputs(g, query, key, value, attn_bias, is_causal, scale, 9)
+
+
+@translates("aten::_scaled_dot_product_fused_attention_overrideable")
+def scaled_dot_product_fused_attention_overrideable(g, query, key, value, attn_bias=None,
+                                                    dropout_p=0.0, is_causal=False,
+                                                    return_debug_mask=False, *, scale=None):
+    """_scaled_dot_product_fused_attention_overrideable(Tensor query, Tensor key, Tensor value, Tensor? attn_bias=None, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor philox_seed, Tensor philox_offset, Tensor debug_attn_mask)
+
+    The kernel out-of-tree backends (XPU, PrivateUse1 devices) plug in."""
+    return _kernel_outputs(g, query, key, value, attn_bias, is_causal, scale, 9)
+
+
+@translates("aten::_scaled_dot_product_attention_math_for_mps")
+def scaled_dot_product_attention_math_for_mps(g, query, key, value, attn_mask=None,
+                                              dropout_p=0.0, is_causal=False, dropout_mask=None,
+                                              *, scale=None, enable_gqa=False):
+    """_scaled_dot_product_attention_math_for_mps(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, Tensor? dropout_mask=None, *, float? scale=None, bool enable_gqa=False) -> (Tensor, Tensor)
+
+    Apple's GPU kernel: the output and the attention weights (softmax of the scores)."""
+    output, scores = _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
+    return output, g.op("Softmax", scores, axis_i=-1 if g.opset >= 13 else rank(query) - 1)
 
 
 def _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):

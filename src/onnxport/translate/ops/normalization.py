@@ -75,6 +75,17 @@ def batch_norm(g, input, weight, bias, running_mean, running_var, *rest):
     return out
 
 
+@translates("aten::cudnn_batch_norm", "aten::miopen_batch_norm")
+def cudnn_batch_norm(g, input, weight, bias, running_mean, running_var, training,
+                     exponential_average_factor, epsilon):
+    """cudnn_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor, Tensor)
+
+    The kernels batch_norm chooses on a GPU (cuDNN on cuda; miopen_batch_norm, the same
+    arguments and three outputs, on ROCm): translated as batch_norm, as on the CPU."""
+    return batch_norm(g, input, weight, bias, running_mean, running_var, training,
+                      exponential_average_factor, epsilon)
+
+
 def _batch_statistics_norm(g, x, scale, shift, eps):
     """(normalized x, mean [C], 1/sqrt(biased var + eps) [C]) over the batch and spatial axes."""
     r = rank(x)
