@@ -9,7 +9,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import cast, onnx_dtype
+from onnxport.translate.ops._helpers import cast, onnx_dtype, unsqueeze
 from onnxport.translate.registry import translates
 
 # The integer dtypes QuantizeLinear has, with their full ranges.
@@ -152,8 +152,10 @@ def choose_qparams(g, input, quant_min, quant_max, eps, dtype):
     quantized.dtype, scale.dtype, zero_point.dtype = (
         ir.DataType.UINT8, ir.DataType.FLOAT, ir.DataType.UINT8)
     node = quantized.producer()
-    # torch's parameters are a float64 scale and an int64 zero point.
-    scale, zero_point = cast(g, scale, ir.DataType.DOUBLE), cast(g, zero_point, ir.DataType.INT64)
+    # torch's parameters are a float64 scale and an int64 zero point of shape [1] (ONNX's are
+    # scalars).
+    scale = unsqueeze(g, cast(g, scale, ir.DataType.DOUBLE), [0])
+    zero_point = unsqueeze(g, cast(g, zero_point, ir.DataType.INT64), [0])
     for value in (scale, zero_point):
         value.meta["onnxport.dynamic_quantization"] = (input, node)
     return scale, zero_point
