@@ -112,6 +112,10 @@ class GraphBuilder:
         for value in node.outputs:
             value.name = self._value_name()
         self._infer_dtype(node, input_values)
+        if op_type == "Identity" and domain == "" and input_values[0].shape is not None:
+            # The Identity that makes a constant or an input a graph output: an output of
+            # the main graph must state its shape.
+            node.outputs[0].shape = ir.Shape(list(input_values[0].shape))
         self.graph.append(node)
         if outputs == 1:
             return node.outputs[0]
