@@ -7,6 +7,7 @@ lists of them); ``"domain::Op"`` names a custom domain.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 from typing import Any, Sequence
@@ -42,15 +43,16 @@ _NUMPY_DTYPES = {
 class Provenance:
     """Where the nodes being emitted come from; stamped on every node as metadata."""
 
-    __slots__ = ("scope", "aten", "source", "value_prefix", "decomposed_from")
+    __slots__ = ("scope", "aten", "source", "value_prefix", "decomposed_from", "made_by")
 
     def __init__(self, scope: str = "", aten: str = "", source: str = "", value_prefix: str = "v",
-                 decomposed_from: str = ""):
+                 decomposed_from: str = "", made_by: str = ""):
         self.scope = scope
         self.aten = aten
         self.source = source
         self.value_prefix = value_prefix
         self.decomposed_from = decomposed_from
+        self.made_by = made_by  # a user's function translating the op; "" for the library
 
 
 class GraphBuilder:
@@ -145,7 +147,22 @@ class GraphBuilder:
             metadata["onnxport.source"] = p.source
         if p.decomposed_from:
             metadata["onnxport.decomposed_from"] = p.decomposed_from
+        if p.made_by:
+            metadata["onnxport.made_by"] = p.made_by
         return metadata
+
+    @contextlib.contextmanager
+    def made_by(self, label: str):
+        """Nodes emitted inside the block name ``label`` (a user's function translating the
+        op: a symbolic, an OnnxRegistry translation) as their maker, so that a model they make
+        invalid says whose they are."""
+        outer = self.provenance
+        self.provenance = copy.copy(outer)
+        self.provenance.made_by = label
+        try:
+            yield
+        finally:
+            self.provenance = outer
 
     @staticmethod
     def _infer_dtype(node: ir.Node, inputs: Sequence[ir.Value | None]) -> None:
