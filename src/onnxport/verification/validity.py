@@ -114,13 +114,23 @@ def _missing_opsets(where: str, graph, opsets) -> list[str]:
             for domain, op_type in sorted(missing.items())]
 
 
+def _readable(tensor) -> bool:
+    """Whether a small weight's bytes can be read (not those of fake mode's weights)."""
+    try:
+        tensor.tobytes()
+    except Exception:  # noqa: BLE001 - a FakeTensor raises TypeError, other adapters others
+        return False
+    return True
+
+
 def _proto_without_weights(model: ir.Model) -> onnx.ModelProto:
-    """The model as a proto whose large initializers are graph inputs of the same type, so
-    the checker sees every name and shape without a copy of the weights."""
+    """The model as a proto whose large initializers (and those without data: fake mode's) are
+    graph inputs of the same type, so the checker sees every name and shape without a copy of
+    the weights."""
     graph = model.graph
     order = list(graph.initializers.values())
     large = [v for v in order if v.const_value is not None
-             and v.const_value.nbytes >= _DATA_CHECKED_BELOW]
+             and (v.const_value.nbytes >= _DATA_CHECKED_BELOW or not _readable(v.const_value))]
     for v in large:
         del graph.initializers[v.name]
     try:
