@@ -58,4 +58,6 @@ class ExternalDataError(OnnxExporterError, ValueError):
 
 class InvalidModelError(OnnxExporterError):
     """The exported model breaks a rule of ONNX (a duplicate name, a missing opset import, a
-    checker error): an exporter bug. The message names the stage or pass that broke it."""
+    checker error): an exporter bug, or a node a user's function (a symbolic, an OnnxRegistry
+    translation) made. The message names the stage or pass that broke it, and such a node's
+    function."""

@@ -3,6 +3,7 @@ are an overlay over the built-in op library, seen only by the exports given that
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from onnxport._arguments import check_opset
@@ -61,7 +62,9 @@ class OnnxRegistry:
     # What translate/ asks a registry; the custom registration wins over the built-in one.
     def lookup(self, name: str, opset: int) -> Translation | None:
         found = self._custom.lookup(name, opset)
-        return found if found is not None else default_registry().lookup(name, opset)
+        if found is None:
+            return default_registry().lookup(name, opset)
+        return dataclasses.replace(found, function=_made_by_user(found))
 
     def is_registered(self, name: str, opset: int = 10**6) -> bool:
         return self.lookup(name, opset) is not None
@@ -72,6 +75,19 @@ class OnnxRegistry:
     def __repr__(self) -> str:
         return (f"OnnxRegistry(opset_version={self._opset_version}, "
                 f"custom={list(self._custom.names())})")
+
+
+def _made_by_user(translation: Translation) -> Callable:
+    """``translation``'s function, its nodes stamped as the user's (an invalid model names it)."""
+    function = getattr(translation.function, "onnxscript_function", translation.function)
+    label = (f"the translation registered on an OnnxRegistry for {translation.name} "
+             f"({getattr(function, '__qualname__', None) or repr(function)})")
+
+    def translate(g, *args, **kwargs):
+        with g.made_by(label):
+            return translation.function(g, *args, **kwargs)
+
+    return translate
 
 
 def _onnxscript_translation(script_function: Any) -> Callable:

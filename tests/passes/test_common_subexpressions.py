@@ -27,3 +27,12 @@ def test_two_training_dropouts_of_one_input_draw_two_masks():
     # Two independent masks of 4096 elements agree on about half of them, never on all.
     assert (a == b).float().mean().item() < 0.75
     torch.testing.assert_close(c, 2 * x.exp())
+
+
+def test_an_output_merged_into_an_inner_value_keeps_its_type():
+    # remainder computes fmod's Mod inside: the returned fmod becomes that unshaped inner value.
+    x, y = torch.tensor([2.5, -2.5, 7.0]), torch.tensor([0.7, 0.7, -3.0])
+    program = onnxport.export(lambda x, y: (torch.remainder(x, y), torch.fmod(x, y)), (x, y))
+    assert [n.op_type for n in program.model.graph].count("Mod") == 1
+    assert [list(v.shape) for v in program.model.graph.outputs] == [[3], [3]]
+    torch.testing.assert_close(program(x, y)[1], torch.fmod(x, y), rtol=1e-3, atol=1e-4)

@@ -99,3 +99,22 @@ def test_transformer_layers_have_no_reshape_between_gemms(name):
     expected = [t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
     for actual, wanted in zip(program(*args, **kwargs), expected, strict=True):
         torch.testing.assert_close(actual, wanted, rtol=1e-3, atol=1e-4)
+
+
+class WhereOnLinear(torch.nn.Module):
+    """A Where whose condition and other branch are 3-D values: both are made rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.where(x > 0, self.linear(x), x * 2)
+
+
+def test_where_flattens_two_of_its_inputs_with_two_named_reshapes():
+    model, x = WhereOnLinear(), torch.randn(2, 5, 8)
+    program = onnxport.export(model, (x,), opset_version=18)
+    names = [n.name for n in program.model.graph]
+    assert len(names) == len(set(names)), names
+    torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)

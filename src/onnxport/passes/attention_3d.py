@@ -98,8 +98,11 @@ class Attention3D(ir.passes.InPlacePass):
         heads = [t.inputs[0].shape[2] for t, _ in found]
         sizes = [t.inputs[0].shape[3] for t, _ in found]
 
-        flat = []
+        flat, made = [], {}
         for (transpose, rotary), count, size in zip(found, heads, sizes):
+            if (transpose, rotary) in made:  # one value as key and value: made 3-D once
+                flat.append(made[transpose, rotary])
+                continue
             x = transpose.inputs[0]
             rows = self._reshape(graph, attention, x, [0, 0, count * size],
                                  [x.shape[0], x.shape[1], count * size])
@@ -116,13 +119,12 @@ class Attention3D(ir.passes.InPlacePass):
             self._keep_4d(graph, attention, transpose.outputs[0], unturned, count, size,
                           source=rotary)
             flat.append(rows)
-        # The fused node takes the readable name; the old one, dead now, goes with the clean-up.
-        name, attention.name = attention.name, f"{attention.name}__4d"
+            made[transpose, rotary] = rows
         fused = ir.node("Attention", [*flat, mask] if mask is not None else flat,
                         attributes={**{k: v for k, v in attention.attributes.items()},
                                     "q_num_heads": ir.AttrInt64("q_num_heads", heads[0]),
                                     "kv_num_heads": ir.AttrInt64("kv_num_heads", heads[1])},
-                        name=name, metadata_props=dict(attention.metadata_props))
+                        name=attention.name, metadata_props=dict(attention.metadata_props))
         graph.insert_before(attention, fused)
         out = fused.outputs[0]
         q_shape = flat[0].shape
@@ -147,6 +149,9 @@ class Attention3D(ir.passes.InPlacePass):
         split = self._reshape(graph, back, out, [0, 0, heads[0], sizes[2]],
                               list(back.outputs[0].shape) if back.outputs[0].shape else None)
         ir.convenience.replace_all_uses_with(back.outputs[0], split, replace_graph_outputs=True)
+        # The fused node took the old one's name: the old chain goes now, not at the next
+        # dead-code pass, so that no two nodes share a name in between.
+        graph.remove([attention, *(where for where, _ in chain), back], safe=True)
         graph.sort()
         return True
 

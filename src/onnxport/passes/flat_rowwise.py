@@ -158,20 +158,23 @@ def _unflatten_shape(graph: ir.Graph, reshapes: list[ir.Node], width: int) -> ir
 
 
 def _concat_with_width(graph: ir.Graph, shape: ir.Value, width: int) -> ir.Value | None:
-    """Concat(leading..., [n]) made again as Concat(leading..., [width]), with dynamic shapes."""
+    """Concat(leading..., [n]) made again as Concat(leading..., [width]), with dynamic shapes;
+    the one made earlier for the same shape and width is reused."""
     concat = shape.producer()
     if concat is None or concat.op_type != "Concat" or concat.graph is not graph:
         return None
     last = concat.inputs[-1]
     if last is None or last.const_value is None or last.const_value.size != 1:
         return None
-    name = f"{concat.name}_{width}"
-    first = concat.inputs[0]
-    for user, _ in first.uses() if first is not None else ():
-        if user.name == name and user.op_type == "Concat" and user.graph is graph:
-            return user.outputs[0]  # made already, for another output of the same width
-    made = ir.node("Concat", [*concat.inputs[:-1], int64_initializer(graph, "width", [width])],
-                   attributes={"axis": 0}, name=name,
+    width_value = int64_initializer(graph, "width", [width])
+    leading = list(concat.inputs[:-1])
+    for user, index in width_value.uses():
+        if user.op_type == "Concat" and user.domain == "" and user.graph is graph \
+                and index == len(leading) == len(user.inputs) - 1 \
+                and all(a is b for a, b in zip(user.inputs, leading)):
+            return user.outputs[0]  # placed right after ``concat`` too
+    made = ir.node("Concat", [*leading, width_value],
+                   attributes={"axis": 0}, name=f"{concat.name}_{width}",
                    metadata_props=dict(concat.metadata_props))
     graph.insert_after(concat, made)
     made.outputs[0].name = f"{shape.name}_{width}"
@@ -210,7 +213,7 @@ def _rows_of(graph: ir.Graph, user: ir.Node, value: ir.Value, width: int) -> ir.
 
 def _new_rows(graph: ir.Graph, user: ir.Node, value: ir.Value, width: int) -> ir.Value:
     shape = int64_initializer(graph, "rows_shape", [-1, width])
-    # Named after the value too: a binary op may need two of its inputs as rows.
+    # Named after the value too: a Where may flatten both of its branches.
     flatten = ir.node("Reshape", [value, shape], name=f"{user.name}/Rows_{value.name}",
                       metadata_props=dict(user.metadata_props))
     graph.insert_before(user, flatten)

@@ -7,6 +7,7 @@ lists of them); ``"domain::Op"`` names a custom domain.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 from typing import Any, Sequence
@@ -43,15 +44,16 @@ _NUMPY_DTYPES = {
 class Provenance:
     """Where the nodes being emitted come from; stamped on every node as metadata."""
 
-    __slots__ = ("scope", "aten", "source", "value_prefix", "decomposed_from")
+    __slots__ = ("scope", "aten", "source", "value_prefix", "decomposed_from", "made_by")
 
     def __init__(self, scope: str = "", aten: str = "", source: str = "", value_prefix: str = "v",
-                 decomposed_from: str = ""):
+                 decomposed_from: str = "", made_by: str = ""):
         self.scope = scope
         self.aten = aten
         self.source = source
         self.value_prefix = value_prefix
         self.decomposed_from = decomposed_from
+        self.made_by = made_by  # a user's function translating the op; "" for the library
 
 
 class GraphBuilder:
@@ -113,6 +115,10 @@ class GraphBuilder:
         for value in node.outputs:
             value.name = self._value_name()
         self._infer_dtype(node, input_values)
+        if op_type == "Identity" and domain == "" and input_values[0].shape is not None:
+            # The Identity that makes a constant or an input a graph output: an output of
+            # the main graph must state its shape.
+            node.outputs[0].shape = ir.Shape(list(input_values[0].shape))
         self.graph.append(node)
         if outputs == 1:
             return node.outputs[0]
@@ -142,7 +148,22 @@ class GraphBuilder:
             metadata["onnxport.source"] = p.source
         if p.decomposed_from:
             metadata["onnxport.decomposed_from"] = p.decomposed_from
+        if p.made_by:
+            metadata["onnxport.made_by"] = p.made_by
         return metadata
+
+    @contextlib.contextmanager
+    def made_by(self, label: str):
+        """Nodes emitted inside the block name ``label`` (a user's function translating the
+        op: a symbolic, an OnnxRegistry translation) as their maker, so that a model they make
+        invalid says whose they are."""
+        outer = self.provenance
+        self.provenance = copy.copy(outer)
+        self.provenance.made_by = label
+        try:
+            yield
+        finally:
+            self.provenance = outer
 
     @staticmethod
     def _infer_dtype(node: ir.Node, inputs: Sequence[ir.Value | None]) -> None:

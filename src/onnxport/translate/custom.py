@@ -105,7 +105,8 @@ def call_symbolic(symbolic_fn: Callable, g: GraphBuilder, inputs: list, kwargs: 
     a failure names the op (``label``), the function and what it returned."""
     function = getattr(symbolic_fn, "__qualname__", repr(symbolic_fn))
     try:
-        result = symbolic_fn(SymbolicGraph(g), *inputs, **kwargs)
+        with g.made_by(f"{label} ({function})"):
+            result = symbolic_fn(SymbolicGraph(g), *inputs, **kwargs)
     except (TranslationError, OnnxExporterError):
         raise
     except Exception as error:

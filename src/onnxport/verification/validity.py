@@ -29,7 +29,7 @@ def check_structure(model: ir.Model, stage: str) -> None:
         problems += _duplicates(where, graph)
         problems += _missing_opsets(where, graph, opsets)
     if problems:
-        raise InvalidModelError(_message(stage, problems))
+        raise InvalidModelError(_message(model, stage, problems))
 
 
 def check_model(model: ir.Model, stage: str) -> None:
@@ -39,15 +39,29 @@ def check_model(model: ir.Model, stage: str) -> None:
     try:
         onnx.checker.check_model(_proto_without_weights(model), full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
-        raise InvalidModelError(_message(stage, [f"onnx.checker: {error}"])) from None
+        problem = f"onnx.checker: {str(error).strip()}"
+        raise InvalidModelError(_message(model, stage, [problem])) from None
 
 
-def _message(stage: str, problems: list[str]) -> str:
+def _message(model: ir.Model, stage: str, problems: list[str]) -> str:
+    """The problems, and whose they are: the nodes a user's function made (a symbolic, an
+    OnnxRegistry translation) are named with it; the others are onnxport's."""
     shown = problems[:10] + ([f"... and {len(problems) - 10} more"] if len(problems) > 10
                              else [])
-    return ("onnxport produced an invalid ONNX model (an exporter bug; please report it with "
-            f"the model). After {stage}:\n  " + "\n  ".join(shown) +
-            "\nexport(..., optimize=False) skips the optimization passes, which may avoid it.")
+    text = "\n".join(problems)
+    users = sorted({f"node {node.name!r}: made by {node.metadata_props['onnxport.made_by']}"
+                    for node in ir.traversal.RecursiveGraphIterator(model.graph)
+                    if "onnxport.made_by" in node.metadata_props and node.name
+                    and (f"node name: {node.name})" in text or f"named {node.name!r}" in text)})
+    if users:
+        whose = ("\nThe nodes named are not onnxport's own: " + "; ".join(users) +
+                 ". Check the ONNX that function emits (op types, input dtypes, attributes).")
+    else:
+        whose = "\nThis is an onnxport bug; please report it with the model."
+        if stage.startswith("the pass"):
+            whose += (" export(..., optimize=False) skips the optimization passes, which may "
+                      "avoid it.")
+    return f"The exported ONNX model is invalid. After {stage}:\n  " + "\n  ".join(shown) + whose
 
 
 def _duplicates(where: str, graph: ir.Graph | ir.Function) -> list[str]:
@@ -113,8 +127,9 @@ def _small_and_readable(tensor) -> bool:
 
 
 def _proto_without_weights(model: ir.Model) -> onnx.ModelProto:
-    """The model as a proto whose large initializers are graph inputs of the same type, so
-    the checker sees every name and shape without a copy of the weights."""
+    """The model as a proto whose large initializers (and those without data: fake mode's) are
+    graph inputs of the same type, so the checker sees every name and shape without a copy of
+    the weights."""
     graph = model.graph
     order = list(graph.initializers.values())
     large = [v for v in order if v.const_value is not None

@@ -123,22 +123,37 @@ def _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode, dilation=None)
 def _floor_when_torch_drops(g, x, attrs, spatial):
     """ceil_mode=0 where torch's output sizes are floor mode's: torch drops the last window of
     ceil mode when it starts in the end padding, and then (the padding being under the
-    kernel) has exactly floor mode's windows. ONNX Runtime's shape inference keeps that
-    window, so the plain floor mode makes a file every reader sizes alike."""
+    kernel) has exactly floor mode's windows. ONNX's and ONNX Runtime's shape inference keep
+    that window, so the plain floor mode makes a file every reader sizes alike.
+
+    With a dynamic axis ceil mode stays; a static axis whose window torch drops then has its
+    end padding cut to where floor mode's last window ends, so that ceil mode finds no window
+    past it there and the declared size is the one ONNX infers (that window reads none of the
+    padding cut, so every value, an average's divisor too, stays torch's)."""
     if not attrs["ceil_mode_i"]:
         return attrs
     expected = g.expected[0] if isinstance(g.expected, (tuple, list)) else g.expected
     sizes = list(x.shape)[-spatial:]
     out_sizes = list(expected.shape)[-spatial:] if expected is not None else []
-    if not all(isinstance(d, int) for d in sizes + out_sizes) or len(out_sizes) != spatial:
+    if len(out_sizes) != spatial:
         return attrs
     dilations = attrs.get("dilations_i", [1] * spatial)
     pads = attrs["pads_i"]
-    for n, o, k, s, d, p, q in zip(sizes, out_sizes, attrs["kernel_shape_i"], attrs["strides_i"],
-                                   dilations, pads[:spatial], pads[spatial:]):
-        if (n + p + q - d * (k - 1) - 1) // s + 1 != o:
-            return attrs
-    return dict(attrs, ceil_mode_i=0)
+    ends, all_floor = list(pads[spatial:]), True
+    for axis, (n, o, k, s, d, p, q) in enumerate(zip(
+            sizes, out_sizes, attrs["kernel_shape_i"], attrs["strides_i"], dilations,
+            pads[:spatial], pads[spatial:])):
+        if not (isinstance(n, int) and isinstance(o, int)):
+            all_floor = False
+            continue
+        span = n + p + q - d * (k - 1) - 1  # where the last whole window may start
+        if span // s + 1 != o:
+            all_floor = False
+        elif span % s <= q:
+            ends[axis] = q - span % s
+    if all_floor:
+        return dict(attrs, ceil_mode_i=0)
+    return dict(attrs, pads_i=list(pads[:spatial]) + ends)
 
 
 def _cut_to_torch(g, out, x, attrs, spatial):
