@@ -426,6 +426,25 @@ def test_1x_loop_model_traced_unrolls_the_loop(tmp_path):
     np.testing.assert_array_equal(actual, model(dummy_input, loop_count).numpy())
 
 
+def test_1x_loop_model_through_the_default_path(tmp_path):
+    # The page's call as written (no dynamo=): torch.export cannot loop over a tensor's value,
+    # so the export goes on by tracing, as torch.onnx's TorchScript exporter did, and says so.
+    from onnxport.errors import FallbackWarning
+
+    model = LoopModel()
+    dummy_input = torch.ones(2, 3, dtype=torch.long)
+    loop_count = torch.tensor(5, dtype=torch.long)
+    with pytest.warns(FallbackWarning, match=r"range\(y\)"):
+        program = onnxport.export(model, (dummy_input, loop_count), tmp_path / "loop.onnx",
+                                  verbose=True)
+    assert program.capture_strategy == "tracing" and program.capture_attempts
+    session = _session(tmp_path / "loop.onnx")
+    for x in (dummy_input, torch.arange(6).reshape(2, 3)):
+        feeds = {i.name: v for i, v in zip(session.get_inputs(), [x.numpy(), loop_count.numpy()])}
+        (actual,) = session.run(None, feeds)
+        np.testing.assert_array_equal(actual, model(x, loop_count).numpy())
+
+
 @torch.jit.script
 def loop(x, y):
     for i in range(int(y)):

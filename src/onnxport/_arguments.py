@@ -21,10 +21,10 @@ MAX_OPSET = 23
 DEFAULT_OPSET = 18
 
 # The flags of export(); None is accepted where it means "automatic" or "not given".
-_FLAGS = ("export_params", "keep_initializers_as_inputs", "dynamo", "report", "optimize",
-          "verify", "profile", "dump_exported_program", "fallback", "do_constant_folding",
+_FLAGS = ("export_params", "keep_initializers_as_inputs", "report", "optimize",
+          "verify", "profile", "dump_exported_program", "do_constant_folding",
           "autograd_inlining", "fused_ops")
-_OPTIONAL_FLAGS = ("verbose", "external_data")
+_OPTIONAL_FLAGS = ("verbose", "external_data", "dynamo", "fallback")
 
 
 def check_flags(options: Mapping[str, Any]) -> None:
@@ -35,7 +35,7 @@ def check_flags(options: Mapping[str, Any]) -> None:
         if isinstance(value, bool) or (value is None and name in _OPTIONAL_FLAGS):
             continue
         accepted = "True, False or None" if name in _OPTIONAL_FLAGS else "True or False"
-        if name == "external_data":
+        if name in ("external_data", "dynamo", "fallback"):
             accepted += " (automatic)"
         raise InvalidExportOptionsError(
             f"{name} must be {accepted}, got {value!r} ({type(value).__name__})")
@@ -133,6 +133,19 @@ def _describe(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in value.items()) + "}"
     return type(value).__name__
+
+
+def capture_path(dynamo: bool | None, fallback: bool | None) -> tuple[bool, bool, bool]:
+    """(try torch.export, fall back to tracing when it fails, warn when falling back).
+
+    Left at their defaults (None), torch.export is tried and tracing follows when it fails,
+    with a warning: the default path never gives up where tracing works. ``dynamo=True``
+    alone or ``fallback=False`` keep torch.export's failure an error; ``dynamo=False`` traces.
+    """
+    use_export = dynamo is not False
+    if fallback is None:
+        return use_export, dynamo is None, dynamo is None
+    return use_export, fallback, False
 
 
 def check_opset(opset_version: Any) -> int:

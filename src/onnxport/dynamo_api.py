@@ -156,6 +156,7 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
                 api.diagnostic_settings(export_options.diagnostic_options):
             program = api.export(
                 model, model_args, kwargs=model_kwargs, opset_version=registry.opset_version,
+                dynamo=True,  # torch.onnx.dynamo_export never traces instead
                 dynamic_shapes=dynamic_shapes, on_stage=stages.append,
                 # Passes that compute from weight values cannot run on fake weights.
                 optimize=not fake,
