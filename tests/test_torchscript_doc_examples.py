@@ -90,15 +90,18 @@ class ReshapeByTensor(torch.nn.Module):
         return x.reshape(y, -1)
 
 
-def test_reshape_by_a_tensor_traces_the_value():
+@pytest.mark.parametrize("dynamo", [None, False])  # None: the default path (torch.export)
+def test_reshape_by_a_tensor_traces_the_value(dynamo):
     x, y = torch.randn(6, 4), torch.tensor(3)
-    program = onnxport.export(ReshapeByTensor(), (x, y), dynamo=False)
+    # torch.export asserts the value is not 0 with torch.sym_not, which emits nothing in ONNX.
+    program = onnxport.export(ReshapeByTensor(), (x, y), dynamo=dynamo)
     session = ort.InferenceSession(program.model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     for rows in (3, 8):  # y is an input of the graph, not this run's 3
         (actual,) = session.run(None, dict(zip(names, [x.numpy(), np.array(rows)])))
         assert actual.shape == (rows, 24 // rows)
+        np.testing.assert_allclose(actual, x.reshape(rows, -1).numpy(), rtol=1e-3, atol=1e-4)
 
 
 class InPlaceOnShape(torch.nn.Module):
