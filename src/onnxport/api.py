@@ -379,6 +379,23 @@ def _write_artifacts(session, recorder, failure, *, report: bool, profiler, prof
                            reports.profile_text(profiler, recorder.stage_seconds))
     if dump_exported_program and session.exported_program is not None:
         reports.write_text(folder, name + "_exported_program.txt", str(session.exported_program))
+        _save_exported_program(session.exported_program, os.path.join(os.fspath(folder),
+                                                                       name + ".pt2"))
+
+
+def _save_exported_program(program, path: str) -> None:
+    """The ExportedProgram as torch.export.save writes it (``torch.export.load`` reads it back),
+    as torch.onnx's dump_exported_program does; the text beside it is for reading."""
+    try:
+        torch.export.save(program, path)
+    except Exception as error:  # noqa: BLE001 - a graph torch cannot serialize
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        # The TorchScript path's graph may hold calls torch's serializer does not know (a
+        # scripted loop); the text dump is still written.
+        warnings.warn(f"dump_exported_program: torch.export.save could not write {path} "
+                      f"({type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]});"
+                      " the text dump beside it was written", UserWarning)
 
 
 @contextlib.contextmanager
