@@ -25,6 +25,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from onnxport.capture.dynamic import as_auto, map_dims, requested_dims, tensor_input_slots
 from onnxport.capture import quantized_modules
 from onnxport.capture.data_dependent import DataDependentArguments
+from onnxport.capture.packed_sequences import packed_sequences_as_padded
 from onnxport.capture.specialization import (FixedDim, describe, failure_location,
                                               fixed_dims, recording_guards, static_size)
 from onnxport.capture.pytree_names import bookkeeping_outputs
@@ -293,7 +294,10 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
     # A failing torch.export prints its partial graph to stderr; the chain tries several
     # strategies, and its error says what failed in each.
     # Non-strict only: dynamo (strict) traces past a torch function mode.
-    rewrites = contextlib.nullcontext() if strict else DataDependentArguments()
+    rewrites = contextlib.ExitStack()
+    if not strict:
+        rewrites.enter_context(DataDependentArguments())
+        rewrites.enter_context(packed_sequences_as_padded())
     with _patched_for_export(), recording_guards() as guards, rewrites, \
             shapes_config.patch(backed_size_oblivious=oblivious), \
             contextlib.redirect_stderr(io.StringIO()):

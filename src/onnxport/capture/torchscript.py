@@ -21,6 +21,7 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.packed_sequences import packed_sequences_as_padded
 from onnxport.capture.pytree_names import bookkeeping_outputs
 from onnxport.capture.pytree_names import output_names as output_names_of
 from onnxport.capture.torch_export import (
@@ -1262,7 +1263,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
             # Not under no_grad: with gradients off, nn.MultiheadAttention and the
             # Transformer layers take their fused inference kernels (one
             # aten::_native_multi_head_attention), which have no ONNX translation.
-            with _warn_on_index():
+            with _warn_on_index(), packed_sequences_as_padded():
                 graph, _ = torch._C._create_graph_by_tracing(
                     lambda *inputs: wrapper(*inputs[:count]),
                     [*tensors, *state.values()], _create_interpreter_name_lookup_fn(),
