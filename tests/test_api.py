@@ -193,12 +193,43 @@ def test_dynamic_axes_and_shapes_together_is_an_error(small):
                         dynamic_shapes={"x": {0: torch.export.Dim("b")}})
 
 
-def test_unknown_name_in_dynamic_axes(tmp_path, small):
-    model, x = small
+class MaybeLengths(torch.nn.Module):
+    """Called with or without lengths, as an RNN wrapper is; one dynamic_axes dict serves both."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 2)
+
+    def forward(self, x, seq_lengths=None):
+        y = self.fc(x)
+        if seq_lengths is not None:
+            y = y * seq_lengths.unsqueeze(-1).to(y.dtype)
+        return y
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_dynamic_axes_for_an_input_the_call_leaves_out_warns_and_exports(tmp_path, dynamo):
+    model = MaybeLengths().eval()
+    axes = {"x": {0: "batch"}, "seq_lengths": {0: "batch"}, "out": {0: "batch"}}
     target = tmp_path / "m.onnx"
-    with pytest.raises(InvalidExportOptionsError, match="'y'.*neither an input"):
-        onnxport.export(model, (x,), target, output_names=["out"], dynamic_axes={"y": {0: "b"}})
-    assert not target.exists()
+    with pytest.warns(UserWarning, match=r"dynamic_axes names 'seq_lengths', which is neither "
+                      r"an input nor an output of this export; left out\. Its inputs are x .*"
+                      r"outputs out") as caught:
+        onnxport.export(model, (torch.randn(4, 3),), target, input_names=["x"],
+                        output_names=["out"], dynamic_axes=axes, dynamo=dynamo)
+    assert any(w.filename == __file__ for w in caught)  # shown at the export call
+    program = onnxport.ONNXProgram.load(target)
+    with torch.no_grad():
+        for batch in (4, 7):  # the axes of the inputs it has are dynamic
+            x = torch.randn(batch, 3)
+            torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+def test_unknown_name_in_dynamic_axes_is_left_out(small):
+    model, x = small
+    with pytest.warns(UserWarning, match="'y'.*neither an input"):
+        program = onnxport.export(model, (x,), output_names=["out"], dynamic_axes={"y": {0: "b"}})
+    assert [v.name for v in program.model.graph.outputs] == ["out"]
 
 
 def test_dynamic_axis_out_of_range(small):

@@ -75,10 +75,23 @@ def test_name_of_a_weight_is_refused(tmp_path, argument):
 
 
 # -- dynamic_axes --------------------------------------------------------------------------
-def test_dynamic_axes_key_naming_nothing_without_output_names(tmp_path):
-    message = assert_refused(tmp_path, "dynamic_axes names 'nothing', which is neither an input "
-                             "nor an output", dynamic_axes={"nothing": {0: "batch"}})
-    assert "add" in message  # the output names it could have used
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_dynamic_axes_key_naming_nothing_is_left_out_with_a_warning(dynamo):
+    # torch.onnx warns and exports (one dict passed to several variants of a model).
+    model = Affine().eval()
+    with pytest.warns(UserWarning, match="dynamic_axes names 'nothing', which is neither an "
+                      "input nor an output") as caught:
+        program = onnxport.export(model, (X,), dynamic_axes={"nothing": {0: "batch"}},
+                                  dynamo=dynamo)
+    message = next(str(w.message) for w in caught if "nothing" in str(w.message))
+    assert "inputs are x" in message and "outputs add" in message  # the names it could use
+    with torch.no_grad():
+        torch.testing.assert_close(program(X)[0], model(X), rtol=1e-3, atol=1e-4)
+
+
+def test_dynamic_axes_unknown_axis_of_an_input_is_still_an_error(tmp_path):
+    assert_refused(tmp_path, r"dynamic_axes\['x'\] names axis 2, but input 'x' has 2 dimensions",
+                   dynamic_axes={"x": {2: "batch"}, "nothing": {0: "batch"}})
 
 
 def test_dynamic_axes_output_axis_out_of_range(tmp_path):

@@ -304,16 +304,50 @@ def test_registered_symbolic_with_dynamic_shapes(registrations):
     _check(program, model, a, b)
 
 
-def test_doc_1x_custom_op_without_domain_is_a_clear_error(registrations):
-    # The 1.x page's g.op("Foo", ...) would put a non-existent op in the ONNX domain.
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_doc_1x_custom_op_without_domain_is_written_as_asked(tmp_path, registrations, dynamo):
+    # The 1.x page's g.op("Foo", ...) puts an op ONNX does not define in the default domain;
+    # torch.onnx writes it so, and so does onnxport, with a warning that no runtime runs it.
+    import onnx
+    import onnxruntime as ort
+
     @symbolic_helper.parse_args("v", "v", "f", "i")
     def symbolic_foo_forward(g, input1, input2, attr1, attr2):
         return g.op("Foo", input1, input2, attr1_f=attr1, attr2_i=attr2)
 
     registrations("custom_ops::foo_forward", symbolic_foo_forward, 9)
     x = torch.randn(2, 3)
-    with pytest.raises(TranslationError, match="'Foo' is not an ONNX operator.*custom_domain::Foo"):
-        onnxport.export(FooModel(2.0, 3), (x, x))
+    with pytest.warns(UserWarning, match="'Foo' is not an ONNX operator; it is written in the "
+                      "default ONNX domain.*custom_domain::Foo"):
+        onnxport.export(FooModel(2.0, 3), (x, x), tmp_path / "model.onnx", dynamo=dynamo)
+    proto = onnx.load(tmp_path / "model.onnx")
+    [foo] = [n for n in proto.graph.node if n.op_type == "Foo"]
+    assert foo.domain == ""
+    assert {(a.name, onnx.helper.get_attribute_value(a)) for a in foo.attribute} == {
+        ("attr1", 2.0), ("attr2", 3)}
+    assert [d.domain for d in proto.opset_import] == [""]  # nothing else was added
+    # What the warning says: ONNX Runtime has no such op.
+    with pytest.raises(Exception, match="Foo"):
+        ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+
+
+def test_an_invalid_op_of_the_exporters_own_still_fails_the_gate():
+    # Only the nodes a symbolic function asked for are exempt from the checker's op lookup.
+    import onnx_ir as ir
+    from onnxport.errors import InvalidModelError
+    from onnxport.verification.validity import check_model
+
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))
+    node = ir.Node("", "Foo", [x], name="Foo_0")
+    node.outputs[0].name = "y"
+    node.outputs[0].type, node.outputs[0].shape = ir.TensorType(ir.DataType.FLOAT), ir.Shape([2])
+    model = ir.Model(ir.Graph([x], node.outputs, nodes=[node], opset_imports={"": 18},
+                              name="main"),
+                     ir_version=8)
+    with pytest.raises(InvalidModelError, match="Foo"):
+        check_model(model, "a test")
+    node.meta["onnxport.unregistered_default_domain_op"] = True
+    check_model(model, "a test")
 
 
 def test_registration_keeps_an_op_torch_would_decompose(registrations):

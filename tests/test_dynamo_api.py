@@ -6,6 +6,8 @@ import os
 
 import onnx
 import onnxruntime as ort
+import json
+
 import pytest
 import torch
 
@@ -132,12 +134,19 @@ class UsesCustomOp(torch.nn.Module):
         return torch.ops.onnxport_test.scaled_add(x, y, 0.5).relu()
 
 
-def test_custom_op_translated_through_the_registry():
+def test_custom_op_translated_through_the_registry(tmp_path):
     model, args = UsesCustomOp(), (torch.rand(3, 4), torch.rand(3, 4))
     with pytest.raises(UnsupportedOpsError, match="onnxport_test::scaled_add") as caught:
         onnxport.dynamo_export(model, *args)
     assert caught.value.diagnostics.stage == "translate"
-    assert caught.value.onnx_program is None
+    # As torch.onnx: the failed export's program writes what was recorded, the missing op too.
+    path = tmp_path / "failed.sarif"
+    caught.value.onnx_program.save_diagnostics(path)
+    log = json.loads(path.read_text())
+    messages = [r["message"]["text"] for r in log["runs"][0]["results"]]
+    assert any("onnxport_test::scaled_add" in m for m in messages)
+    assert any("failed during translate" in m for m in messages)
+    assert len(caught.value.onnx_program.model_proto.graph.node) == 0
 
     def scaled_add(g, x, y, alpha):
         return g.op("Add", x, g.op("Mul", g.const(alpha, x.dtype), y))
@@ -238,11 +247,12 @@ class FailsInForward(torch.nn.Module):
         raise ValueError("broken on purpose")
 
 
-def test_a_failure_is_an_onnx_exporter_error_with_diagnostics():
+def test_a_failure_is_an_onnx_exporter_error_with_diagnostics(tmp_path):
     with pytest.raises(OnnxExporterError, match="(?s)capture.*broken on purpose") as caught:
         onnxport.dynamo_export(FailsInForward(), torch.rand(2))
     assert caught.value.diagnostics.stage == "capture"
-    assert caught.value.onnx_program is None
+    caught.value.onnx_program.save_diagnostics(tmp_path / "failed.sarif")
+    assert "the export failed during capture" in (tmp_path / "failed.sarif").read_text()
 
 
 class WithNonPersistentBuffer(torch.nn.Module):

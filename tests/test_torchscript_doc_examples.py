@@ -90,15 +90,18 @@ class ReshapeByTensor(torch.nn.Module):
         return x.reshape(y, -1)
 
 
-def test_reshape_by_a_tensor_traces_the_value():
+@pytest.mark.parametrize("dynamo", [None, False])  # None: the default path (torch.export)
+def test_reshape_by_a_tensor_traces_the_value(dynamo):
     x, y = torch.randn(6, 4), torch.tensor(3)
-    program = onnxport.export(ReshapeByTensor(), (x, y), dynamo=False)
+    # torch.export asserts the value is not 0 with torch.sym_not, which emits nothing in ONNX.
+    program = onnxport.export(ReshapeByTensor(), (x, y), dynamo=dynamo)
     session = ort.InferenceSession(program.model_proto.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     for rows in (3, 8):  # y is an input of the graph, not this run's 3
         (actual,) = session.run(None, dict(zip(names, [x.numpy(), np.array(rows)])))
         assert actual.shape == (rows, 24 // rows)
+        np.testing.assert_allclose(actual, x.reshape(rows, -1).numpy(), rtol=1e-3, atol=1e-4)
 
 
 class InPlaceOnShape(torch.nn.Module):
@@ -424,6 +427,25 @@ def test_1x_loop_model_traced_unrolls_the_loop(tmp_path):
                                        [dummy_input.numpy(), loop_count.numpy()])}
     (actual,) = session.run(None, feeds)
     np.testing.assert_array_equal(actual, model(dummy_input, loop_count).numpy())
+
+
+def test_1x_loop_model_through_the_default_path(tmp_path):
+    # The page's call as written (no dynamo=): torch.export cannot loop over a tensor's value,
+    # so the export goes on by tracing, as torch.onnx's TorchScript exporter did, and says so.
+    from onnxport.errors import FallbackWarning
+
+    model = LoopModel()
+    dummy_input = torch.ones(2, 3, dtype=torch.long)
+    loop_count = torch.tensor(5, dtype=torch.long)
+    with pytest.warns(FallbackWarning, match=r"range\(y\)"):
+        program = onnxport.export(model, (dummy_input, loop_count), tmp_path / "loop.onnx",
+                                  verbose=True)
+    assert program.capture_strategy == "tracing" and program.capture_attempts
+    session = _session(tmp_path / "loop.onnx")
+    for x in (dummy_input, torch.arange(6).reshape(2, 3)):
+        feeds = {i.name: v for i, v in zip(session.get_inputs(), [x.numpy(), loop_count.numpy()])}
+        (actual,) = session.run(None, feeds)
+        np.testing.assert_array_equal(actual, model(x, loop_count).numpy())
 
 
 @torch.jit.script

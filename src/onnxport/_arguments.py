@@ -22,10 +22,10 @@ MAX_OPSET = 23
 DEFAULT_OPSET = 18
 
 # The flags of export(); None is accepted where it means "automatic" or "not given".
-_FLAGS = ("export_params", "keep_initializers_as_inputs", "dynamo", "report", "optimize",
-          "verify", "profile", "dump_exported_program", "fallback", "do_constant_folding",
+_FLAGS = ("export_params", "keep_initializers_as_inputs", "report", "optimize",
+          "verify", "profile", "dump_exported_program", "do_constant_folding",
           "autograd_inlining", "fused_ops")
-_OPTIONAL_FLAGS = ("verbose", "external_data")
+_OPTIONAL_FLAGS = ("verbose", "external_data", "dynamo", "fallback")
 
 
 def check_flags(options: Mapping[str, Any]) -> None:
@@ -36,7 +36,7 @@ def check_flags(options: Mapping[str, Any]) -> None:
         if isinstance(value, bool) or (value is None and name in _OPTIONAL_FLAGS):
             continue
         accepted = "True, False or None" if name in _OPTIONAL_FLAGS else "True or False"
-        if name == "external_data":
+        if name in ("external_data", "dynamo", "fallback"):
             accepted += " (automatic)"
         raise InvalidExportOptionsError(
             f"{name} must be {accepted}, got {value!r} ({type(value).__name__})")
@@ -184,6 +184,19 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+def capture_path(dynamo: bool | None, fallback: bool | None) -> tuple[bool, bool, bool]:
+    """(try torch.export, fall back to tracing when it fails, warn when falling back).
+
+    Left at their defaults (None), torch.export is tried and tracing follows when it fails,
+    with a warning: the default path never gives up where tracing works. ``dynamo=True``
+    alone or ``fallback=False`` keep torch.export's failure an error; ``dynamo=False`` traces.
+    """
+    use_export = dynamo is not False
+    if fallback is None:
+        return use_export, dynamo is None, dynamo is None
+    return use_export, fallback, False
+
+
 def check_opset(opset_version: Any) -> int:
     if opset_version is None:
         return DEFAULT_OPSET
@@ -311,13 +324,20 @@ def check_against_model(model: ir.Model, user_inputs: Sequence[str],
                 f"{argument} gives {taken}, which is already the name of a weight of the model; "
                 "choose another name (weights keep their state_dict names)")
     outputs = {v.name: v for v in graph.outputs}
+    unknown = [name for name in output_dim_names if name not in outputs]
+    if unknown:
+        # torch.onnx warns and exports: one dynamic_axes dict often serves several calls of a
+        # model, and a key for an input this call leaves out (seq_lengths) is no mistake.
+        warnings.warn(
+            f"dynamic_axes names {', '.join(map(repr, unknown))}, which "
+            f"{'is' if len(unknown) == 1 else 'are'} neither an input nor an output of this "
+            f"export; left out. Its inputs are {', '.join(user_inputs) or 'none'} (named by "
+            f"input_names or the forward's parameters) and its outputs "
+            f"{', '.join(outputs) or 'none'} (named by output_names).", UserWarning,
+            stacklevel=_caller_level())
     for name, axes in output_dim_names.items():
         if name not in outputs:
-            raise InvalidExportOptionsError(
-                f"dynamic_axes names {name!r}, which is neither an input nor an output of the "
-                f"model; its outputs are {', '.join(outputs) or 'none'} (name them with "
-                "output_names) and its inputs are named by input_names or the forward's "
-                "parameters")
+            continue
         value = outputs[name]
         rank = len(value.shape) if value.shape is not None else None
         for axis in axes:
@@ -325,6 +345,17 @@ def check_against_model(model: ir.Model, user_inputs: Sequence[str],
                 raise InvalidExportOptionsError(
                     f"dynamic_axes[{name!r}] names axis {axis}, but output {name!r} has {rank} "
                     f"dimensions (shape {value.shape})")
+
+
+def _caller_level() -> int:
+    """The stacklevel of the first frame outside onnxport (the user's export call)."""
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 # Options of torch.onnx 1.x that are accepted, with a warning, and have no effect.

@@ -60,7 +60,7 @@ def export(
     opset_version: int | None = None,
     dynamic_axes: Mapping[str, Any] | None = None,
     keep_initializers_as_inputs: bool = False,
-    dynamo: bool = True,
+    dynamo: bool | None = None,
     external_data: bool | None = None,
     dynamic_shapes: Any = None,
     report: bool = False,
@@ -70,7 +70,7 @@ def export(
     profile: bool = False,
     dump_exported_program: bool = False,
     artifacts_dir: str | os.PathLike = ".",
-    fallback: bool = False,
+    fallback: bool | None = None,
     training: Any = None,
     operator_export_type: Any = None,
     do_constant_folding: bool = True,
@@ -82,6 +82,9 @@ def export(
 ) -> ONNXProgram:
     """Export ``model`` to ONNX; same call as ``torch.onnx.export``.
 
+    ``dynamo`` and ``fallback`` left at None: torch.export, and the TorchScript path (tracing)
+    with a ``FallbackWarning`` when torch.export fails; ``fallback=False`` or ``dynamo=True``
+    make that failure an error, ``dynamo=False`` traces only.
     Returns an :class:`ONNXProgram`; writes it to ``f`` when ``f`` is given. A failed export
     leaves no file behind and an existing file at ``f`` untouched. Exports from several
     threads are safe but run one at a time (torch.export is not thread-safe).
@@ -93,6 +96,7 @@ def export(
     _arguments.check_on_stage(on_stage)
     args, kwargs = _arguments.check_args(args, kwargs)
     opset = _arguments.check_opset(opset_version)
+    dynamo, fallback, warn_on_fallback = _arguments.capture_path(dynamo, fallback)
     _arguments.check_model(model, dynamo)
     _arguments.check_destination(f)
     _arguments.check_artifacts_dir(artifacts_dir)
@@ -139,6 +143,7 @@ def export(
                     _keeps_function(registry, opset, operator_export_type)):
                 captured, strategy, attempts = capture_model(
                     model, args, kwargs, dynamo=dynamo, fallback=fallback,
+                    warn_on_fallback=warn_on_fallback,
                     dynamic_shapes=dynamic.dynamic_shapes, dim_names=dynamic.dim_names,
                     input_names=input_names, output_names=output_names,
                     output_dim_names=dynamic.output_dim_names,
@@ -375,6 +380,23 @@ def _write_artifacts(session, recorder, failure, *, report: bool, profiler, prof
                            reports.profile_text(profiler, recorder.stage_seconds))
     if dump_exported_program and session.exported_program is not None:
         reports.write_text(folder, name + "_exported_program.txt", str(session.exported_program))
+        _save_exported_program(session.exported_program, os.path.join(os.fspath(folder),
+                                                                       name + ".pt2"))
+
+
+def _save_exported_program(program, path: str) -> None:
+    """The ExportedProgram as torch.export.save writes it (``torch.export.load`` reads it back),
+    as torch.onnx's dump_exported_program does; the text beside it is for reading."""
+    try:
+        torch.export.save(program, path)
+    except Exception as error:  # noqa: BLE001 - a graph torch cannot serialize
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        # The TorchScript path's graph may hold calls torch's serializer does not know (a
+        # scripted loop); the text dump is still written.
+        warnings.warn(f"dump_exported_program: torch.export.save could not write {path} "
+                      f"({type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]});"
+                      " the text dump beside it was written", UserWarning)
 
 
 @contextlib.contextmanager

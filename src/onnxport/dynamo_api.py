@@ -138,7 +138,8 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
                   **model_kwargs: Any) -> ONNXProgram:
     """Export ``model`` called with ``model_args`` and ``model_kwargs``; same call as
     ``torch.onnx.dynamo_export``. A failure raises ``OnnxExporterError`` whose
-    ``diagnostics`` says at which stage; its ``onnx_program`` is None (no partial program)."""
+    ``diagnostics`` says at which stage; its ``onnx_program`` holds an empty model and
+    ``save_diagnostics(path)`` writes what was recorded until the failure, as torch.onnx's."""
     if export_options is None:
         export_options = ExportOptions()
     elif not isinstance(export_options, ExportOptions):
@@ -156,6 +157,7 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
                 api.diagnostic_settings(export_options.diagnostic_options):
             program = api.export(
                 model, model_args, kwargs=model_kwargs, opset_version=registry.opset_version,
+                dynamo=True,  # torch.onnx.dynamo_export never traces instead
                 dynamic_shapes=dynamic_shapes, on_stage=stages.append,
                 # Passes that compute from weight values cannot run on fake weights.
                 optimize=not fake,
@@ -170,19 +172,34 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
         diagnostics = ExportDiagnostics(stages[-1] if stages else None,
                                         {"total": time.perf_counter() - start}, export_options,
                                         getattr(error, "recorder", None))
+        failed = _failed_program(diagnostics, registry.opset_version)
         if isinstance(error, OnnxExporterError):
-            error.diagnostics, error.onnx_program = diagnostics, None
+            error.diagnostics, error.onnx_program = diagnostics, failed
             raise
         wrapped = OnnxExporterError(
             f"dynamo_export failed during {diagnostics.stage or 'argument checks'}: "
             f"{type(error).__name__}: {error}")
-        wrapped.diagnostics, wrapped.onnx_program = diagnostics, None
+        wrapped.diagnostics, wrapped.onnx_program = diagnostics, failed
         raise wrapped from error
     if fake:
         _drop_fake_weights(program.model)
         optimize_without_weights(program.model)
         program = _with_class(program, FakeModeProgram)
     program.diagnostic_options = export_options.diagnostic_options
+    return program
+
+
+def _failed_program(diagnostics: "ExportDiagnostics", opset: int) -> ONNXProgram:
+    """What torch.onnx's failed dynamo_export gives as ``error.onnx_program``: a program with an
+    empty model whose ``save_diagnostics(path)`` writes what the export recorded until it
+    failed (the SARIF log to read or attach to an issue)."""
+    import onnx_ir as ir
+
+    program = ONNXProgram(ir.Model(ir.Graph([], [], nodes=[], opset_imports={"": opset}),
+                                   ir_version=8))
+    if diagnostics.recorder is not None:
+        program.diagnostics = diagnostics.recorder
+    program.export_diagnostics = diagnostics
     return program
 
 

@@ -20,6 +20,12 @@ class DynamicDimensionFixedWarning(UserWarning):
     message names the input, the axis and the line of model code."""
 
 
+class FallbackWarning(UserWarning):
+    """torch.export could not capture the model, and the export went on through the TorchScript
+    path (tracing), as ``dynamo`` left at its default allows; the message names torch.export's
+    failure and the line of model code."""
+
+
 class TranslationError(OnnxExporterError):
     """A captured call could not be translated to ONNX."""
 

@@ -1,5 +1,6 @@
-"""fallback=True: when torch.export cannot capture a model, tracing does, and the program says
-which strategy made it and why the earlier ones failed."""
+"""fallback=True, and the default path (neither dynamo nor fallback given): when torch.export
+cannot capture a model, tracing does, and the program says which strategy made it and why the
+earlier ones failed; the default path also warns. fallback=False and dynamo=True raise."""
 
 import warnings
 
@@ -8,7 +9,7 @@ import torch
 
 import onnxport
 from onnxport.capture.torchscript import TracingWarning, capture_with_fallback
-from onnxport.errors import CaptureError
+from onnxport.errors import CaptureError, FallbackWarning
 
 
 def _close(actual, expected):
@@ -32,7 +33,7 @@ class DataDependentBranch(torch.nn.Module):
 def test_data_dependent_loop_is_traced_after_torch_export_fails():
     model, x = DataDependentLoop(), torch.full((2, 3), 0.5)  # sum 3: three iterations
     with pytest.raises(CaptureError):
-        onnxport.export(model, (x,))  # the regression: without fallback this cannot export
+        onnxport.export(model, (x,), fallback=False)  # strict, as asked
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         program = onnxport.export(model, (x,), fallback=True)
@@ -89,3 +90,86 @@ def test_strategies_named_by_the_torch_export_chain_are_kept_in_order():
     captured, strategy, attempts = capture_with_fallback(chain, lambda: "traced", fallback=True)
     assert (captured, strategy) == ("traced", "tracing")
     assert [name for name, _ in attempts] == ["torch.export strict", "torch.export non-strict"]
+
+
+class Loop(torch.nn.Module):
+    """The README's example."""
+
+    def forward(self, x):
+        for _ in range(int(x.sum() > 0) + 1):    # data-dependent: torch.export cannot
+            x = x * 2
+        return x
+
+
+def _fixed_loop_count_inputs():
+    # Both sums positive: the traced loop count (2) holds for the second input as well.
+    return torch.rand(2, 3) + 0.1, torch.rand(4, 3) + 0.1
+
+
+def test_the_default_call_falls_back_to_tracing_with_a_warning():
+    x, other = _fixed_loop_count_inputs()
+    with pytest.warns(FallbackWarning) as caught:
+        program = onnxport.export(Loop(), (x,), input_names=["x"],
+                                  dynamic_axes={"x": {0: "batch"}})
+    [warning] = [w for w in caught if issubclass(w.category, FallbackWarning)]
+    message = str(warning.message)
+    # It names torch.export's failure and the line of the model that caused it.
+    assert "GuardOnDataDependentSymNode" in message
+    assert f"{__file__}:" in message and "range(int(x.sum() > 0) + 1)" in message
+    assert warning.filename == __file__  # shown at the export call
+    assert program.capture_strategy == "tracing"
+    assert [name for name, _ in program.capture_attempts][0] == "torch.export (non-strict)"
+    for value in (x, other):
+        _close(program(value)[0], Loop()(value))
+
+
+@pytest.mark.parametrize("options", [{"fallback": False}, {"dynamo": True}])
+def test_fallback_false_or_dynamo_true_keep_torch_export_failures_errors(options):
+    with pytest.raises(CaptureError, match="GuardOnDataDependentSymNode"):
+        onnxport.export(Loop(), (torch.rand(2, 3),), **options)
+
+
+def test_fallback_true_does_not_warn():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(Loop(), (torch.rand(2, 3),), fallback=True)
+    assert program.capture_strategy == "tracing"
+    assert not [w for w in caught if issubclass(w.category, FallbackWarning)]
+
+
+def test_a_model_torch_export_captures_does_not_warn_on_the_default_path():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(torch.nn.Linear(3, 2), (torch.randn(2, 3),))
+    assert program.capture_strategy == "torch.export (non-strict)"
+    assert not [w for w in caught if issubclass(w.category, FallbackWarning)]
+
+
+@torch.jit.script
+def _scripted_loop(x, count):
+    for i in range(int(count)):
+        x = x + i
+    return x
+
+
+class TracedWithScriptedLoop(torch.nn.Module):
+    """A traced model with a scripted loop inside it (the 1.x page's mixing of both)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, x, count):
+        return _scripted_loop(self.linear(x), count)
+
+
+def test_a_scripted_loop_inside_a_traced_model_on_the_default_path():
+    model, x = TracedWithScriptedLoop().eval(), torch.randn(2, 3)
+    with pytest.warns(FallbackWarning):
+        program = onnxport.export(model, (x, torch.tensor(3)), input_names=["x", "count"],
+                                  dynamic_axes={"x": {0: "batch"}})
+    assert program.capture_strategy == "tracing"
+    assert "Loop" in [node.op_type for node in program.model.graph]
+    with torch.no_grad():
+        for value, count in ((x, 3), (torch.randn(5, 3), 7)):  # the count stays an input
+            _close(program(value, torch.tensor(count))[0], model(value, torch.tensor(count)))

@@ -22,8 +22,11 @@ def test_report_profile_and_exported_program(tmp_path):
                               dump_exported_program=True, artifacts_dir=tmp_path / "out")
     torch.testing.assert_close(program(*args)[0], model(*args), rtol=1e-3, atol=1e-4)
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert files == ["onnx_export_Net.md", "onnx_export_Net_exported_program.txt",
-                     "onnx_export_Net_profile.txt"]
+    assert files == ["onnx_export_Net.md", "onnx_export_Net.pt2",
+                     "onnx_export_Net_exported_program.txt", "onnx_export_Net_profile.txt"]
+    # As torch.onnx writes it: a .pt2 that torch.export.load reads back and that runs.
+    loaded = torch.export.load(tmp_path / "out" / "onnx_export_Net.pt2")
+    torch.testing.assert_close(loaded.module()(*args), model(*args), rtol=1e-3, atol=1e-4)
     report = (tmp_path / "out" / "onnx_export_Net.md").read_text()
     assert "Status: **success**" in report
     assert "| `x` | FLOAT | [2, 4] |" in report and "| `y` | FLOAT | [2, 3] |" in report

@@ -84,7 +84,6 @@ def resolve_dynamic(
     onnx_names = list(input_names or [])
     onnx_names += [slot.name for slot in slots[len(onnx_names):]]
     by_name = {name: k for k, name in enumerate(onnx_names)}
-    outputs = set(output_names or [])
     dim_names: dict[tuple[int, int], str] = {}
     output_dim_names: dict[str, dict[int, str]] = {}
     per_input: dict[int, dict[int, Any]] = {}
@@ -102,14 +101,11 @@ def resolve_dynamic(
                 axis = axis % tensor.dim()
                 dim_names[(k, axis)] = dim_name
                 per_input.setdefault(k, {})[axis] = torch.export.Dim.DYNAMIC
-        elif name in outputs or output_names is None:
-            output_dim_names[name] = named
         else:
-            raise InvalidExportOptionsError(
-                f"dynamic_axes names {name!r}, which is neither an input "
-                f"({', '.join(onnx_names) or 'none'}) nor an output "
-                f"({', '.join(outputs) or 'no output_names given'}); use those names"
-            )
+            # An output, or a name of neither: one dict is often passed to several variants of
+            # a model (a seq_lengths key when it is called without lengths), so such a key is
+            # left out with a warning once the outputs are known, as torch.onnx does.
+            output_dim_names[name] = named
     shapes = _shapes_for_torch_export(args, kwargs, slots, per_input, parameter_names)
     return DynamicSpec(shapes, dim_names, output_dim_names)
 

@@ -25,6 +25,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from onnxport.capture.dynamic import as_auto, map_dims, requested_dims, tensor_input_slots
 from onnxport.capture import quantized_modules
 from onnxport.capture.data_dependent import DataDependentArguments
+from onnxport.capture.packed_sequences import packed_sequences_as_padded
 from onnxport.capture.specialization import (FixedDim, describe, failure_location,
                                               fixed_dims, recording_guards, static_size)
 from onnxport.capture.pytree_names import bookkeeping_outputs
@@ -133,6 +134,7 @@ def capture_torch_export(
         with shapes_config.patch(backed_size_oblivious=oblivious), _patched_for_export():
             program = functionalize(program, keep_op or (lambda op: False))
         program.graph_module.meta["backed_size_oblivious"] = oblivious
+    drop_runtime_asserts(program.graph_module)
     nested_names = None
     if not isinstance(model, ExportedProgram):
         # Tensors inside a cache, list or dict are named after their path in it.
@@ -142,6 +144,44 @@ def capture_torch_export(
                          output_dim_names or {}, nested_names)
     captured.strategy, captured.failed_strategies, captured.fixed_dims = strategy, attempts, fixed
     return captured
+
+
+_RUNTIME_ASSERTS = (torch.ops.aten._assert_scalar.default, torch.ops.aten._assert_async.msg,
+                    torch.ops.aten.sym_constrain_range_for_size.default)
+
+
+def drop_runtime_asserts(graph_module: torch.fx.GraphModule) -> None:
+    """Remove torch's runtime asserts on sizes and the Python-number arithmetic only they use
+    (``x.reshape(y, -1)`` asserts ``not (y == 0)`` through ``torch.sym_not``): the asserts emit
+    nothing in ONNX, and their arithmetic may have no translation."""
+    graph = graph_module.graph
+    asserts = [n for n in graph.nodes if n.op == "call_function" and n.target in _RUNTIME_ASSERTS]
+    if not asserts:
+        return
+    pending = []
+    for node in asserts:
+        pending.extend(a for a in node.all_input_nodes)
+        graph.erase_node(node)
+    while pending:
+        node = pending.pop()
+        if getattr(node, "_erased", False) or node.users or node.op != "call_function":
+            continue
+        if not _is_number_arithmetic(node):
+            continue
+        inputs = node.all_input_nodes
+        graph.erase_node(node)
+        pending.extend(inputs)
+    graph_module.recompile()
+
+
+def _is_number_arithmetic(node: torch.fx.Node) -> bool:
+    """A call on Python numbers (operator.eq, torch.sym_not...), never one on tensors."""
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload) or isinstance(
+            node.meta.get("val"), torch.Tensor):
+        return False
+    return getattr(target, "__module__", None) in ("_operator", "operator", "torch") or \
+        target in (torch.sym_not, torch.sym_max, torch.sym_min, torch.sym_float, torch.sym_int)
 
 
 def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describe_dim):
@@ -254,7 +294,10 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
     # A failing torch.export prints its partial graph to stderr; the chain tries several
     # strategies, and its error says what failed in each.
     # Non-strict only: dynamo (strict) traces past a torch function mode.
-    rewrites = contextlib.nullcontext() if strict else DataDependentArguments()
+    rewrites = contextlib.ExitStack()
+    if not strict:
+        rewrites.enter_context(DataDependentArguments())
+        rewrites.enter_context(packed_sequences_as_padded())
     with _patched_for_export(), recording_guards() as guards, rewrites, \
             shapes_config.patch(backed_size_oblivious=oblivious), \
             contextlib.redirect_stderr(io.StringIO()):

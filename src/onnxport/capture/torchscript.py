@@ -21,6 +21,7 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.packed_sequences import packed_sequences_as_padded
 from onnxport.capture.pytree_names import bookkeeping_outputs
 from onnxport.capture.pytree_names import output_names as output_names_of
 from onnxport.capture.torch_export import (
@@ -1262,7 +1263,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
             # Not under no_grad: with gradients off, nn.MultiheadAttention and the
             # Transformer layers take their fused inference kernels (one
             # aten::_native_multi_head_attention), which have no ONNX translation.
-            with _warn_on_index():
+            with _warn_on_index(), packed_sequences_as_padded():
                 graph, _ = torch._C._create_graph_by_tracing(
                     lambda *inputs: wrapper(*inputs[:count]),
                     [*tensors, *state.values()], _create_interpreter_name_lookup_fn(),
@@ -1772,14 +1773,16 @@ def capture_with_fallback(
     *,
     fallback: bool,
     trace_name: str = "tracing",
+    warn_on_fallback: bool = False,
 ) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
     """The captured program, the name of the strategy that produced it, and the (strategy,
     reason) of each one that failed before it.
 
     ``capture_export`` is the torch.export chain (None when ``dynamo=False``, and for a
     scripted model, whose graph is converted instead: ``trace_name`` "torchscript"); tracing
-    comes after it only when ``fallback`` is set. A CaptureError may carry ``attempts`` (the chain's
-    own failed strategies), which are listed in order before its final reason.
+    comes after it only when ``fallback`` is set, with a :class:`FallbackWarning` when
+    ``warn_on_fallback`` (the user chose neither path). A CaptureError may carry ``attempts``
+    (the chain's own failed strategies), which are listed in order before its final reason.
     """
     if capture_export is None:
         return capture_trace(), trace_name, []
@@ -1794,13 +1797,30 @@ def capture_with_fallback(
                     for name, reason in getattr(error, "attempts", None) or []]
         attempts = attempts or [("torch.export", str(error))]
     try:
-        return capture_trace(), "tracing", attempts
+        captured = capture_trace()
     except CaptureError as error:
         attempts.append(("tracing", str(error)))
-        lines = ["every capture strategy failed (fallback=True):"]
+        lines = ["every capture strategy failed (torch.export, then tracing):"]
         for name, reason in attempts:
             lines.append(f"- {name}: " + reason.replace("\n", "\n    "))
         raise CaptureError("\n".join(lines)) from error
+    if warn_on_fallback:
+        _warn_fallback(attempts)
+    return captured, "tracing", attempts
+
+
+def _warn_fallback(attempts: list[tuple[str, str]]) -> None:
+    from onnxport.capture.torch_export import warn_at_caller
+    from onnxport.errors import FallbackWarning
+
+    tried = "; ".join(f"{name}: {(reason.strip().splitlines() or [''])[0]}"
+                      for name, reason in attempts)
+    warn_at_caller(
+        f"torch.export could not capture the model ({tried}); it was exported through the "
+        "TorchScript path (tracing) instead, which records one run: loops unrolled, the "
+        "branches taken, values read from tensors fixed (a TracingWarning names each). "
+        "program.capture_attempts lists the failures; pass fallback=False to make them an "
+        "error, or dynamo=False to trace without trying torch.export.", FallbackWarning)
 
 
 def _export_strategy(name: str) -> str:
@@ -1809,7 +1829,7 @@ def _export_strategy(name: str) -> str:
 
 
 def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallback: bool,
-                  dynamic_shapes: Any = None, **options: Any,
+                  dynamic_shapes: Any = None, warn_on_fallback: bool = False, **options: Any,
                   ) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
     """The capture strategy chain: torch.export (``dynamo=True``), then tracing when
     ``fallback`` is set; tracing alone for ``dynamo=False``; a scripted model's own graph
@@ -1827,4 +1847,4 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
                                         **options)
     return capture_with_fallback(
         export, lambda: capture_tracing(model, args, kwargs, **options), fallback=fallback,
-        trace_name="torchscript" if scripted else "tracing")
+        trace_name="torchscript" if scripted else "tracing", warn_on_fallback=warn_on_fallback)

@@ -12,6 +12,7 @@ import functools
 import inspect
 import re
 from typing import Any, Callable
+import warnings
 
 import onnx_ir as ir
 import torch
@@ -19,6 +20,7 @@ from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.errors import OnnxExporterError, TranslationError
 from onnxport.translate.builder import GraphBuilder
+from onnxport.verification.validity import UNREGISTERED_OP
 from onnxport.translate.registry import default_registry, normalize_name, translates
 from onnxport.tensor_values import on_cpu
 
@@ -256,9 +258,12 @@ class SymbolicGraph:
         return self.builder.opset
 
     def op(self, opname: str, *raw_args: Any, outputs: int = 1, **kwargs: Any):
-        _check_standard_op(opname)
+        unregistered = _check_standard_op(opname)
         inputs = [_input(self.builder, a, _scalar_dtype(opname, raw_args)) for a in raw_args]
         result = self.builder.op(opname, *inputs, outputs=outputs, **kwargs)
+        if unregistered:
+            producer = (result if outputs == 1 else result[0]).producer()
+            producer.meta[UNREGISTERED_OP] = True  # the validity gate knows it was asked for
         if opname in ("Constant", "onnx::Constant"):
             _type_constant(result, kwargs)
         if outputs == 1:
@@ -283,17 +288,22 @@ class SymbolicGraph:
         return f"SymbolicGraph(opset={self.opset})"
 
 
-def _check_standard_op(opname: str) -> None:
-    """An op without a domain is an ONNX op: a custom one there makes a model no runtime loads
-    (torch 1.x's documents show ``g.op("Foo", ...)``), so say so at the call."""
+def _check_standard_op(opname: str) -> bool:
+    """True for an op without a domain that ONNX does not define (torch 1.x's documents show
+    ``g.op("Foo", ...)``): it is written as asked, as torch.onnx does, with a warning that no
+    standard runtime runs it."""
     import onnx.defs
 
     domain, _, op_type = opname.rpartition("::")
-    if domain in ("", "onnx") and not onnx.defs.has(op_type):
-        raise TranslationError(
-            f"g.op({opname!r}): {op_type!r} is not an ONNX operator; name a custom op with its "
-            f"domain, e.g. g.op('custom_domain::{op_type}', ...), and give the domain's version "
-            f"with export(custom_opsets={{'custom_domain': 1}}).")
+    if domain not in ("", "onnx") or onnx.defs.has(op_type):
+        return False
+    warnings.warn(
+        f"g.op({opname!r}): {op_type!r} is not an ONNX operator; it is written in the default "
+        "ONNX domain as asked (as torch.onnx does), but no standard runtime, ONNX Runtime "
+        "included, can load the model. Name a custom op with its domain, e.g. "
+        f"g.op('custom_domain::{op_type}', ...) with export(custom_opsets="
+        "{'custom_domain': 1}), and register its kernel with the runtime.", UserWarning)
+    return True
 
 
 def _input(builder: GraphBuilder, value: Any, scalar_dtype: ir.DataType | None) -> Any:

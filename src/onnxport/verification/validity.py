@@ -37,10 +37,41 @@ def check_model(model: ir.Model, stage: str) -> None:
     weights' bytes."""
     check_structure(model, stage)
     try:
-        onnx.checker.check_model(_proto_without_weights(model), full_check=True)
+        onnx.checker.check_model(_with_unregistered_ops_apart(model, _proto_without_weights(model)),
+                                 full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
         problem = f"onnx.checker: {str(error).strip()}"
         raise InvalidModelError(_message(model, stage, [problem])) from None
+
+
+# The checker refuses an op the default domain does not define; one a symbolic function asked
+# for there (g.op("Foo"), torch.onnx writes it so) carries this mark in its node's meta and is
+# checked as an op of the domain below instead.
+UNREGISTERED_OP = "onnxport.unregistered_default_domain_op"
+_UNREGISTERED_DOMAIN = "onnxport.unregistered"
+
+
+def _with_unregistered_ops_apart(model: ir.Model, proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` (a copy, only checked) with the nodes marked by translate/custom.py moved to
+    their own domain, so that the checker checks everything else. The model keeps them where
+    the user asked."""
+    names = {node.name for node in ir.traversal.RecursiveGraphIterator(model.graph)
+             if node.meta.get(UNREGISTERED_OP) and node.domain in ("", "ai.onnx")}
+    if not names:
+        return proto
+    for node in _proto_nodes(proto.graph):
+        if node.name in names:
+            node.domain = _UNREGISTERED_DOMAIN
+    proto.opset_import.append(onnx.helper.make_opsetid(_UNREGISTERED_DOMAIN, 1))
+    return proto
+
+
+def _proto_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for subgraph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                yield from _proto_nodes(subgraph)
 
 
 def _message(model: ir.Model, stage: str, problems: list[str]) -> str:

@@ -122,9 +122,10 @@ def _attributes(kind: str, hidden: int, num_directions: int, nonlinearity: str |
 
 def _recurrent(g, kind: str, input, states: list, params: list, has_biases: bool,
                num_layers: int, bidirectional: bool, batch_first: bool,
-               nonlinearity: str | None = None):
+               nonlinearity: str | None = None, sequence_lens=None):
     """The layers of an LSTM/GRU/RNN, one ONNX node each: (output, final state(s)...), in
-    PyTorch's layouts. ``states`` are h0 (and c0), each [layers * directions, batch, hidden]."""
+    PyTorch's layouts. ``states`` are h0 (and c0), each [layers * directions, batch, hidden];
+    ``sequence_lens`` (int32 [batch]) each sequence's length, for a packed sequence."""
     num_directions = 2 if bidirectional else 1
     per_direction = 4 if has_biases else 2
     if len(params) != num_layers * num_directions * per_direction:
@@ -150,7 +151,8 @@ def _recurrent(g, kind: str, input, states: list, params: list, has_biases: bool
             directions.append((w_ih, w_hh, *(biases or (None, None))))
         w, r, b = _direction_weights(g, kind, hidden, directions, f"_l{layer}")
         initial = [pieces[layer] for pieces in layer_states]
-        outputs = g.op(kind, x, w, r, b, None, *initial, outputs=1 + len(states), **attributes)
+        outputs = g.op(kind, x, w, r, b, sequence_lens, *initial, outputs=1 + len(states),
+                       **attributes)
         y, *final = outputs
         for collected, state in zip(finals, final):
             collected.append(state)
@@ -206,6 +208,24 @@ def rnn_relu(g, input, hx, params, has_biases, num_layers, dropout, train, bidir
     _check_inference(train, dropout)
     return _recurrent(g, "RNN", input, [hx], list(params), has_biases, num_layers,
                       bidirectional, batch_first, "Relu")
+
+
+# -- packed sequences: the padded batch and its lengths (capture/packed_sequences.py) -----------
+@translates("onnxport::packed_lstm", since_opset=7)
+def packed_lstm(g, input, lengths, hx, params, has_biases, num_layers, bidirectional):
+    """packed_lstm(Tensor input, Tensor lengths, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional) -> (Tensor, Tensor, Tensor)"""
+    return _recurrent(g, "LSTM", input, list(hx), list(params), has_biases, num_layers,
+                      bidirectional, False, sequence_lens=g.op("Cast", lengths, to_i=6))
+
+
+@translates("onnxport::packed_rnn", since_opset=7)
+def packed_rnn(g, input, lengths, hx, params, mode, has_biases, num_layers, bidirectional):
+    """packed_rnn(Tensor input, Tensor lengths, Tensor hx, Tensor[] params, str mode, bool has_biases, int num_layers, bool bidirectional) -> (Tensor, Tensor)"""
+    kind, nonlinearity = {"GRU": ("GRU", None), "RNN_TANH": ("RNN", "Tanh"),
+                          "RNN_RELU": ("RNN", "Relu")}[mode]
+    return _recurrent(g, kind, input, [hx], list(params), has_biases, num_layers,
+                      bidirectional, False, nonlinearity,
+                      sequence_lens=g.op("Cast", lengths, to_i=6))
 
 
 # -- cells: one step, as the same node over a sequence of length 1 -----------------------------
