@@ -268,7 +268,10 @@ def _with_cache(model, inputs: dict, specs, sizes, dtype, device) -> dict:
     for layer in range(layers):
         cache.update(inputs.pop(f"past_key_values.{layer}.key"),
                      inputs.pop(f"past_key_values.{layer}.value"), layer)
-    return {**inputs, "past_key_values": cache}
+    # transformers 5.24 takes it as cache= (past_key_values= is deprecated there)
+    field = "cache" if "cache" in inspect.signature(model.forward).parameters else \
+        "past_key_values"
+    return {**inputs, field: cache}
 
 
 def _first_line(error: BaseException) -> str:
