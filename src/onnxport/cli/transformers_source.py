@@ -7,6 +7,7 @@ of the input it names; the labels become the ONNX names of the dynamic dims."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import os
@@ -79,19 +80,20 @@ def load(name: str, options) -> Built:
     if looks_like_path and not os.path.isfile(os.path.join(name, "config.json")):
         raise UsageError(f"transformers:{name}: the folder has no config.json (write one with "
                          "model.save_pretrained(folder))")
-    try:
-        config = transformers.AutoConfig.from_pretrained(name)
-    except Exception as error:
-        raise UsageError(f"cannot load the configuration of {name!r}: "
-                         f"{_first_line(error)}") from None
-    task = check_task(options.task) or infer_task(config)
-    model_class = _model_class(transformers, config, task, inferred=options.task is None)
-    dtype = getattr(torch, DTYPES[options.dtype]) if options.dtype else torch.float32
-    try:
-        model = model_class.from_pretrained(name, dtype=dtype)
-    except Exception as error:
-        raise ModelBuildError(f"{model_class.__name__}.from_pretrained({name!r}) failed: "
-                              f"{type(error).__name__}: {_first_line(error)}") from error
+    with _quiet_transformers(transformers):
+        try:
+            config = transformers.AutoConfig.from_pretrained(name)
+        except Exception as error:
+            raise UsageError(f"cannot load the configuration of {name!r}: "
+                             f"{_first_line(error)}") from None
+        task = check_task(options.task) or infer_task(config)
+        model_class = _model_class(transformers, config, task, inferred=options.task is None)
+        dtype = getattr(torch, DTYPES[options.dtype]) if options.dtype else torch.float32
+        try:
+            model = model_class.from_pretrained(name, dtype=dtype)
+        except Exception as error:
+            raise ModelBuildError(f"{model_class.__name__}.from_pretrained({name!r}) failed: "
+                                  f"{type(error).__name__}: {_first_line(error)}") from error
     device = options.device or "cpu"
     model.eval().to(device)
     with_past = task.endswith("-with-past")
@@ -108,6 +110,21 @@ def load(name: str, options) -> Built:
                for spec in specs}
     return Built(model, (), kwargs, {k: v for k, v in dynamic.items() if v},
                  input_names=[spec.name for spec in specs], task=task)
+
+
+@contextlib.contextmanager
+def _quiet_transformers(transformers):
+    """No loading bar or config remarks from transformers across the command's progress."""
+    logging = transformers.utils.logging
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
 
 
 def infer_task(config) -> str:
