@@ -426,3 +426,12 @@ def test_a_terminal_gets_a_live_display():
     assert list(stages.seconds) == ["import", "build", "capture"]
     for text in ("import", "building the model", "capturing the model", "0:00:00"):
         assert text in screen.getvalue()
+
+
+def test_json_reports_a_failure_as_one_object_too(factory, tmp_path, capsys):
+    assert main(["export", f"{factory}:broken", "-o", str(tmp_path / "m.onnx"), "--json"]) == 1
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["ok"] is False and result["exit_code"] == 1
+    assert "ValueError: no model today" in result["error"]
+    assert messages(captured.err) == [f"onnxport: error: {result['error']}"]

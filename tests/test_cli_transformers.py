@@ -6,6 +6,7 @@ another batch and sequence length and compared with eager."""
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 
 import numpy as np
@@ -44,7 +45,7 @@ def feeds_of(inputs):
     for name, value in inputs.items():
         if isinstance(value, torch.Tensor):
             feeds[name] = value.numpy()
-        elif name == "past_key_values":
+        elif name in ("past_key_values", "cache"):
             for layer, cached in enumerate(value.layers):
                 feeds[f"past_key_values.{layer}.key"] = cached.keys.numpy()
                 feeds[f"past_key_values.{layer}.value"] = cached.values.numpy()
@@ -106,6 +107,8 @@ def test_gpt2_text_generation_with_past(tmp_path, capsys):
     # other batch, new-token count (one: plain decoding) and past length; a left-padded row
     for batch, sequence, past in [(3, 1, 7), (1, 4, 2)]:
         inputs = model_zoo.kv_cache_inputs(model, batch, sequence, past, seed=batch + past)
+        if "cache" in inspect.signature(model.forward).parameters:  # transformers 5.24's name
+            inputs["cache"] = inputs.pop("past_key_values")
         assert_file_matches_eager(tmp_path / "gpt2.onnx", model, inputs)
 
 
