@@ -313,7 +313,7 @@ def run_export(options: argparse.Namespace, started: float, run: _Run) -> int:
             sources.place(built, options.dtype, options.device)
         names = sources.tensor_input_names(built)
         if options.shape and built.task is None:
-            sources.reshape_inputs(built, options.shape, names)
+            sources.reshape_inputs(built, options.shape)
         dynamic_axes = dynamic_axes_of(built, options, names)
         stages.begin("checks")
         with warnings.catch_warnings(record=True) as caught, _quiet_torch_logs():

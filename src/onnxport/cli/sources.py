@@ -242,11 +242,16 @@ def _check_device(device: str) -> None:
         raise UsageError(f"--device {device}: torch sees no CUDA device here")
 
 
-def reshape_inputs(built: Built, shapes: dict[str, tuple[int, ...]], names: Sequence[str]) -> None:
-    """``--shape NAME=..`` for sources whose inputs are plain tensors: a new random tensor of
-    that shape (integers within the range of the old one)."""
+def reshape_inputs(built: Built, shapes: dict[str, tuple[int, ...]]) -> None:
+    """``--shape NAME=..`` for the model's top-level tensor arguments (NAME the parameter's):
+    a new random tensor of that shape (integers within the range of the old one)."""
     import torch
 
+    from onnxport.capture import parameter_names
+
+    parameters = list(parameter_names(built.model))
+    names = [parameters[k] if k < len(parameters) else f"arg{k}" for k in range(len(built.args))]
+    names += list(built.kwargs)
     positions = {name: k for k, name in enumerate(names)}
     for name, shape in shapes.items():
         if name not in positions:
