@@ -315,7 +315,7 @@ def run_export(options: argparse.Namespace, started: float, run: _Run) -> int:
         if options.shape and built.task is None:
             sources.reshape_inputs(built, options.shape)
         dynamic_axes = dynamic_axes_of(built, options, names)
-        stages.begin("checks")
+        stages.begin("arguments")
         with warnings.catch_warnings(record=True) as caught, _quiet_torch_logs():
             warnings.simplefilter("always")
             program = onnxport.api.export(

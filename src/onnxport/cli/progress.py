@@ -15,7 +15,7 @@ from typing import Any
 STAGE_TEXT = {
     "import": "importing torch and onnxport",  # and parsing the command line before
     "build": "building the model and its example inputs",
-    "checks": "checking the export's arguments",
+    "arguments": "checking the export's arguments",
     "capture": "capturing the model with torch.export",
     "translate": "translating ATen calls to ONNX",
     "optimize": "optimizing the ONNX graph",
@@ -123,7 +123,9 @@ class _LiveDisplay(_Display):
     def stop(self) -> None:
         if self.task is not None:
             self.progress.stop_task(self.task)
-        self.progress.stop()
+            self.task = None
+        if self.progress.live.is_started:
+            self.progress.stop()
 
 
 # -- the summary ---------------------------------------------------------------------------
