@@ -11,6 +11,9 @@ import torch
 # initialized module 'onnxport.capture'"), which ended a CI run.
 import onnxport  # noqa: F401
 
+for _name in onnxport.__all__:  # the package imports its parts on first use: all of them now
+    getattr(onnxport, _name)
+
 # model_zoo.py lives beside the tests and is shared with the benchmark.
 sys.path.insert(0, os.path.dirname(__file__))
 # Under pytest-xdist each worker gets one thread, so workers do not fight over the cores.

@@ -4,7 +4,12 @@ PyTorch eager; bad input gives a one-line error, a non-zero exit and no file."""
 from __future__ import annotations
 
 import importlib.util
+import io
+import json
 import os
+import re
+import signal
+import time
 import subprocess
 import sys
 import textwrap
@@ -16,6 +21,7 @@ import pytest
 import torch
 
 from onnxport.cli import main
+from onnxport.cli.progress import Stages
 
 FACTORY = textwrap.dedent("""
     import torch
@@ -47,6 +53,17 @@ FACTORY = textwrap.dedent("""
 
     def broken():
         raise ValueError("no model today")
+
+    def deep():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(150)]), (torch.randn(2, 8),)
+
+    class Noisy(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.rand_like(x)
+
+    def noisy():
+        return Noisy(), (torch.randn(2, 8),)
 
     NOT_A_FUNCTION = 3
 """)
@@ -84,10 +101,18 @@ def assert_matches_eager(path, model, args, kwargs=None):
     np.testing.assert_allclose(actual[0], expected.numpy(), rtol=1e-3, atol=1e-4)
 
 
+PROGRESS = re.compile(r"\d\d:\d\d:\d\d onnxport: ")  # a stage's line on a pipe
+
+
+def messages(err: str) -> list[str]:
+    """stderr without the progress lines."""
+    return [line for line in err.strip().splitlines() if not PROGRESS.match(line)]
+
+
 def error_line(capsys) -> str:
-    """The whole of stderr, which must be one line starting with the program name."""
+    """The whole of stderr but progress, which must be one line starting with the program name."""
     captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
+    lines = messages(captured.err)
     assert len(lines) == 1, captured.err
     assert lines[0].startswith("onnxport: error: "), captured.err
     return lines[0]
@@ -154,7 +179,7 @@ def test_torchvision_verify_dynamic_batch(tmp_path, capsys):
 def test_export_failure_is_exit_1_with_reason_first(factory, tmp_path, capsys, untranslated):
     output = tmp_path / "running_max.onnx"
     assert main(["export", f"{factory}:unsupported", "-o", str(output)]) == 1
-    lines = capsys.readouterr().err.strip().splitlines()
+    lines = messages(capsys.readouterr().err)
     assert lines[0] == "onnxport: error: 1 unsupported op(s) at opset 18:"
     assert any("aten::geqrf" in line for line in lines[1:])
     assert not output.exists()
@@ -221,3 +246,193 @@ def test_an_unwritable_output_is_said_before_the_model_is_built(factory, tmp_pat
     assert main(["export", f"{factory}:broken", "-o", where.format(dir=tmp_path)]) == 2
     line = error_line(capsys)
     assert expected in line and ".tmp" not in line
+
+
+@pytest.mark.parametrize("where, expected", [
+    ("{dir}/missing/r.onnx", "missing' does not exist"),
+    ("{dir}", "is a folder"),
+])
+def test_output_folder_problems_are_said_first(factory, tmp_path, capsys, where, expected):
+    assert main(["export", f"{factory}:broken", "-o", where.format(dir=tmp_path)]) == 2
+    assert expected in error_line(capsys)
+
+
+# -- answering at once -----------------------------------------------------------------------
+NO_TORCH = textwrap.dedent("""
+    import sys
+    from onnxport.cli import main
+    for argv in (["--help"], ["--version"], ["export", "--help"],
+                 ["export", "m.py:f", "-o", "/proc/r.onnx"],
+                 ["export", "m.py:f", "-o", "m.onnx", "--dynamic-axes", "{}"],
+                 ["export", "resnet18", "-o", "m.onnx"], ["export", "m.py:f", "-o", "m.onnx",
+                 "--task", "text-generaton"]):
+        print("EXIT", main(argv), flush=True)
+    print("TORCH", "torch" in sys.modules)
+""")
+
+
+def test_help_version_and_usage_errors_do_not_import_torch(tmp_path):
+    result = subprocess.run([sys.executable, "-c", NO_TORCH], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path)
+    assert re.findall(r"EXIT (\d+)", result.stdout) == ["0", "0", "0", "2", "2", "2", "2"]
+    assert "TORCH False" in result.stdout, result.stdout
+    assert "examples:" in result.stdout and "onnxport export transformers:" in result.stdout
+    assert "FILE.<hash>.data" in result.stdout
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 4 and all(e.startswith("onnxport: error: ") for e in errors)
+    assert "no file can be created in folder '/proc'" in errors[0]
+    assert "did you mean --dynamic-batch" in errors[1]
+    assert "did you mean text-generation" in errors[3]
+    assert not os.listdir(tmp_path)
+
+
+def test_help_states_the_api_defaults():
+    from onnxport import _arguments
+    from onnxport.cli import command
+
+    assert (command.DEFAULT_OPSET, command.MIN_OPSET, command.MAX_OPSET) == \
+        (_arguments.DEFAULT_OPSET, _arguments.MIN_OPSET, _arguments.MAX_OPSET)
+    text = command.build_parser()._subparsers._group_actions[0].choices["export"].format_help()
+    assert f"(default: {_arguments.DEFAULT_OPSET})" in text
+
+
+@pytest.mark.parametrize("option, expected", [
+    (["--dynamic-axes", "{}"], "unknown option --dynamic-axes; did you mean --dynamic-batch"),
+    (["--verfy"], "unknown option --verfy; did you mean --verify?"),
+    (["--no-optimise"], "did you mean --no-optimize?"),
+])
+def test_an_unknown_option_names_the_closest(factory, tmp_path, capsys, option, expected):
+    assert main(["export", f"{factory}:mlp", "-o", str(tmp_path / "m.onnx"), *option]) == 2
+    assert expected in error_line(capsys)
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("when", ["at once", "after the model is built"])
+def test_ctrl_c_exits_130_with_one_line_and_no_file(factory, tmp_path, when):
+    output = tmp_path / "deep.onnx"
+    # -X importtime says when a module is imported: the command is then loading (before
+    # Python itself has started, a Ctrl-C is Python's to handle, not ours).
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "onnxport", "export", f"{factory}:deep", "-o",
+         str(output)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in process.stderr:  # plain progress lines: a pipe
+        lines.append(line)
+        if (" onnxport.cli.errors" if when == "at once" else " build ") in line:
+            break
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    lines += err.splitlines(keepends=True)
+    lines = [line for line in lines if not line.startswith("import time:")]
+    assert process.returncode == 130, "".join(lines)
+    assert lines[-1].startswith("onnxport: interrupted"), "".join(lines)
+    assert "Traceback" not in "".join(lines)
+    assert messages("".join(lines)) == [lines[-1].strip()]
+    assert sorted(set(os.listdir(tmp_path)) - {"__pycache__"}) == ["models.py"]
+
+
+# -- --verify, --weights, inputs and outputs -------------------------------------------------
+def test_a_failed_verify_writes_no_file_and_says_so(factory, tmp_path, capsys):
+    output = tmp_path / "noisy.onnx"
+    assert main(["export", f"{factory}:noisy", "-o", str(output), "--verify"]) == 1
+    lines = messages(capsys.readouterr().err)
+    assert lines[0].startswith(f"onnxport: error: --verify failed, so {output} was not written")
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
+def test_weights_names_shapes_and_dynamic_axes(factory, tmp_path, capsys, suffix):
+    model, _, _ = load_factory(factory, "mlp")
+    torch.manual_seed(1)
+    trained = {k: torch.randn_like(v) for k, v in model.state_dict().items()}
+    weights = tmp_path / f"trained{suffix}"
+    if suffix == ".safetensors":
+        from safetensors.torch import save_file
+
+        save_file(trained, str(weights))
+    else:
+        torch.save(trained, weights)
+    output = tmp_path / "trained.onnx"
+    code = main(["export", f"{factory}:mlp", "-o", str(output), "--weights", str(weights),
+                 "--shape", "input=3x8", "--input-names", "features", "--output-names", "scores",
+                 "--dynamic", "features:0=rows", "--no-optimize"])
+    assert code == 0, capsys.readouterr().err
+    proto = onnx.load(str(output))
+    assert [i.name for i in proto.graph.input] == ["features"]
+    assert [o.name for o in proto.graph.output] == ["scores"]
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "rows"
+    model.load_state_dict(trained)
+    for rows in (3, 5):
+        assert_matches_eager(output, model, (torch.randn(rows, 8),))
+
+
+def test_weights_that_do_not_fit_are_refused(factory, tmp_path, capsys):
+    weights = tmp_path / "other.pt"
+    torch.save({"0.weight": torch.zeros(3, 3), "head.bias": torch.zeros(2)}, weights)
+    output = tmp_path / "m.onnx"
+    assert main(["export", f"{factory}:mlp", "-o", str(output), "--weights", str(weights)]) == 2
+    line = error_line(capsys)
+    assert "1 name(s) the model does not have: head.bias" in line
+    assert "0.weight [3, 3] (the model's is [16, 8])" in line
+    assert not output.exists()
+
+
+# -- what the command shows ------------------------------------------------------------------
+def test_a_pipe_gets_timestamped_stage_lines_and_json_one_object(factory, tmp_path):
+    output = tmp_path / "mlp.onnx"
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "onnxport", "export", f"{factory}:mlp", "-o", str(output),
+         "--json", "--verify"], capture_output=True, text=True, timeout=300)
+    wall = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)  # the whole of stdout is one object
+    assert summary["ok"] and summary["verification"]["passed"]
+    assert summary["files"] == [str(output)] and summary["bytes"] == os.path.getsize(output)
+    assert [i["name"] for i in summary["inputs"]] == ["input"]
+    stages = summary["stages"]
+    assert list(stages)[:4] == ["import", "build", "arguments", "capture"]
+    assert {"translate", "verify", "save"} <= set(stages)
+    assert abs(sum(stages.values()) - summary["seconds"]) < 0.01
+    assert summary["seconds"] <= wall
+    lines = result.stderr.strip().splitlines()
+    shown = [re.fullmatch(r"\d\d:\d\d:\d\d onnxport: (\w+) +[\d.]+ s  \(total [\d.]+ s\)", line)
+             for line in lines]
+    assert all(shown), lines
+    assert [m.group(1) for m in shown] == list(stages)
+    model, args, kwargs = load_factory(factory, "mlp")
+    assert_matches_eager(output, model, args, kwargs)
+
+
+def test_quiet_prints_nothing(factory, tmp_path, capsys):
+    output = tmp_path / "mlp.onnx"
+    assert main(["export", f"{factory}:mlp", "-o", str(output), "--quiet"]) == 0
+    assert capsys.readouterr() == ("", "")
+    model, args, kwargs = load_factory(factory, "mlp")
+    assert_matches_eager(output, model, args, kwargs)
+
+
+def test_a_terminal_gets_a_live_display():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    stages = Stages(time.perf_counter(), output="m.onnx", quiet=False, stream=screen)
+    for name in ("import", "build", "capture"):
+        stages.begin(name)
+    stages.end()
+    stages.stop()
+    stages.stop()  # after a failure the command and its Ctrl-C handling both stop it
+    assert list(stages.seconds) == ["import", "build", "capture"]
+    for text in ("import", "building the model", "capturing the model", "0:00:00"):
+        assert text in screen.getvalue()
+
+
+def test_json_reports_a_failure_as_one_object_too(factory, tmp_path, capsys):
+    assert main(["export", f"{factory}:broken", "-o", str(tmp_path / "m.onnx"), "--json"]) == 1
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["ok"] is False and result["exit_code"] == 1
+    assert "ValueError: no model today" in result["error"]
+    assert messages(captured.err) == [f"onnxport: error: {result['error']}"]

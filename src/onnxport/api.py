@@ -78,6 +78,7 @@ def export(
     export_modules_as_functions: Any = False,
     autograd_inlining: bool = True,
     on_stage: Callable[[str], None] | None = None,
+    custom_translation_table: Mapping[Any, Any] | None = None,
     **unknown_options: Any,
 ) -> ONNXProgram:
     """Export ``model`` to ONNX; same call as ``torch.onnx.export``.
@@ -126,6 +127,8 @@ def export(
     dynamic = resolve_dynamic(args, kwargs, names, input_names, output_names, dynamic_axes,
                               dynamic_shapes)
     registry = getattr(_state, "registry", None) or default_registry()
+    if custom_translation_table:
+        registry = _table_registry(custom_translation_table, opset)
     registry = fallback_registry(registry, operator_export_type)
     modes = module_modes(model)
     settings = getattr(_state, "diagnostic_options", None)
@@ -207,6 +210,39 @@ def export(
             _state.in_export = outer
             restore_module_modes(modes)
     return program
+
+
+def _table_registry(table: Mapping[Any, Any], opset: int):
+    """torch.onnx's ``custom_translation_table``: ``{torch op: function}`` (an OpOverload such as
+    ``torch.ops.aten.add.Tensor``, a packet such as ``torch.ops.aten.add`` for every overload, or
+    the name ``"aten::add.Tensor"``), the function ``fn(g, *args, **kwargs)`` or an onnxscript
+    function, or a list of them (the first is used). An overlay over the built-in op library
+    for this export only, as an ``OnnxRegistry`` is."""
+    from onnxport.errors import InvalidExportOptionsError
+    from onnxport.registry_api import OnnxRegistry
+
+    if not isinstance(table, Mapping):
+        raise InvalidExportOptionsError(
+            f"custom_translation_table must be a dict {{torch op: function}}, got "
+            f"{type(table).__name__}")
+    registry = OnnxRegistry(opset)
+    for op, functions in table.items():
+        function = functions[0] if isinstance(functions, (list, tuple)) and functions \
+            else functions
+        if isinstance(op, torch._ops.OpOverload):
+            name, overload = op._schema.name, op._overloadname
+        elif isinstance(op, torch._ops.OpOverloadPacket):
+            name, overload = op._qualified_op_name, None
+        elif isinstance(op, str) and "::" in op:
+            name, _, overload = op.partition(".")
+            overload = overload or None
+        else:
+            raise InvalidExportOptionsError(
+                f"custom_translation_table key {op!r} is not a torch op: give "
+                "torch.ops.aten.add.Tensor, torch.ops.aten.add or 'aten::add.Tensor'")
+        namespace, _, op_name = name.partition("::")
+        registry.register_op(function, namespace, op_name, overload)
+    return registry
 
 
 def _exported_program_argument_names(program, args: tuple) -> list[str]:

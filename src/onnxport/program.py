@@ -227,6 +227,73 @@ class ONNXProgram:
         """Drop the ONNX Runtime session (it holds a copy of the weights)."""
         self._session = None
 
+    # -- torch.onnx 2.x's ONNXProgram methods ----------------------------------------------
+    def optimize(self) -> None:
+        """Run onnxport's graph optimizations in place (what ``export(optimize=True)`` runs;
+        again is harmless)."""
+        from onnxport import passes
+
+        passes.optimize(self.model)
+        self.release()
+
+    def apply_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Replace weights by name, as torch.onnx's does: a name the model has no weight for is
+        skipped with a warning; a shape or dtype that differs is refused before any changes."""
+        import warnings
+
+        unknown = [name for name in state_dict if name not in self.model.graph.initializers]
+        for name in unknown:
+            warnings.warn(f"Weight {name!r} not found in the model. Skipped applying.",
+                          stacklevel=2)
+        self._apply_state({k: v for k, v in state_dict.items() if k not in unknown})
+
+    def rename_axes(self, rename_mapping: dict[str | ir.SymbolicDim, str]) -> None:
+        """Rename symbolic dims everywhere in the graph: ``{"s0": "batch"}`` or
+        ``{graph.inputs[0].shape[0]: "batch"}``. A dim that is an expression of renamed ones
+        (``s0 + s1``) is renamed within."""
+        names = {str(old.value if isinstance(old, ir.SymbolicDim) else old): new
+                 for old, new in rename_mapping.items()}
+        if not names:
+            return
+        pattern = re.compile(r"(?<![\w.])(" + "|".join(
+            re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")(?![\w.])")
+
+        def renamed(dim):
+            if not isinstance(dim, ir.SymbolicDim) or dim.value is None:
+                return dim
+            return ir.SymbolicDim(pattern.sub(lambda m: names[m.group(1)], dim.value))
+
+        graph = self.model.graph
+        values = [*graph.inputs, *graph.outputs, *graph.initializers.values(),
+                  *(v for node in ir.traversal.RecursiveGraphIterator(graph)
+                    for v in node.outputs)]
+        for value in values:
+            if value.shape is not None:
+                value.shape = ir.Shape([renamed(dim) for dim in value.shape])
+        self.release()
+
+    def compute_values(self, value_names: Sequence[str], args=(), kwargs=None
+                       ) -> Sequence[torch.Tensor]:
+        """The values of the named intermediate (or input, output) values of the main graph on
+        these inputs, run in ONNX Runtime."""
+        graph = self.model.graph
+        values = dict(graph.initializers)
+        values.update((v.name, v) for v in graph.inputs if v.name)
+        values.update((v.name, v) for node in graph for v in node.outputs if v.name)
+        missing = [name for name in value_names if name not in values]
+        if missing:
+            raise ValueError(f"Value(s) {missing} not found in the model's main graph")
+        outputs = list(graph.outputs)
+        self.release()
+        graph.outputs.clear()
+        graph.outputs.extend(values[name] for name in value_names)
+        try:
+            return self(*args, **(kwargs or {}))
+        finally:
+            graph.outputs.clear()
+            graph.outputs.extend(outputs)
+            self.release()
+
 
 def _flatten_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     leaves = torch.utils._pytree.tree_leaves((args, kwargs))
