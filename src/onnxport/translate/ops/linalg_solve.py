@@ -417,6 +417,14 @@ def linalg_cholesky_ex(g, A, *, upper=False, check_errors=False):
     return _cholesky(g, A)
 
 
+@translates("aten::cholesky", since_opset=13)
+def cholesky(g, self, upper=False):
+    """cholesky(Tensor self, bool upper=False) -> Tensor"""
+    # The deprecated torch.cholesky, which torch 2.11 still has and keeps whole (torch 2.14
+    # removed it): linalg_cholesky_ex's factor.
+    return linalg_cholesky_ex(g, self, upper=upper)[0]
+
+
 def _lower_factor(g, factor, upper: bool):
     return _transpose(g, factor) if upper else factor
 
