@@ -131,12 +131,11 @@ def check_devices(model: Any, args: tuple, kwargs: dict) -> None:
     weights and inputs that differ (torch's own error names neither)."""
     weights = {}
     if isinstance(model, torch.nn.Module):
+        if not all(_is_real(t) for t in model.parameters()):
+            return  # fake mode: the devices are pretended
         for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
             if _is_real(tensor):
                 weights.setdefault(tensor.device, name)
-    if any(isinstance(t, torch._subclasses.fake_tensor.FakeTensor)
-           for t in (model.parameters() if isinstance(model, torch.nn.Module) else ())):
-        return  # fake mode: the devices are pretended
     if len(weights) > 1:
         where = " and ".join(f"{device} ({name}, ...)" for device, name in weights.items())
         raise InvalidExportOptionsError(
@@ -152,7 +151,7 @@ def check_devices(model: Any, args: tuple, kwargs: dict) -> None:
     device = next(iter(weights), None)
     others = {d: label for d, label in inputs.items() if d != device} if device else {}
     if device is not None and others:
-        (other, label), = list(others.items())[:1]
+        other, label = next(iter(others.items()))
         raise InvalidExportOptionsError(
             f"input {label} is on {other} but the model's weights are on {device} "
             f"({weights[device]}, ...); move the inputs to the model's device "

@@ -197,7 +197,7 @@ class ONNXProgram:
                 f"the ONNX model takes {len(names)} inputs ({', '.join(names)}) but "
                 f"{len(flat)} tensors were given"
             )
-        feeds = {name: _to_numpy(t) for name, t in zip(names, flat)}
+        feeds = {name: as_numpy(t) for name, t in zip(names, flat)}
         outputs = session.run(None, feeds)
         # ONNX Runtime gives uint64 as numpy's ulonglong, which torch.from_numpy refuses.
         return [torch.from_numpy(np.asarray(o).view(np.uint64) if np.asarray(o).dtype.char == "Q"
@@ -298,9 +298,6 @@ class ONNXProgram:
 def _flatten_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     leaves = torch.utils._pytree.tree_leaves((args, kwargs))
     return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
-
-
-_to_numpy = as_numpy
 
 
 def _read_state(model_state) -> dict:

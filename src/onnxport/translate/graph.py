@@ -13,7 +13,6 @@ import os
 import re
 from typing import Any, Callable
 
-import numpy as np
 import onnx_ir as ir
 import sympy
 import torch
@@ -239,8 +238,6 @@ class _Translator:
             value.name = onnx_name
             if isinstance(item, torch.fx.Node):
                 self._set_meta(value, item.meta.get("val"))
-            elif value.shape is None:
-                value.shape = ir.Shape(np.shape(item))  # a number returned: a scalar
             g.graph.outputs.append(value)
 
     def _translate_node(self, node: torch.fx.Node) -> None:

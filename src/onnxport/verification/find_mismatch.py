@@ -11,6 +11,8 @@ from typing import Any, Sequence
 import torch
 import torch.utils._pytree as pytree
 
+from onnxport.tensor_values import as_numpy
+
 logger = logging.getLogger("onnxport")
 
 
@@ -132,7 +134,7 @@ def run_extracted(run: _Run, outputs: Sequence[str], given: dict[str, torch.Tens
     model = helper.make_model(part, opset_imports=run.proto.opset_import,
                               ir_version=run.proto.ir_version)
     model.functions.extend(run.proto.functions)
-    return _run_proto(model, {name: _numpy(t) for name, t in inputs.items()}, outputs, onnx)
+    return _run_proto(model, {name: as_numpy(t) for name, t in inputs.items()}, outputs, onnx)
 
 
 def _outer_names(node) -> list[str]:
@@ -159,12 +161,6 @@ def _run_proto(model, feeds: dict, outputs: Sequence[str], onnx) -> list[torch.T
                                    providers=["CPUExecutionProvider"])
     results = session.run(list(outputs), feeds)
     return [torch.from_numpy(np.asarray(r)) for r in results]
-
-
-def _numpy(tensor: torch.Tensor):
-    from onnxport.program import _to_numpy
-
-    return _to_numpy(tensor)
 
 
 def _value_info(name: str, tensor: torch.Tensor):
