@@ -19,6 +19,7 @@ import torch
 from onnxport import _arguments, diagnostics, passes
 from onnxport._arguments import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F401 (kept public)
 from onnxport.capture import parameter_names
+from onnxport.capture.torch_export import var_positional
 from onnxport.capture.dynamic import resolve_dynamic
 from onnxport.capture.autograd_functions import has_symbolic, keep_autograd_functions
 from onnxport.capture.torchscript import capture_model
@@ -125,7 +126,9 @@ def export(
     names = parameter_names(model) if not isinstance(model, torch.export.ExportedProgram) else \
         _exported_program_argument_names(model, args)
     dynamic = resolve_dynamic(args, kwargs, names, input_names, output_names, dynamic_axes,
-                              dynamic_shapes)
+                              dynamic_shapes,
+                              None if isinstance(model, torch.export.ExportedProgram)
+                              else var_positional(model))
     registry = getattr(_state, "registry", None) or default_registry()
     if custom_translation_table:
         registry = _table_registry(custom_translation_table, opset)

@@ -135,3 +135,40 @@ def test_the_layer_runs_as_before_outside_the_export():
     for b, a in zip(before, after):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert torch.nn.LSTM.forward.__qualname__ == "LSTM.forward"
+
+
+class GatheredArguments(torch.nn.Module):
+    """The form torch's own exporter tests give their packed-sequence models: the state and the
+    lengths gathered by ``*args``, so dynamic_axes name inputs no parameter is called."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = PackedRecurrent("LSTM", 1, True, False)
+
+    def forward(self, x, *args):
+        *state, lengths = args
+        return self.inner(x, lengths, *state)
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_dynamic_axes_on_inputs_gathered_by_star_args(dynamo):
+    model = GatheredArguments().eval()
+
+    def inputs(batch, steps):
+        lengths = torch.randint(1, steps + 1, (batch,))
+        lengths[0] = steps
+        return (torch.randn(steps, batch, FEATURES), torch.randn(2, batch, HIDDEN),
+                torch.randn(2, batch, HIDDEN), lengths)
+
+    names = ["x", "h0", "c0", "lengths"]
+    axes = {"x": {0: "steps", 1: "batch"}, "h0": {1: "batch"}, "c0": {1: "batch"},
+            "lengths": {0: "batch"}}
+    program = onnxport.export(model, inputs(3, 5), input_names=names, dynamic_axes=axes,
+                              dynamo=dynamo)
+    assert [i.name for i in program.model.graph.inputs] == names
+    for batch, steps in ((3, 5), (6, 8)):
+        given = inputs(batch, steps)
+        with torch.no_grad():
+            expected = model(*given)
+        for a, e in zip(program(*given), expected):
+            torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)

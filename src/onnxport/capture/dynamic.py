@@ -58,7 +58,10 @@ def resolve_dynamic(
     output_names: Sequence[str] | None,
     dynamic_axes: Mapping[str, Any] | None,
     dynamic_shapes: Any,
+    var_positional: tuple[str, int] | None = None,
 ) -> DynamicSpec:
+    """``var_positional``: the forward's ``*args`` parameter and its position, when it has one
+    (torch.export takes the specs of the arguments it gathers as one tuple under its name)."""
     if dynamic_axes and dynamic_shapes is not None:
         raise InvalidExportOptionsError(
             "dynamic_axes and dynamic_shapes were both given; pass only one of them "
@@ -106,7 +109,8 @@ def resolve_dynamic(
             # a model (a seq_lengths key when it is called without lengths), so such a key is
             # left out with a warning once the outputs are known, as torch.onnx does.
             output_dim_names[name] = named
-    shapes = _shapes_for_torch_export(args, kwargs, slots, per_input, parameter_names)
+    shapes = _shapes_for_torch_export(args, kwargs, slots, per_input, parameter_names,
+                                      var_positional)
     return DynamicSpec(shapes, dim_names, output_dim_names)
 
 
@@ -276,20 +280,19 @@ def _axis_names(name: str, axes: Any) -> dict[int, str]:
         f"dynamic_axes[{name!r}] must be a dict {{axis: name}} or a list of axes, got {axes!r}")
 
 
-def _shapes_for_torch_export(args, kwargs, slots, per_input, parameter_names):
+def _shapes_for_torch_export(args, kwargs, slots, per_input, parameter_names, var_positional):
     names = list(parameter_names)
-    leaf_specs: dict[str, list] = {}
-    for k, slot in enumerate(slots):
-        if slot.position >= 0 and slot.position >= len(names):
-            raise InvalidExportOptionsError(
-                "dynamic_axes on inputs passed as *args is not supported; use dynamic_shapes")
-        leaf_specs.setdefault(slot.parameter, []).append(per_input.get(k))
+    gathered, first = var_positional or (None, len(names))
+    specs = iter(per_input.get(k) for k in range(len(slots)))  # slots are in argument order
     shapes: dict[str, Any] = {}
     for i, arg in enumerate(args):
-        if i < len(names):
-            shapes[names[i]] = _spec_like(arg, iter(leaf_specs.get(names[i], [])))
+        spec = _spec_like(arg, specs)
+        if i < first:
+            shapes[names[i]] = spec
+        elif gathered is not None:  # the arguments *args gathers: one tuple under its name
+            shapes[gathered] = (*shapes.get(gathered, ()), spec)
     for key, value in kwargs.items():
-        shapes[key] = _spec_like(value, iter(leaf_specs.get(key, [])))
+        shapes[key] = _spec_like(value, specs)
     return shapes
 
 

@@ -96,6 +96,20 @@ def parameter_names(model: Any) -> list[str]:
     return names
 
 
+def var_positional(model: Any) -> tuple[str, int] | None:
+    """The name of ``model``'s ``*args`` parameter and how many positional parameters come
+    before it, or None when its forward has none."""
+    function = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    for position, parameter in enumerate(parameters):
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            return parameter.name, position
+    return None
+
+
 def capture_torch_export(
     model: Any,
     args: tuple,
