@@ -105,6 +105,13 @@ def test_stft_istft(case):
     assert "STFT" in op_types(program) or "DFT" in op_types(program)
 
 
+@pytest.mark.parametrize("name", ["stft", "stft_1d_no_window", "stft_return_complex_false"])
+def test_stft_on_the_torchscript_path(name):
+    # A traced aten::stft passes every argument of its newest schema (align_to_window too).
+    torch.manual_seed(0)
+    check(STFT_CASES[name], torch.randn(3, 64), opset=17, dynamo=False)
+
+
 def test_stft_with_a_dynamic_batch_axis():
     batch = torch.export.Dim("batch", min=1, max=64)
     check(STFT_CASES["stft"], torch.randn(2, 64), dynamic_shapes=({0: batch},),

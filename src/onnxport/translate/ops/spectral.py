@@ -240,10 +240,14 @@ def _full_window(g, window, n_fft: int, win_length: int | None, dtype: ir.DataTy
 
 @_spectral("aten::stft")
 def stft(g, self, n_fft, hop_length=None, win_length=None, window=None, normalized=False,
-         onesided=None, return_complex=None):
-    """stft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool normalized=False, bool? onesided=None, bool? return_complex=None) -> Tensor
+         onesided=None, return_complex=None, align_to_window=None):
+    """stft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool normalized=False, bool? onesided=None, bool? return_complex=None, bool? align_to_window=None) -> Tensor
 
-    torch pads the signal (center=True) before this call; STFT frames it the same way."""
+    torch pads the signal (center=True) before this call; STFT frames it the same way.
+    ``align_to_window`` (torch 2.8 on; a TorchScript graph passes it) is only taken unset."""
+    if align_to_window:
+        raise TranslationError("torch.stft with align_to_window=True has no ONNX form yet: "
+                               "frames would start off the window's centre; leave it unset")
     if is_complex(self):
         raise TranslationError("torch.stft of a complex signal: ONNX STFT is exported for "
                                "real signals only")
