@@ -454,21 +454,25 @@ class Subgraph:
 
 def unique_value_names(graph: ir.Graph) -> None:
     """Rename values so that each name is used once in ``graph`` and all its subgraphs:
-    a subgraph translated twice (a loop condition) or two branches repeat names."""
+    a subgraph translated twice (a loop condition) or two branches repeat names, and a value
+    named after its torch node can meet a made-up name ("bernoulli__1" is both the second
+    bernoulli_ node and a value the first one made)."""
     seen: set[str] = set()
     graphs = [graph] + [
         attribute.value for node in ir.traversal.RecursiveGraphIterator(graph)
         for attribute in node.attributes.values() if attribute.type == ir.AttributeType.GRAPH]
-    if len(graphs) == 1:
-        return
-    values = [v for sub in graphs for v in (*sub.initializers.values(), *sub.inputs)]
+    # The main graph's own inputs, weights and outputs keep their names (the user's names):
+    # any other value meeting one of them, or an earlier name, is renamed.
+    kept = [*graph.initializers.values(), *graph.inputs, *graph.outputs]
+    seen = {value.name for value in kept if value.name is not None}
+    kept_ids = {id(value) for value in kept}
+    values = [v for sub in graphs[1:] for v in (*sub.initializers.values(), *sub.inputs)]
     values += [v for sub in graphs for node in sub for v in node.outputs]
     for value in values:
-        if value.name is None or value.name not in seen:
-            if value.name is not None:
-                seen.add(value.name)
+        if value.name is None or id(value) in kept_ids:
             continue
-        if value.name in graph.initializers or (value.is_graph_input() and value.graph is graph):
+        if value.name not in seen:
+            seen.add(value.name)
             continue
         number = 1
         while f"{value.name}_{number}" in seen:

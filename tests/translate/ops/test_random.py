@@ -66,3 +66,27 @@ def test_two_draws_of_a_dynamic_shape_stay_two_at_opset_23():
                               opset_version=23, dynamic_shapes={"x": {0: torch.export.Dim("n")}})
     first, second = program(torch.rand(64))
     assert first.shape == (64,) and not torch.equal(first, second)
+
+
+def _bernoulli_draws(x, p):
+    return (torch.bernoulli(x, 0.25), x.clone().bernoulli_(p), x.clone().bernoulli_(0.75),
+            torch.bernoulli(x.double(), 0.5))
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+@pytest.mark.parametrize("opset", [18, 23])
+def test_bernoulli_with_a_probability_argument(dynamo, opset):
+    # bernoulli(x, p) and x.bernoulli_(p_tensor): x gives only the shape and dtype.
+    x = torch.rand(N)
+    p = torch.rand(N) * 0.5
+    program = onnxport.export(as_module(_bernoulli_draws), (x, p), opset_version=opset,
+                              dynamo=dynamo)
+    actual = program(x, p)
+    for a, e in zip(actual, _bernoulli_draws(x, p)):
+        assert a.shape == e.shape and a.dtype == e.dtype
+        assert set(torch.unique(a).tolist()) <= {0.0, 1.0}
+    quarter, per_element, three_quarters, half = (a.numpy() for a in actual)
+    assert abs(quarter.mean() - 0.25) < 0.015 and abs(three_quarters.mean() - 0.75) < 0.015
+    assert abs(half.mean() - 0.5) < 0.016
+    assert abs(per_element.mean() - p.mean().item()) < 0.015
+    assert np.corrcoef(per_element, p.numpy())[0, 1] > 0.3  # drawn with each element's p

@@ -215,3 +215,29 @@ def rrelu_with_noise(g, self, *args, lower=0.125, upper=1.0 / 3, training=False,
         slope = g.const((float(lower) + float(upper)) / 2, self.dtype)
     negative = g.op("Less", self, g.const(0.0, self.dtype))
     return g.op("Where", negative, g.op("Mul", self, slope), self)
+
+
+def _drawn_below(g, like: ir.Value, p: ir.Value | float) -> ir.Value:
+    """1 where a uniform draw of ``like``'s shape falls below ``p``, else 0, in like's dtype:
+    a Bernoulli(p) draw per element."""
+    dtype = like.dtype if like.dtype in FLOAT_TYPES else ir.DataType.FLOAT
+    uniform = _uniform_like(g, cast(g, like, dtype), 0.0, 1.0)
+    p = g.const(float(p), dtype) if isinstance(p, (int, float)) else cast(g, p, dtype)
+    return cast(g, g.op("Less", uniform, p), like.dtype)
+
+
+@translates("aten::bernoulli.p", "aten::bernoulli_.float")
+def bernoulli_p(g, self, p=0.5, *, generator=None):
+    """bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor
+
+    Each element is 1 with probability ``p``: self gives only the shape and dtype."""
+    return _drawn_below(g, self, p)
+
+
+@translates("aten::bernoulli.Tensor", "aten::bernoulli_.Tensor")
+def bernoulli_tensor(g, self, p, *, generator=None):
+    """bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor
+
+    Element i is 1 with probability p[i], p broadcast to self's shape (torch's rule: the
+    result has self's shape)."""
+    return _drawn_below(g, self, p)
