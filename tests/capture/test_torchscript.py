@@ -636,3 +636,19 @@ def test_an_index_made_of_views_still_takes_types_from_the_trace(monkeypatch):
     assert not ops & {"linear", "add"}, ops
     with torch.no_grad():
         _close(program(x, table)[0], model(x, table))
+
+
+class _FloatRange(torch.nn.Module):
+    def forward(self, x):
+        return torch.arange(2.5, x.size(0) + 0.5, 0.5) * x.mean()
+
+
+def test_a_traced_size_as_a_float_bound_of_arange_stays_dynamic():
+    # The trace turns the size plus 0.5 into a number with aten::ScalarImplicit, an op of
+    # TorchScript's alone: it was refused ("operator aten::ScalarImplicit does not exist").
+    model = _FloatRange()
+    program = onnxport.export(model, (torch.randn(5),), dynamo=False, input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}})
+    for n in (5, 8):
+        x = torch.randn(n)
+        _close(program(x)[0], model(x))

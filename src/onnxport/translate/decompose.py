@@ -54,9 +54,12 @@ def _decomposition_of(target: Any):
     table = _decomposition_table()
     if target in table:
         return table[target]
-    if torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), "CompositeImplicitAutograd"):
-        return target.decompose
-    return None
+    try:
+        composite = torch._C._dispatch_has_kernel_for_dispatch_key(target.name(),
+                                                                   "CompositeImplicitAutograd")
+    except RuntimeError:  # an op of TorchScript's alone (aten::ScalarImplicit): no kernels
+        return None
+    return target.decompose if composite else None
 
 
 def has_decomposition(target: Any) -> bool:

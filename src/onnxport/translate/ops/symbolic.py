@@ -112,10 +112,12 @@ def sym_storage_offset(g, self):
     return g.const([0], ir.DataType.INT64)
 
 
-@translates("aten::item", "aten::_local_scalar_dense")
+@translates("aten::item", "aten::_local_scalar_dense", "aten::ScalarImplicit")
 def item(g, self):
     """item(Tensor self) -> Scalar
 
+    ScalarImplicit, the TorchScript graph's number from a 0-d tensor (a traced size passed as a
+    float bound of arange), is the same read.
     A tensor's one value as a symbolic scalar: a 1-D [1] value like every SymInt (int64) or
     SymFloat (float) in the graph."""
     dtype = {torch.SymInt: ir.DataType.INT64, torch.SymFloat: ir.DataType.DOUBLE,
