@@ -228,13 +228,42 @@ def test_script_function():
     _close(program(a, b)[0], a * b + 1)
 
 
-def test_script_module_with_a_number_input_is_refused_clearly():
-    class Repeat(torch.nn.Module):
-        def forward(self, x, n: int):
-            return x * n
+class _NumberInputs(torch.nn.Module):
+    def forward(self, x, n: int, flag: bool, shift: float, mode: str):
+        if flag and mode == "scale":
+            return x * n + shift
+        return x - shift
 
-    with pytest.raises(InvalidExportOptionsError, match="positional tensors only"):
-        onnxport.export(torch.jit.script(Repeat()), (torch.randn(2), 3))
+
+@pytest.mark.parametrize("dynamo", [None, False])
+@pytest.mark.parametrize("numbers", [(3, True, 0.5, "scale"), (2, False, 1.5, "scale")])
+def test_script_module_number_inputs_are_fixed_to_the_example(dynamo, numbers):
+    # As tracing fixes a model's number inputs, a scripted model's int, bool, float and str
+    # inputs are constants of the example's values (they were refused); the tensors stay inputs.
+    model = torch.jit.script(_NumberInputs())
+    x = torch.randn(2, 3)
+    program = onnxport.export(model, (x, *numbers), dynamo=dynamo)
+    assert [value.name for value in program.model.graph.inputs] == ["x"]
+    other = torch.randn(2, 3)
+    _close(program(other)[0], model(other, *numbers))
+
+
+def test_script_function_number_input():
+    @torch.jit.script
+    def times(x, k: int):
+        return x * k
+
+    x = torch.randn(4)
+    _close(onnxport.export(times, (x, 4))(x)[0], x * 4)
+
+
+def test_script_module_with_a_list_input_is_refused_clearly():
+    class Total(torch.nn.Module):
+        def forward(self, x, ys: list[torch.Tensor]):
+            return x + ys[0]
+
+    with pytest.raises(InvalidExportOptionsError, match="lists, dicts and keyword"):
+        onnxport.export(torch.jit.script(Total()), (torch.randn(2), [torch.randn(2)]))
 
 
 def test_scripted_data_dependent_branch_keeps_both_branches():

@@ -122,12 +122,13 @@ def capture_tracing(
         raise CaptureError(f"tracing found {len(tensors)} tensor inputs, expected {len(slots)}")
     readable: list[str | None] = []
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
-        if kwargs or not all(isinstance(arg, torch.Tensor) for arg in args):
+        if kwargs or not all(isinstance(arg, (torch.Tensor, *_NUMBERS)) for arg in args):
             raise InvalidExportOptionsError(
                 "a scripted model (ScriptModule, ScriptFunction) takes its example inputs as "
-                "positional tensors only; numbers, strings and keyword arguments cannot be "
-                "bound: pass the original nn.Module, or script a wrapper that fixes them")
-        graph_module = _to_fx(_script_state(_frozen(model)))
+                "positional tensors, numbers, bools and strings; lists, dicts and keyword "
+                "arguments cannot be bound: pass the original nn.Module, or script a wrapper "
+                "that takes them apart")
+        graph_module = _to_fx(_script_state(_frozen(model), args))
     else:
         wrapper = _TracedCall(model, leaves, spec, positions)
         graph_module = _to_fx(_trace(wrapper, tensors))
@@ -1336,16 +1337,39 @@ def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
                                    record.lineno)
 
 
+_NUMBERS = (bool, int, float, str, type(None))
+
+
 def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
-                  ) -> _ConverterState:
+                  args: tuple = ()) -> _ConverterState:
     """A scripted model's inlined graph, with its parameters and buffers known by name (not by
-    comparing values, which takes a buffer equal to a parameter for that parameter)."""
+    comparing values, which takes a buffer equal to a parameter for that parameter), and the
+    numbers among ``args`` bound as constants, as tracing fixes a model's number inputs."""
     is_module = isinstance(scripted, torch.jit.ScriptModule)
+    graph = scripted.inlined_graph if is_module else scripted.graph.copy()
+    _bind_numbers(graph, args, 1 if is_module else 0)
     return _ConverterState(
-        ts_model=scripted, ts_graph=scripted.inlined_graph if is_module else scripted.graph,
+        ts_model=scripted, ts_graph=graph,
         name_to_param=dict(scripted.named_parameters()) if is_module else {},
         name_to_buffer=dict(scripted.named_buffers()) if is_module else {},
         name_to_non_tensor_attributes={}, name_to_constant={})
+
+
+def _bind_numbers(graph: torch._C.Graph, args: tuple, first: int) -> None:
+    """Replace the graph inputs that ``args`` gives numbers, bools, strings or None (after the
+    ``first`` inputs, the module itself) with constants of those values."""
+    inputs = list(graph.inputs())[first:]
+    bound = [k for k, arg in enumerate(args) if not isinstance(arg, torch.Tensor)]
+    if not bound:
+        return
+    with graph.insert_point_guard(next(iter(graph.nodes()), graph.return_node())):
+        for k in bound:
+            inputs[k].replaceAllUsesWith(graph.insertConstant(args[k]))
+    for k in reversed(bound):
+        graph.eraseInput(first + k)
+    # Branches on those values (``if flag and mode == "scale"``) are decided now, as tracing
+    # decides them.
+    torch._C._jit_pass_constant_propagation(graph)
 
 
 def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
