@@ -681,3 +681,27 @@ def test_a_traced_size_as_a_float_bound_of_arange_stays_dynamic():
     for n in (5, 8):
         x = torch.randn(n)
         _close(program(x)[0], model(x))
+
+
+class _Dropping(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dropout = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.dropout(x) + 1
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_script_module_exported_for_training_keeps_its_training_dropout(dynamo):
+    # The scripted model was frozen in eval mode whatever `training` said: an Identity.
+    model = torch.jit.script(_Dropping())
+    program = onnxport.export(model, (torch.ones(2000),), dynamo=dynamo,
+                              training=onnxport.TrainingMode.TRAINING)
+    assert "Dropout" in [node.op_type for node in program.model.graph]
+    out = program(torch.ones(2000))[0]
+    assert set(torch.unique(out).tolist()) == {1.0, 3.0}  # dropped, or kept and scaled by 2
+    assert abs((out == 1).float().mean().item() - 0.5) < 0.05
+    evaluated = onnxport.export(model, (torch.ones(2000),), dynamo=dynamo)
+    assert "Dropout" not in [node.op_type for node in evaluated.model.graph]
+    _close(evaluated(torch.ones(5))[0], torch.full((5,), 2.0))

@@ -1235,7 +1235,8 @@ def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
     then constants and their branches gone), parameters kept as parameters."""
     if isinstance(model, torch.jit.ScriptFunction):
         return model
-    frozen = torch._C._freeze_module(model.eval()._c, preserveParameters=True)
+    # In the mode the export put it in: training=TRAINING keeps Dropout's training branch.
+    frozen = torch._C._freeze_module(model._c, preserveParameters=True)
     return torch.jit._recursive.wrap_cpp_module(frozen)
 
 
