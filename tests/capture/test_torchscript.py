@@ -370,19 +370,49 @@ def test_loop_of_a_function_scripted_when_traced_runs_other_counts():
     assert len(counts) > 1
 
 
-def test_a_scripted_while_loop_is_refused_with_its_line():
-    @torch.jit.script
-    def halve(x):
-        while bool(x.sum() > 1):
-            x = x / 2
-        return x
+@torch.jit.script
+def _halve(x):
+    steps = 0
+    while bool(x.sum() > 1):
+        x = x / 2
+        steps += 1
+    return x * steps  # (the tracer takes no number back from a scripted call)
 
-    class Halve(torch.nn.Module):
-        def forward(self, x):
-            return halve(x)
 
-    with pytest.raises(CaptureError, match="while"):
-        onnxport.export(Halve(), (torch.ones(3) * 8,), dynamo=False)
+class _Halve(torch.nn.Module):
+    def forward(self, x):
+        return _halve(x) + 1
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+@pytest.mark.parametrize("scripted", [False, True])
+def test_a_while_loop_with_a_computed_condition_is_an_onnx_loop(dynamo, scripted):
+    # The loop runs as many times as its condition says at run time (it was refused), and the
+    # counter it carries is a value of the run, not the example's count.
+    model = torch.jit.script(_Halve()) if scripted else _Halve()
+    program = onnxport.export(model, (torch.ones(3) * 8,), dynamo=dynamo)
+    assert "Loop" in [node.op_type for node in program.model.graph]
+    for x in (torch.ones(3) * 8, torch.ones(3) * 100, torch.full((3,), 0.1)):
+        _close(program(x)[0], model(x))
+
+
+class _CountingLoop(torch.nn.Module):
+    def forward(self, x):
+        total = 0
+        for j in range(x.size(0)):
+            total += 2
+            x = x + j
+        return x * total
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_number_carried_by_a_scripted_loop_is_a_value_of_the_run(dynamo):
+    model = torch.jit.script(_CountingLoop())
+    program = onnxport.export(model, (torch.randn(3),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}})
+    for n in (3, 6):
+        x = torch.randn(n)
+        _close(program(x)[0], model(x))
 
 
 class SizeArithmetic(torch.nn.Module):

@@ -795,7 +795,7 @@ def _aten_module(body: torch.fx.GraphModule) -> torch.fx.GraphModule | None:
 
 
 def _propagate_loop(shape_env: Any, body: torch.fx.GraphModule, trip_count: Any,
-                    carried: tuple, outer: tuple) -> tuple:
+                    carried: tuple, outer: tuple, condition: Any = True) -> tuple:
     """What :data:`prim_loop` returns, on fake tensors; each body node gets its
     ``meta["val"]``. A dim of a carried tensor that the body changes (a tensor grown by one
     row per iteration) is a new symbol, in the body and in the results."""
@@ -880,7 +880,10 @@ def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
     """``first``, with a new symbol for each dim where ``second`` has another size."""
     general = []
     for before, after in zip(first, second):
-        if not isinstance(before, torch.Tensor) or before.shape == after.shape:
+        if not isinstance(before, torch.Tensor):
+            general.append(_generalized_number(shape_env, before, after))
+            continue
+        if before.shape == after.shape:
             general.append(before)
             continue
         if before.dim() != after.dim() or before.dtype != after.dtype:
@@ -890,6 +893,15 @@ def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
                  for b, a in zip(before.shape, after.shape)]
         general.append(torch.empty(sizes, dtype=before.dtype, device=before.device))
     return general
+
+
+def _generalized_number(shape_env: Any, before: Any, after: Any) -> Any:
+    """A number carried by a loop (a counter) or chosen by a branch: a new symbol when the
+    two runs give different values, so that it is never taken as a constant."""
+    if type(before) is int and not isinstance(after, bool) and isinstance(after, (int, torch.SymInt)) \
+            and (isinstance(after, torch.SymInt) or after != before):
+        return shape_env.create_unbacked_symint()
+    return before
 
 
 class _ReadBackSizes:
@@ -1490,11 +1502,11 @@ def _converter_class():
             return graph_module
 
         def convert_prim_Loop(self, node):
-            _check_loop_condition(self, node)
+            condition = _loop_condition(self, node)
             trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
-            if isinstance(trip_count, int):
+            if isinstance(trip_count, int) and condition is None:
                 return super().convert_prim_Loop(node)  # unrolled, as torch's converter does
-            _convert_loop(self, node, trip_count)
+            _convert_loop(self, node, trip_count, True if condition is None else condition)
 
         def convert_call_function_op(self, node):
             # TS2FXGraphConverter.convert_call_function_op, the overload and its arguments'
@@ -1605,10 +1617,11 @@ def _traced_type_kind(target: Any, kind: str) -> bool | None:
     return in_place
 
 
-def _convert_loop(converter: Any, node: torch._C.Node, trip_count: torch.fx.Node) -> None:
+def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, condition: Any) -> None:
     """A ``for`` loop whose count is a value of the run (``range(masks.size(0))`` in a function
-    torchvision scripts when traced: one iteration per detection) as one :data:`prim_loop`
-    call, its body a subgraph: ONNX Loop in translation."""
+    torchvision scripts when traced: one iteration per detection), or a ``while`` loop (its
+    ``condition`` computed before it, then by the body), as one :data:`prim_loop` call, its
+    body a subgraph: ONNX Loop in translation."""
     inputs = list(node.inputs())
     where = _loop_line(node)
     carried = [converter.get_fx_value_by_ir_value(value) for value in inputs[2:]]
@@ -1622,7 +1635,7 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: torch.fx.Node
             "before it, which ONNX Loop cannot express; return the updated tensors instead")
     outer = [converter.get_fx_value_by_fqn(name) for name in names]
     loop = converter.fx_graph.call_function(
-        prim_loop, (body, trip_count, tuple(carried), tuple(outer)))
+        prim_loop, (body, trip_count, tuple(carried), tuple(outer), condition))
     for k, output in enumerate(node.outputs()):
         converter.name_to_node[output.debugName()] = converter.fx_graph.call_function(
             operator.getitem, (loop, k))
@@ -1632,31 +1645,35 @@ def _loop_line(node: torch._C.Node) -> str:
     return (node.sourceRange().splitlines() or ["?"])[0].strip()
 
 
-def _check_loop_condition(converter: Any, node: torch._C.Node) -> None:
+def _loop_condition(converter: Any, node: torch._C.Node) -> Any:
+    """None for a ``for`` loop (its condition is true throughout); for a ``while`` loop, whose
+    condition the body computes, the condition it starts with."""
     inputs = list(node.inputs())
     condition = next(next(node.blocks()).outputs())
     start = converter.get_fx_value_by_ir_value(inputs[1])
-    if not (isinstance(start, (bool, int)) and start and (
+    if isinstance(start, (bool, int)) and start and (
             condition.node().kind() == "prim::Constant" and condition.toIValue()
-            or condition.debugName() == inputs[1].debugName())):
-        raise CaptureError(
-            f"TorchScript prim::Loop: a `while` loop whose condition is computed in the loop "
-            f"({_loop_line(node)}) is not supported yet; a `for` loop over range(n) is")
+            or condition.debugName() == inputs[1].debugName()):
+        return None
+    return start
 
 
 class _PrimLoop(torch._ops.HigherOrderOperator):
-    """``prim_loop(body, trip_count, carried, outer)``: ``trip_count`` times, ``body(*outer, i,
-    *carried)`` returns (condition, *carried); the last carried values are the results. Unlike
-    torch's while_loop, the carried tensors may change shape from one iteration to the next
-    (torchvision grows its pasted masks by one per iteration with cat), as in ONNX Loop."""
+    """``prim_loop(body, trip_count, carried, outer, condition)``: at most ``trip_count``
+    times, while the condition holds, ``body(*outer, i, *carried)`` returns (condition,
+    *carried); the last carried values are the results. Unlike torch's while_loop, the carried
+    tensors may change shape from one iteration to the next (torchvision grows its pasted
+    masks by one per iteration with cat), as in ONNX Loop."""
 
     def __init__(self):
         super().__init__("onnxport_prim_loop")
 
-    def __call__(self, body, trip_count, carried, outer):
+    def __call__(self, body, trip_count, carried, outer, condition=True):
         carried = list(carried)
-        for i in range(int(trip_count)):
-            carried = list(body(*outer, i, *carried)[1:1 + len(carried)])
+        i = 0
+        while i < int(trip_count) and bool(condition):
+            condition, *carried = body(*outer, i, *carried)[:1 + len(carried)]
+            i += 1
         return tuple(carried)
 
 

@@ -124,15 +124,16 @@ def map_impl(g, body_graph, xs, additional_inputs=()):
 
 
 @translates("higher_order::onnxport_prim_loop", since_opset=11)
-def prim_loop(g, body_graph, trip_count, carried, outer=()):
+def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
     """onnxport_prim_loop(GraphModule body, SymInt trip_count, Tensor[] carried,
-    Any[] outer) -> Tensor[]
+    Any[] outer, SymBool condition=True) -> Tensor[]
 
-    A TorchScript ``for i in range(n)`` loop (capture/torchscript.py): the body takes the
-    outer values, the iteration number and the carried values, and returns a condition (always
-    true) and the next carried values, whose shapes may change from one iteration to the next
-    (ONNX Loop allows that; torch's while_loop does not)."""
-    carried = list(carried)
+    A TorchScript ``for i in range(n)`` or ``while`` loop (capture/torchscript.py): the body
+    takes the outer values, the iteration number and the carried values, and returns the
+    condition to go on (always true in a ``for``) and the next carried values, whose shapes
+    may change from one iteration to the next (ONNX Loop allows that; torch's while_loop does
+    not). Carried numbers (a counter) are 1-D [1] tensors, as every SymInt."""
+    carried = [value if isinstance(value, ir.Value) else g.const([value]) for value in carried]
     metas = body_graph.input_metas
     body = g.subgraph(body_graph.name)
     iteration = body.add_input(f"{body_graph.name}_iteration", ir.DataType.INT64, [])
@@ -150,7 +151,11 @@ def prim_loop(g, body_graph, trip_count, carried, outer=()):
     if isinstance(trip_count, ir.Value):
         count = g.op("Reshape", cast(g, trip_count, ir.DataType.INT64),
                      g.const([], ir.DataType.INT64))
+    elif int(trip_count) >= 2 ** 63 - 1:
+        count = None  # a while loop: no count
     else:
         count = g.const(int(trip_count))
-    results = g.op("Loop", count, None, *carried, body_g=body.graph, outputs=len(carried))
+    start = _condition(g, condition) if isinstance(condition, ir.Value) else (
+        None if condition is True else g.const(bool(condition)))
+    results = g.op("Loop", count, start, *carried, body_g=body.graph, outputs=len(carried))
     return (results,) if len(carried) == 1 else results
