@@ -378,7 +378,10 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
                             value := _fake_of_type(mode, traced[node], args)) is not None:
                         pass
                     else:
-                        value = _run_keeping_inputs(node.target, args, kwargs)
+                        if _fixes_symbols(node.target, args, kwargs):
+                            value = _run_on_hints(node.target, args, kwargs)
+                        else:
+                            value = _run_keeping_inputs(node.target, args, kwargs)
                         if number is not None:
                             numbers[node] = number
                 else:
@@ -448,6 +451,59 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
                 constants=constants, verifiers=[TrainingIRVerifier])
     except Exception:
         return None
+
+
+_PLAIN_NUMBERS = {"IntType", "FloatType", "NumberType"}
+
+
+def _fixes_symbols(target: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether ``target``'s schema takes a plain number (``int``, not ``SymInt``) where the
+    graph gives a symbol: running it would fix that symbol, a dynamic dim, to the example's
+    value (``linspace(0, 1, steps=x.size(0))``, ``hann_window(n)``)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    given = dict(zip((a.name for a in schema.arguments), args)) | kwargs
+    for argument in schema.arguments:
+        value = given.get(argument.name)
+        kind = argument.real_type.kind()
+        if kind == "ListType":
+            values, kind = (value if isinstance(value, (list, tuple)) else []), \
+                argument.real_type.getElementType().kind()
+        else:
+            values = [value]
+        if kind in _PLAIN_NUMBERS and any(isinstance(v, (torch.SymInt, torch.SymFloat))
+                                          for v in values):
+            return True
+    return False
+
+
+def _run_on_hints(target: Any, args: tuple, kwargs: dict) -> Any:
+    """``target``'s fake result where its schema takes plain numbers for symbols: run on the
+    symbols' example values, then each result dim equal to one of those values is that symbol
+    again (a window of n values has n). A value two symbols share maps back to neither."""
+    symbols: dict[int, Any] = {}
+
+    def hint(value):
+        if isinstance(value, torch.SymInt) and value.node.has_hint():
+            known = symbols.setdefault(value.node.hint, value)
+            if known is not None and known.node.expr != value.node.expr:
+                symbols[value.node.hint] = None  # ambiguous
+            return value.node.hint
+        if isinstance(value, torch.SymFloat) and value.node.has_hint():
+            return value.node.hint
+        return value
+
+    concrete_args, concrete_kwargs = pytree.tree_map(hint, (args, kwargs))
+    result = _run_keeping_inputs(target, concrete_args, concrete_kwargs)
+    if not isinstance(result, torch.Tensor):
+        return result
+    # (No comparison of a symbol with a number here: it would be a guard fixing the symbol.)
+    sizes = [symbols[size] if isinstance(size, int) and symbols.get(size) is not None
+             else size for size in result.shape]
+    if all(a is b for a, b in zip(sizes, result.shape)):
+        return result
+    return result.new_empty(sizes)
 
 
 def _eliminate_dead_code(graph: torch.fx.Graph) -> None:

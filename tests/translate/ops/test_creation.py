@@ -160,3 +160,30 @@ def test_eye(case, dynamo, opset):
         {"x": {0: "n", 1: "n"}} if x.dim() == 2 else None
     check(function, x, dynamo=dynamo, opset=opset, input_names=["x"], dynamic_axes=dynamic,
           run_with=others)
+
+
+LINSPACES = [(0, 1, 5, None), (-3.5, 7.25, 11, None), (2, 2, 1, None), (-1, 3, 1, None),
+             (0, 10, 4, torch.int64),
+             (-7, 3, 6, torch.int32), (1, 0, 7, torch.float64), (0, 1, 0, None)]
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("start, end, steps, dtype", LINSPACES)
+def test_linspace_counts_and_rounds_as_torch(start, end, steps, dtype, dynamo):
+    check(lambda x: torch.linspace(start, end, steps, dtype=dtype) + x,
+          torch.zeros(1, dtype=dtype or torch.float32), dynamo=dynamo)
+
+
+WINDOWS_OF_A_SIZE = {
+    "linspace": lambda x: torch.linspace(-1, 2, x.size(0)) + x,
+    "hann_window": lambda x: torch.hann_window(x.size(0)) * x,
+    "hann_window not periodic": lambda x: torch.hann_window(x.size(0), periodic=False) * x,
+}
+
+
+@pytest.mark.parametrize("function", WINDOWS_OF_A_SIZE.values(), ids=WINDOWS_OF_A_SIZE.keys())
+def test_a_count_taken_as_a_plain_int_follows_a_dynamic_size_on_the_torchscript_path(function):
+    # linspace's steps and hann_window's length are `int` in torch's schema, not SymInt:
+    # propagating them as symbols fixed the dynamic size to the example's (the export failed).
+    check(function, torch.randn(5), dynamo=False, input_names=["x"],
+          dynamic_axes={"x": {0: "n"}}, run_with=[(torch.randn(8),), (torch.randn(1),)])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor
@@ -161,8 +163,51 @@ def hann_window(g, window_length, periodic=True, **_):
 
     torch's own values as a constant, window_length 1 included (torch makes it [1]): torch
     fixes the length at capture. torch 2.11 keeps this call whole; later ones decompose it."""
+    if isinstance(window_length, ir.Value):
+        return _hann_window_of_a_run_length(g, window_length, bool(periodic))
     window = torch.hann_window(int(window_length), periodic=bool(periodic), dtype=torch.float64)
     return as_tensor(g, window, dtype=expected_dtype(g))
+
+
+def _hann_window_of_a_run_length(g, length: ir.Value, periodic: bool) -> ir.Value:
+    """0.5 - 0.5 cos(2 pi i / d) for i < n, d = n (periodic) or n - 1, in double; [1] for
+    n = 1 as torch gives it: a length computed at run time (a traced size)."""
+    f64 = ir.DataType.DOUBLE
+    n = as_tensor(g, length, dtype=ir.DataType.INT64)
+    index = cast(g, g.op("Range", g.const(0, ir.DataType.INT64), n,
+                         g.const(1, ir.DataType.INT64)), f64)
+    denominator = cast(g, n, f64) if periodic else \
+        g.op("Sub", cast(g, n, f64), g.const(1.0, f64))
+    denominator = g.op("Max", denominator, g.const(1.0, f64))
+    angle = g.op("Div", g.op("Mul", index, g.const(2 * math.pi, f64)), denominator)
+    window = g.op("Sub", g.const(0.5, f64), g.op("Mul", g.const(0.5, f64), g.op("Cos", angle)))
+    window = g.op("Where", g.op("Equal", n, g.const(1, ir.DataType.INT64)),
+                  g.const(1.0, f64), window)
+    return cast(g, window, expected_dtype(g) or ir.DataType.FLOAT)
+
+
+@translates("aten::linspace")
+def linspace(g, start, end, steps, *_, **__):
+    """linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    torch's kernel, in double: start + i * step for the first half, end - (steps - 1 - i) *
+    step for the rest, step = (end - start) / (steps - 1), start alone for one step; the
+    count may be a run's value."""
+    f64, i64 = ir.DataType.DOUBLE, ir.DataType.INT64
+    dtype = expected_dtype(g) or ir.DataType.FLOAT
+    count = as_tensor(g, steps, dtype=i64)
+    first, last = as_tensor(g, start, dtype=f64), as_tensor(g, end, dtype=f64)
+    index = g.op("Range", g.const(0, i64), count, g.const(1, i64))
+    gaps = cast(g, g.op("Max", g.op("Sub", count, g.const(1, i64)), g.const(1, i64)), f64)
+    step = g.op("Div", g.op("Sub", last, first), gaps)
+    half = g.op("Div", count, g.const(2, i64))
+    from_start = g.op("Add", first, g.op("Mul", cast(g, index, f64), step))
+    before_end = cast(g, g.op("Sub", g.op("Sub", count, g.const(1, i64)), index), f64)
+    from_end = g.op("Sub", last, g.op("Mul", before_end, step))
+    # (One step is the start: torch's halfway point is 0 then.)
+    use_start = g.op("Or", g.op("Less", index, half), g.op("Equal", count, g.const(1, i64)))
+    values = g.op("Where", use_start, from_start, from_end)
+    return cast(g, values, dtype)
 
 
 @translates("aten::eye")
