@@ -116,9 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--trust-remote-code", action="store_true",
                        help="let from_pretrained run the model's own code from its folder or "
                             "the hub (only for a source you trust)")
-    model.add_argument("--cache-dir", metavar="FOLDER",
+    model.add_argument("--cache-dir", "--cache_dir", metavar="FOLDER",
                        help="from_pretrained's cache folder for hub ids (default: Hugging "
                             "Face's)")
+    model.add_argument("--revision", metavar="REV",
+                       help="the hub revision to load: a branch, tag or commit (default: main)")
+    model.add_argument("--subfolder", metavar="PATH",
+                       help="the model's folder inside the hub repository or local folder")
 
     inputs = export.add_argument_group("inputs and outputs")
     inputs.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS",
@@ -290,7 +294,8 @@ def check_options(options: argparse.Namespace) -> None:
     if not options.spec.startswith("transformers:"):
         from onnxport.cli.transformers_source import SIZE_OPTIONS
 
-        for option in [*SIZE_OPTIONS, "trust_remote_code", "cache_dir"]:
+        for option in [*SIZE_OPTIONS, "trust_remote_code", "cache_dir", "revision",
+                       "subfolder"]:
             if getattr(options, option) not in (None, False):
                 raise UsageError(f"--{option.replace('_', '-')} is for transformers:ID_OR_FOLDER "
                                  "models; give the example shape with --shape NAME=DIMS")

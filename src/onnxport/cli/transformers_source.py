@@ -77,13 +77,15 @@ def load(name: str, options) -> Built:
     name = os.path.expanduser(name)
     if looks_like_path and not os.path.isdir(name):
         raise UsageError(f"transformers:{name}: no such folder")
-    if looks_like_path and not os.path.isfile(os.path.join(name, "config.json")):
-        raise UsageError(f"transformers:{name}: the folder has no config.json (write one with "
-                         "model.save_pretrained(folder))")
+    folder = os.path.join(name, getattr(options, "subfolder", None) or "")
+    if looks_like_path and not os.path.isfile(os.path.join(folder, "config.json")):
+        raise UsageError(f"transformers:{name}: the folder {folder!r} has no config.json (write "
+                         "one with model.save_pretrained(folder))")
     # optimum-cli's options of the same names
     loading = {"trust_remote_code": bool(getattr(options, "trust_remote_code", False))}
-    if getattr(options, "cache_dir", None):
-        loading["cache_dir"] = options.cache_dir
+    for option in ("cache_dir", "revision", "subfolder"):
+        if getattr(options, option, None):
+            loading[option] = getattr(options, option)
     with _quiet_transformers(transformers):
         try:
             config = transformers.AutoConfig.from_pretrained(name, **loading)
