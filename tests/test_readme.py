@@ -140,3 +140,82 @@ def test_links_stay_in_the_repository(page):
         path = (ROOT / page).parent / target.split("#")[0]
         assert path.resolve().is_relative_to(ROOT), f"{page}: {target} leaves the repository"
         assert path.exists(), f"{page}: {target} does not exist"
+
+
+# -- the troubleshooting section quotes the messages users see ------------------------------
+def _unsupported_op(untranslated):
+    import torch
+
+    import onnxport
+
+    class QR(torch.nn.Module):
+        def forward(self, x):
+            return torch.geqrf(x)[0]
+
+    onnxport.export(QR(), (torch.randn(3, 3),))
+
+
+def _capture(untranslated):
+    import torch
+
+    import onnxport
+
+    class Branch(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+
+    onnxport.export(Branch(), (torch.randn(3),), dynamo=True)
+
+
+def _verification(untranslated):
+    import torch
+
+    import onnxport
+
+    class Noisy(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.rand_like(x)
+
+    onnxport.export(Noisy(), (torch.randn(2, 3),), verify=True)
+
+
+def _dynamic_axes(untranslated):
+    import warnings
+
+    import torch
+
+    import onnxport
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        onnxport.export(torch.nn.Linear(3, 2), (torch.randn(2, 3),), input_names=["x"],
+                        dynamic_axes={"inp": {0: "batch"}})
+
+
+def _inputs_do_not_fit(untranslated):
+    import torch
+
+    import onnxport
+
+    onnxport.export(torch.nn.Linear(4, 2), (torch.randn(2, 5),))
+
+
+@pytest.mark.parametrize("number, quoted, cause", [
+    (1, "unsupported op(s) at opset 18: aten::", _unsupported_op),
+    (2, "torch.export could not capture the model", _capture),
+    (3, "ONNX Runtime's outputs differ from PyTorch's (rtol 0.001, atol 0.0001)", _verification),
+    (4, "which is neither an input nor an output of this export", _dynamic_axes),
+    (5, "the example inputs do not fit the model: it fails on them in PyTorch itself (eager)",
+     _inputs_do_not_fit),
+])
+def test_troubleshooting_quotes_the_real_messages(number, quoted, cause, untranslated):
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Troubleshooting"):readme.index("## Supported versions")]
+    heading = re.search(rf"^\*\*{number}\. `(.*?)`", section, re.M | re.S).group(1)
+    assert quoted in " ".join(heading.split()), heading
+    with pytest.raises(Exception) as raised:
+        cause(untranslated)
+    message = " ".join(str(raised.value).split())  # the first line and the report below it
+    assert quoted.split(" aten::")[0] in message, message
+    if number == 4:
+        assert "Its inputs are x" in message
