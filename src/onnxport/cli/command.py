@@ -297,8 +297,10 @@ def check_options(options: argparse.Namespace) -> None:
         for option in [*SIZE_OPTIONS, "trust_remote_code", "cache_dir", "revision",
                        "subfolder"]:
             if getattr(options, option) not in (None, False):
+                hint = "; give the example shape with --shape NAME=DIMS" \
+                    if option in SIZE_OPTIONS else ""
                 raise UsageError(f"--{option.replace('_', '-')} is for transformers:ID_OR_FOLDER "
-                                 "models; give the example shape with --shape NAME=DIMS")
+                                 f"models{hint}")
     check_spec(options.spec)
     check_output(options.output)
 
@@ -376,8 +378,7 @@ def run_export(options: argparse.Namespace, started: float, run: _Run) -> int:
                 output_names=options.output_names, opset_version=options.opset,
                 verify=options.verify and not own_tolerance, optimize=options.optimize,
                 external_data=False if options.no_external_data else None,
-                fallback=not options.no_fallback,
-                on_stage=stages.begin)
+                fallback=not options.no_fallback, on_stage=stages.begin)
             if own_tolerance:
                 _verify_and_save(program, built, options, stages.begin)
         from onnxport.program import side_files
