@@ -387,6 +387,8 @@ def test_help_states_the_api_defaults():
     (["--dynamic-axes", "{}"], "unknown option --dynamic-axes; did you mean --dynamic-batch"),
     (["--verfy"], "unknown option --verfy; did you mean --verify?"),
     (["--no-optimise"], "did you mean --no-optimize?"),
+    (["--fp16"], "unknown option --fp16; did you mean --dtype fp16?"),
+    (["--library-name", "timm"], "did you mean the SPEC's prefix (transformers:ID, timm:NAME"),
 ])
 def test_an_unknown_option_names_the_closest(factory, tmp_path, capsys, option, expected):
     assert main(["export", f"{factory}:mlp", "-o", str(tmp_path / "m.onnx"), *option]) == 2

@@ -50,8 +50,7 @@ HINTS = {
     "--dynamic-shapes": "--dynamic-batch (axis 0 of every input) or --dynamic NAME:AXIS=LABEL",
     "--model": "SPEC, the first argument (e.g. onnxport export transformers:ID -o FILE)",
     "--fp16": "--dtype fp16",
-    "--framework": "nothing: onnxport exports PyTorch models only",
-    "--library-name": "the SPEC's prefix (transformers:, timm:, torchvision:)",
+    "--library-name": "the SPEC's prefix (transformers:ID, timm:NAME, torchvision:NAME)",
 }
 
 
