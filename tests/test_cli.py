@@ -420,6 +420,28 @@ def test_ctrl_c_exits_130_with_one_line_and_no_file(factory, tmp_path, when):
     assert sorted(set(os.listdir(tmp_path)) - {"__pycache__"}) == ["models.py"]
 
 
+def test_ctrl_c_as_main_takes_over_the_handler_is_handled(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C that arrives just as main() installs Python's handler (it is raised on the way
+    out of signal.signal) still gives one line and 130, not a traceback."""
+    from onnxport.__main__ import _interrupted_early
+
+    real, raised = signal.signal, []
+
+    def racing(signum, handler):
+        previous = real(signum, handler)
+        if handler is signal.default_int_handler and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt
+        return previous
+
+    monkeypatch.setattr(signal, "getsignal", lambda signum: _interrupted_early)
+    monkeypatch.setattr(signal, "signal", racing)
+    assert main(["export", "torchvision:resnet18", "-o", str(tmp_path / "r.onnx")]) == 130
+    assert raised
+    assert capsys.readouterr().err == "onnxport: interrupted (nothing was written)\n"
+    assert not os.listdir(tmp_path)
+
+
 # -- --verify, --weights, inputs and outputs -------------------------------------------------
 def test_a_failed_verify_writes_no_file_and_says_so(factory, tmp_path, capsys):
     output = tmp_path / "noisy.onnx"

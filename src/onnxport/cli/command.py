@@ -242,11 +242,12 @@ class _Run:
 
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
-    if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_interrupted_early":
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     run = _Run()
     json_output = False
     try:
+        # Inside the try: a Ctrl-C that arrives as the handler changes is handled below too.
+        if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_interrupted_early":
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
         parser = build_parser()
         try:
             options = parser.parse_args(argv)
