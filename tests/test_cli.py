@@ -65,8 +65,32 @@ FACTORY = textwrap.dedent("""
     def noisy():
         return Noisy(), (torch.randn(2, 8),)
 
+    class Eigenvectors(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.eigh(x)[1]  # EIGH LINE
+
+    def eigenvectors():
+        return Eigenvectors(), (torch.randn(3, 3),)
+
+    class Offset(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 2)
+
+        def forward(self, x, offset):
+            return self.fc(x) + offset  # OFFSET LINE
+
+    def misfit():  # an offset of batch 3 for an x of batch 2
+        return Offset(), (torch.randn(2, 4), torch.randn(3, 2))
+
     NOT_A_FUNCTION = 3
 """)
+
+
+def line_of(marker: str) -> int:
+    """The line of FACTORY (as written to models.py) that ends with the comment ``marker``."""
+    return next(number for number, line in enumerate(FACTORY.splitlines(), 1)
+                if line.endswith(f"# {marker}"))
 
 
 @pytest.fixture
@@ -185,6 +209,69 @@ def test_export_failure_is_exit_1_with_reason_first(factory, tmp_path, capsys, u
     assert not output.exists()
 
 
+def test_a_refused_op_names_the_line_that_uses_it(factory, tmp_path, capsys):
+    output = tmp_path / "eigh.onnx"
+    assert main(["export", f"{factory}:eigenvectors", "-o", str(output)]) == 1
+    line = error_line(capsys)
+    assert "eigen vectors are unique only up to sign" in line
+    assert f"(used at models.py:{line_of('EIGH LINE')} in forward)" in line
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("path", [[], ["--no-fallback"]])
+def test_inputs_that_do_not_fit_the_model_are_said_so(factory, tmp_path, capsys, path):
+    output = tmp_path / "misfit.onnx"
+    assert main(["export", f"{factory}:misfit", "-o", str(output), *path]) == 1
+    line = messages(capsys.readouterr().err)[0]  # each capture strategy's reason follows
+    assert line.startswith("onnxport: error: the example inputs do not fit the model")
+    assert "size of tensor a (2) must match the size of tensor b (3)" in line
+    assert f"models.py:{line_of('OFFSET LINE')} in forward" in line
+    assert "fallback=True" in line and "would not help" in line
+    assert not output.exists()
+
+
+def test_a_dynamic_axis_naming_nothing_lists_inputs_and_outputs(factory, tmp_path, capsys):
+    output = tmp_path / "mlp.onnx"
+    code = main(["export", f"{factory}:with_kwargs", "-o", str(output), "--dynamic", "inp:0=b"])
+    assert code == 2
+    line = error_line(capsys)
+    assert "--dynamic names 'inp', which is neither an input nor an output" in line
+    assert "Its inputs are x, scale" in line and "named by --input-names" in line
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("options, expected", [
+    (["--atol", "1e-3"], "--atol and --rtol are --verify's tolerances; add --verify"),
+    (["--verify", "--atol", "-1"], "'-1' is not a tolerance"),
+    (["--batch-size", "4"], "--batch-size is for transformers:ID_OR_FOLDER models"),
+    (["--sequence_length", "4"], "--sequence-length is for transformers:ID_OR_FOLDER models"),
+    (["--trust-remote-code"], "--trust-remote-code is for transformers:ID_OR_FOLDER models"),
+    (["--batch-size", "0"], "'0' is not a positive whole number"),
+])
+def test_optimum_style_options_are_checked(factory, tmp_path, capsys, options, expected):
+    assert main(["export", f"{factory}:mlp", "-o", str(tmp_path / "m.onnx"), *options]) == 2
+    assert expected in error_line(capsys)
+
+
+def test_verify_at_the_given_tolerance(factory, tmp_path, capsys):
+    output = tmp_path / "noisy.onnx"
+    # rand_like differs between the two runs by less than 1: loose enough, it passes
+    code = main(["export", f"{factory}:noisy", "-o", str(output), "--verify", "--atol", "1",
+                 "--rtol", "0", "--json"])
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["verification"]["passed"] and 0 < summary["verification"]["max_abs_diff"] < 1
+    assert "verify" in summary["stages"] and "save" in summary["stages"]
+    assert output.exists()
+    output.unlink()
+    assert main(["export", f"{factory}:noisy", "-o", str(output), "--verify",
+                 "--atol", "1e-6"]) == 1
+    lines = messages(capsys.readouterr().err)
+    assert lines[0].startswith(f"onnxport: error: --verify failed, so {output} was not written")
+    assert "atol 1e-06" in lines[0]
+    assert not output.exists()
+
+
 @pytest.mark.parametrize("spec, options, expected", [
     ("torchvision:no_such_net", [], "unknown torchvision model 'no_such_net'"),
     ("{dir}/missing.py:mlp", [], "no such file"),
@@ -300,6 +387,8 @@ def test_help_states_the_api_defaults():
     (["--dynamic-axes", "{}"], "unknown option --dynamic-axes; did you mean --dynamic-batch"),
     (["--verfy"], "unknown option --verfy; did you mean --verify?"),
     (["--no-optimise"], "did you mean --no-optimize?"),
+    (["--fp16"], "unknown option --fp16; did you mean --dtype fp16?"),
+    (["--library-name", "timm"], "did you mean the SPEC's prefix (transformers:ID, timm:NAME"),
 ])
 def test_an_unknown_option_names_the_closest(factory, tmp_path, capsys, option, expected):
     assert main(["export", f"{factory}:mlp", "-o", str(tmp_path / "m.onnx"), *option]) == 2
@@ -329,6 +418,31 @@ def test_ctrl_c_exits_130_with_one_line_and_no_file(factory, tmp_path, when):
     assert "Traceback" not in "".join(lines)
     assert messages("".join(lines)) == [lines[-1].strip()]
     assert sorted(set(os.listdir(tmp_path)) - {"__pycache__"}) == ["models.py"]
+
+
+def test_ctrl_c_as_main_takes_over_the_handler_is_handled(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C that arrives just as main() installs Python's handler (it is raised on the way
+    out of signal.signal) still gives one line and 130, not a traceback."""
+    from onnxport.__main__ import _interrupted_early
+
+    real, raised = signal.signal, []
+
+    def racing(signum, handler):
+        previous = real(signum, handler)
+        if handler is signal.default_int_handler and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt
+        return previous
+
+    monkeypatch.setattr(signal, "getsignal", lambda signum: _interrupted_early)
+    monkeypatch.setattr(signal, "signal", racing)
+    try:
+        code = main(["export", "torchvision:resnet18", "-o", str(tmp_path / "r.onnx")])
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt escaped main(): a traceback for the user")
+    assert code == 130 and raised
+    assert capsys.readouterr().err == "onnxport: interrupted (nothing was written)\n"
+    assert not os.listdir(tmp_path)
 
 
 # -- --verify, --weights, inputs and outputs -------------------------------------------------

@@ -197,7 +197,8 @@ def test_task_options_static_and_shape(tmp_path, capsys):
 
 @pytest.mark.parametrize("spec, options, expected", [
     ("transformers:{dir}/none", [], "no such folder"),
-    ("transformers:{dir}", [], "the folder has no config.json"),
+    ("transformers:{dir}", [], "has no config.json"),
+    ("transformers:{dir}", ["--subfolder", "sub"], "/sub' has no config.json"),
     ("transformers:{dir}", ["--task", "seq2seq-lmm"], "did you mean seq2seq-lm"),
 ])
 def test_transformers_usage_errors(tmp_path, capsys, spec, options, expected):
@@ -205,3 +206,26 @@ def test_transformers_usage_errors(tmp_path, capsys, spec, options, expected):
     assert code == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(err) == 1 and expected in err[0]
+
+
+def test_optimum_style_sizes_tolerances_and_no_dynamic_axes(tmp_path, capsys):
+    """optimum-cli's --batch_size/--sequence_length (either spelling), --no-dynamic-axes,
+    --atol and --subfolder: the example is made at those sizes and exported static."""
+    torch.manual_seed(0)
+    model = save(transformers.BertModel(transformers.BertConfig(
+        vocab_size=100, max_position_embeddings=64, **SMALL)), tmp_path / "repo" / "bert")
+    summary, proto = export(tmp_path / "repo", tmp_path / "bert.onnx", capsys,
+                            "--subfolder", "bert", "--no-dynamic-axes", "--batch_size", "3",
+                            "--sequence-length", "5", "--atol", "1e-3", "--trust-remote-code")
+    assert all(dims(value) == [3, 5] for value in proto.graph.input)
+    assert dims(proto.graph.output[0]) == [3, 5, 32]
+    assert "verify" in summary["stages"] and summary["verification"]["max_abs_diff"] < 1e-3
+    assert_file_matches_eager(tmp_path / "bert.onnx", model, {
+        "input_ids": ids(3, 5), "attention_mask": torch.ones(3, 5, dtype=torch.long),
+        "token_type_ids": torch.zeros(3, 5, dtype=torch.long)})
+    code = main(["export", f"transformers:{tmp_path / 'repo' / 'bert'}", "-o",
+                 str(tmp_path / "h.onnx"), "--height", "32"])
+    assert code == 2
+    assert "--height: no input of this model has a height dim (its inputs: input_ids batch x " \
+        "sequence" in capsys.readouterr().err
+    assert not (tmp_path / "h.onnx").exists()

@@ -1943,6 +1943,49 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
         def export():
             return capture_torch_export(model, args, kwargs, dynamic_shapes=dynamic_shapes,
                                         **options)
-    return capture_with_fallback(
-        export, lambda: capture_tracing(model, args, kwargs, **options), fallback=fallback,
-        trace_name="torchscript" if scripted else "tracing", warn_on_fallback=warn_on_fallback)
+    try:
+        return capture_with_fallback(
+            export, lambda: capture_tracing(model, args, kwargs, **options), fallback=fallback,
+            trace_name="torchscript" if scripted else "tracing",
+            warn_on_fallback=warn_on_fallback)
+    except CaptureError as error:
+        failure = eager_failure(model, args, kwargs)
+        if failure is None:
+            raise
+        # The cause first; what each capture strategy said stays below it.
+        raise CaptureError(
+            f"the example inputs do not fit the model: it fails on them in PyTorch itself "
+            f"(eager), so no capture can succeed: {failure}. Check the inputs' number, order, "
+            "shapes and dtypes against forward's parameters (export calls "
+            "model(*args, **kwargs)); fallback=True or dynamo=False would not help.\n"
+            + str(error)) from error
+
+
+def eager_failure(model: Any, args: tuple, kwargs: dict) -> str | None:
+    """Why ``model(*args, **kwargs)`` fails in eager PyTorch, with the line of model code, or
+    None when it runs (or cannot be run here: fake weights or inputs). Run only after every
+    capture failed, to tell inputs that do not fit the model from a capture problem; the
+    model's parameters and buffers are put back afterwards. (Scripted models are left out:
+    their failures are the converter's, read from their graph, not a run.)"""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from onnxport.capture.specialization import failure_location
+    from onnxport.verification.compare import preserved_state
+
+    module = model if isinstance(model, torch.nn.Module) else None
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    if module is not None:
+        tensors += [*module.parameters(), *module.buffers()]
+    scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+    if scripted or not callable(model) or any(isinstance(t, FakeTensor) or t.is_meta for t in tensors):
+        return None
+    args, kwargs = pytree.tree_map_only(torch.Tensor, torch.clone, (args, kwargs))
+    try:
+        with preserved_state(module), torch.no_grad():
+            model(*args, **kwargs)
+    except Exception as error:
+        lines = [line for line in str(error).strip().splitlines() if line.strip()]
+        location = failure_location(error)
+        return (f"{type(error).__name__}: {lines[0] if lines else ''}".strip()
+                + (f" (at {location})" if location else ""))
+    return None

@@ -49,11 +49,8 @@ HINTS = {
     "--dynamic-axes": "--dynamic-batch (axis 0 of every input) or --dynamic NAME:AXIS=LABEL",
     "--dynamic-shapes": "--dynamic-batch (axis 0 of every input) or --dynamic NAME:AXIS=LABEL",
     "--model": "SPEC, the first argument (e.g. onnxport export transformers:ID -o FILE)",
-    "--batch-size": "--shape NAME=DIMS (e.g. --shape input_ids=4x128)",
-    "--sequence-length": "--shape NAME=DIMS (e.g. --shape input_ids=4x128)",
-    "--height": "--shape pixel_values=1x3xHxW",
-    "--width": "--shape pixel_values=1x3xHxW",
     "--fp16": "--dtype fp16",
+    "--library-name": "the SPEC's prefix (transformers:ID, timm:NAME, torchvision:NAME)",
 }
 
 
@@ -82,6 +79,8 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from onnxport.cli.transformers_source import SIZE_OPTIONS
+
     parser = _ArgumentParser(
         prog=PROG, description="Export PyTorch models to ONNX with onnxport.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -113,12 +112,27 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the model's floating-point dtype (default: as built, fp32)")
     model.add_argument("--device", metavar="cpu|cuda[:N]",
                        help="where the model runs while it is captured (default: cpu)")
+    model.add_argument("--trust-remote-code", action="store_true",
+                       help="let from_pretrained run the model's own code from its folder or "
+                            "the hub (only for a source you trust)")
+    model.add_argument("--cache-dir", "--cache_dir", metavar="FOLDER",
+                       help="from_pretrained's cache folder for hub ids (default: Hugging "
+                            "Face's)")
+    model.add_argument("--revision", metavar="REV",
+                       help="the hub revision to load: a branch, tag or commit (default: main)")
+    model.add_argument("--subfolder", metavar="PATH",
+                       help="the model's folder inside the hub repository or local folder")
 
     inputs = export.add_argument_group("inputs and outputs")
     inputs.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS",
                         type=_parse_shape,
                         help="the example shape of an input, e.g. pixel_values=1x3x224x224 "
                              "(repeatable)")
+    for option, label in SIZE_OPTIONS.items():  # optimum-cli's spelling is taken too
+        spellings = dict.fromkeys([f"--{option.replace('_', '-')}", f"--{option}"])
+        inputs.add_argument(*spellings, type=_positive, metavar="N", dest=option,
+                            help=f"the example size of every input's {label} dim "
+                                 "(transformers models)")
     inputs.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS=LABEL",
                         type=_parse_dynamic,
                         help="make an axis of an input (or output) dynamic, named LABEL, e.g. "
@@ -126,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     inputs.add_argument("--dynamic-batch", action="store_true",
                         help="make axis 0 of every tensor input dynamic, named 'batch' (the "
                              "example batch stays 1)")
-    inputs.add_argument("--static", action="store_true",
+    inputs.add_argument("--static", "--no-dynamic-axes", action="store_true",
                         help="no dynamic axes: transformers models get dynamic batch and "
                              "sequence (or image size) by default")
     inputs.add_argument("--input-names", type=_parse_names, metavar="A,B,..",
@@ -140,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     exporting.add_argument("--verify", action="store_true",
                            help="run the model in ONNX Runtime and compare with PyTorch (rtol "
                                 "1e-3, atol 1e-4); on a mismatch FILE is not written")
+    exporting.add_argument("--atol", type=_tolerance, metavar="X",
+                           help="--verify's absolute tolerance (default: 1e-4 on the CPU, "
+                                "1e-3 on an accelerator)")
+    exporting.add_argument("--rtol", type=_tolerance, metavar="X",
+                           help="--verify's relative tolerance (default: 1e-3 on the CPU, "
+                                "1e-2 on an accelerator)")
     exporting.add_argument("--no-fallback", action="store_true",
                            help="fail when torch.export cannot capture the model, instead of "
                                 "falling back to tracing it (the TorchScript tracer's semantics)")
@@ -176,6 +196,22 @@ def _parse_dynamic(text: str) -> tuple[str, int, str]:
     return name, axis, label or f"{name}_dim{axis}"
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a tolerance (a number >= 0, e.g. 1e-4)")
+    return value
+
+
 def _parse_names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",")]
     if not all(names):
@@ -206,11 +242,12 @@ class _Run:
 
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
-    if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_interrupted_early":
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
     run = _Run()
     json_output = False
     try:
+        # Inside the try: a Ctrl-C that arrives as the handler changes is handled below too.
+        if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_interrupted_early":
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # from here: KeyboardInterrupt
         parser = build_parser()
         try:
             options = parser.parse_args(argv)
@@ -252,6 +289,18 @@ def check_options(options: argparse.Namespace) -> None:
         raise UsageError(f"--opset {options.opset}: opset_version={options.opset} is not "
                          f"supported; onnxport exports opsets {MIN_OPSET} to {MAX_OPSET}")
     options.shape = dict(options.shape)
+    if (options.atol is not None or options.rtol is not None) and not options.verify:
+        raise UsageError("--atol and --rtol are --verify's tolerances; add --verify")
+    if not options.spec.startswith("transformers:"):
+        from onnxport.cli.transformers_source import SIZE_OPTIONS
+
+        for option in [*SIZE_OPTIONS, "trust_remote_code", "cache_dir", "revision",
+                       "subfolder"]:
+            if getattr(options, option) not in (None, False):
+                hint = "; give the example shape with --shape NAME=DIMS" \
+                    if option in SIZE_OPTIONS else ""
+                raise UsageError(f"--{option.replace('_', '-')} is for transformers:ID_OR_FOLDER "
+                                 f"models{hint}")
     check_spec(options.spec)
     check_output(options.output)
 
@@ -316,15 +365,22 @@ def run_export(options: argparse.Namespace, started: float, run: _Run) -> int:
             sources.reshape_inputs(built, options.shape)
         dynamic_axes = dynamic_axes_of(built, options, names)
         stages.begin("arguments")
+        # With tolerances of its own, --verify is the command's: export, compare, then save.
+        own_tolerance = options.verify and (options.atol is not None or options.rtol is not None)
         with warnings.catch_warnings(record=True) as caught, _quiet_torch_logs():
             warnings.simplefilter("always")
+            # The API warns (one dynamic_axes dict may serve several calls); a command's
+            # --dynamic that names nothing is a mistake.
+            warnings.filterwarnings("error", message="dynamic_axes names ", category=UserWarning)
             program = onnxport.api.export(
-                built.model, built.args, output, kwargs=built.kwargs,
+                built.model, built.args, None if own_tolerance else output, kwargs=built.kwargs,
                 dynamic_axes=dynamic_axes or None, input_names=options.input_names,
                 output_names=options.output_names, opset_version=options.opset,
-                verify=options.verify, optimize=options.optimize,
+                verify=options.verify and not own_tolerance, optimize=options.optimize,
                 external_data=False if options.no_external_data else None,
                 fallback=not options.no_fallback, on_stage=stages.begin)
+            if own_tolerance:
+                _verify_and_save(program, built, options, stages.begin)
         from onnxport.program import side_files
 
         files = [output, *side_files(output)]
@@ -351,6 +407,26 @@ def run_export(options: argparse.Namespace, started: float, run: _Run) -> int:
     return 0
 
 
+def _verify_and_save(program, built, options, begin) -> None:
+    """--verify at --atol/--rtol (each left out: the device's default), then the save, which
+    happens only when every output matches."""
+    from onnxport.errors import VerificationError
+    from onnxport.verification.compare import format_report, tolerance_for, verify_program
+
+    begin("verify")
+    rtol, atol = tolerance_for(built.model, built.args, built.kwargs)
+    rtol = rtol if options.rtol is None else options.rtol
+    atol = atol if options.atol is None else options.atol
+    program.verification = verify_program(program, built.model, built.args, built.kwargs,
+                                          rtol=rtol, atol=atol)
+    if not all(result.passed for result in program.verification):
+        raise VerificationError(f"ONNX Runtime's outputs differ from PyTorch's (rtol {rtol:g}, "
+                                f"atol {atol:g}):\n" + format_report(program.verification))
+    begin("save")
+    program.save(options.output,
+                 external_data=False if options.no_external_data else None)
+
+
 def dynamic_axes_of(built, options, names: list[str]) -> dict[str, dict[int, str]]:
     """The source's default axes, then --dynamic-batch and --dynamic; none with --static. Keyed
     by the names given in --input-names when there are some."""
@@ -375,6 +451,12 @@ def _export_failed(error: BaseException, options) -> int:
     json_output = options.json
     if isinstance(error, UsageError | InvalidExportOptionsError):
         return _fail(str(error), code=2, json_output=json_output)
+    if isinstance(error, UserWarning) and str(error).startswith("dynamic_axes names "):
+        message = str(error).replace("dynamic_axes names", "--dynamic names", 1)
+        message = message.replace("; left out.", ".", 1).replace(
+            "named by input_names", "named by --input-names").replace(
+            "named by output_names", "named by --output-names")
+        return _fail(message, code=2, json_output=json_output)
     if isinstance(error, VerificationError):
         return _fail(f"--verify failed, so {options.output} was not written (export without "
                      f"--verify to keep it): {error}", code=1, json_output=json_output)

@@ -77,12 +77,18 @@ def load(name: str, options) -> Built:
     name = os.path.expanduser(name)
     if looks_like_path and not os.path.isdir(name):
         raise UsageError(f"transformers:{name}: no such folder")
-    if looks_like_path and not os.path.isfile(os.path.join(name, "config.json")):
-        raise UsageError(f"transformers:{name}: the folder has no config.json (write one with "
-                         "model.save_pretrained(folder))")
+    folder = os.path.join(name, getattr(options, "subfolder", None) or "")
+    if looks_like_path and not os.path.isfile(os.path.join(folder, "config.json")):
+        raise UsageError(f"transformers:{name}: the folder {folder!r} has no config.json (write "
+                         "one with model.save_pretrained(folder))")
+    # optimum-cli's options of the same names
+    loading = {"trust_remote_code": bool(getattr(options, "trust_remote_code", False))}
+    for option in ("cache_dir", "revision", "subfolder"):
+        if getattr(options, option, None):
+            loading[option] = getattr(options, option)
     with _quiet_transformers(transformers):
         try:
-            config = transformers.AutoConfig.from_pretrained(name)
+            config = transformers.AutoConfig.from_pretrained(name, **loading)
         except Exception as error:
             raise UsageError(f"cannot load the configuration of {name!r}: "
                              f"{_first_line(error)}") from None
@@ -90,7 +96,7 @@ def load(name: str, options) -> Built:
         model_class = _model_class(transformers, config, task, inferred=options.task is None)
         dtype = getattr(torch, DTYPES[options.dtype]) if options.dtype else torch.float32
         try:
-            model = model_class.from_pretrained(name, dtype=dtype)
+            model = model_class.from_pretrained(name, dtype=dtype, **loading)
         except Exception as error:
             raise ModelBuildError(f"{model_class.__name__}.from_pretrained({name!r}) failed: "
                                   f"{type(error).__name__}: {_first_line(error)}") from error
@@ -100,7 +106,7 @@ def load(name: str, options) -> Built:
     if hasattr(model.config, "use_cache"):
         model.config.use_cache = with_past  # a cache is returned only when it is asked for
     specs = input_specs(model, task)
-    sizes = _sizes(specs, options.shape)
+    sizes = _sizes(specs, options.shape, _label_sizes(options, specs))
     kwargs = make_inputs(model, specs, sizes, dtype=dtype, device=device, seed=0)
     if with_past:
         kwargs = _with_cache(model, kwargs, specs, sizes, dtype, device)
@@ -223,10 +229,33 @@ def _cache_geometry(config) -> tuple[int, int, int]:
     return kv_heads, head_dim, text.num_hidden_layers
 
 
-def _sizes(specs: list[InputSpec], shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
-    """The size of each label: the defaults, then those ``--shape`` gives; an input's static
-    dims that ``--shape`` changes become that input's own (``spec.dims`` is updated)."""
-    sizes = dict(SIZES)
+# --batch-size and the like (optimum-cli's names): the label whose example size each sets
+SIZE_OPTIONS = {"batch_size": "batch", "sequence_length": "sequence", "height": "height",
+                "width": "width"}
+
+
+def _label_sizes(options, specs: list[InputSpec]) -> dict[str, int]:
+    """The example sizes that --batch-size, --sequence-length, --height and --width give."""
+    labels = {dim for spec in specs for dim in spec.dims if isinstance(dim, str)}
+    sizes = {}
+    for option, label in SIZE_OPTIONS.items():
+        size = getattr(options, option, None)
+        if size is None:
+            continue
+        if label not in labels:
+            shapes = ", ".join(f"{s.name} {' x '.join(map(str, s.dims))}" for s in specs)
+            raise UsageError(f"--{option.replace('_', '-')}: no input of this model has a "
+                             f"{label} dim (its inputs: {shapes})")
+        sizes[label] = size
+    return sizes
+
+
+def _sizes(specs: list[InputSpec], shapes: dict[str, tuple[int, ...]],
+           label_sizes: dict[str, int] | None = None) -> dict[str, Any]:
+    """The size of each label: the defaults, then those of --batch-size and the like, then
+    those ``--shape`` gives; an input's static dims that ``--shape`` changes become that
+    input's own (``spec.dims`` is updated)."""
+    sizes = {**SIZES, **(label_sizes or {})}
     by_name = {spec.name: spec for spec in specs}
     for name, shape in shapes.items():
         spec = by_name.get(name)

@@ -283,8 +283,10 @@ class _Translator:
             g.arguments = torch.fx.node.map_arg(node.args, lambda n: n.meta.get("val"))
             try:
                 result = translation.function(g, *args, **kwargs)
-            except (TranslationError, UnsupportedOpsError):
+            except UnsupportedOpsError:
                 raise
+            except TranslationError as error:
+                raise _placed(error, _source_of(node)) from error.__cause__
             except Exception as error:
                 raise TranslationError(
                     f"translating {name} (node {node.name!r}"
@@ -612,6 +614,16 @@ def _clean_module_path(path: str) -> str:
     path = re.sub(r"^L\['self'\]\.?|^L__self__\.?", "", path)
     path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
     return path.strip(".")
+
+
+def _placed(error: TranslationError, place: str) -> TranslationError:
+    """``error`` with the user's line on its first line (a refusal raised inside a translation
+    knows the op, not where the model calls it)."""
+    message = str(error)
+    if place and place not in message:
+        first, newline, rest = message.partition("\n")
+        error.args = (f"{first} (used at {place}){newline}{rest}",)
+    return error
 
 
 def _source_of(node: torch.fx.Node) -> str:
