@@ -71,6 +71,7 @@ class GraphBuilder:
         # ONNX functions the graph calls (from symbolic functions' g.onnxscript_op).
         self.functions: dict[tuple, ir.Function] = {}
         self.provenance = Provenance()
+        self.node: Any = None  # the FX node being translated (None outside the translator)
         # What torch computed for the call being translated (a FakeTensor, SymInt, tuple...):
         # translations read output dtypes and symbolic sizes from it.
         self.expected: Any = None

@@ -273,6 +273,7 @@ class _Translator:
         g.provenance = Provenance(_scope_of(node), name, _source_of(node), node.name,
                                   node.meta.get("onnxport_decomposed_from", ""))
         g.expected = expected
+        g.node = node  # (read by translations that look at how their result is used)
         g.dim = self.dim
         args = torch.fx.node.map_arg(node.args, self._lookup)
         kwargs = torch.fx.node.map_arg(node.kwargs, self._lookup)

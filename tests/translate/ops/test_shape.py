@@ -293,43 +293,57 @@ def test_as_strided_scatter_through_overlapping_elements_is_refused():
               torch.randn(2, 2))
 
 
-# squeeze of a size known only at run time: torch drops the axis exactly when it is 1 then,
-# which an ONNX graph (of one rank) cannot follow. It keeps the capture's decision and fails
-# at run time where torch decides otherwise; it never answers in another shape.
+# squeeze of a size known only at run time: torch drops the axis exactly when it is 1 then.
+# A result the model only returns follows it with an If (its rank is known only at run time);
+# one that later ops use keeps the capture's decision, as an ONNX graph of one rank must, and
+# fails at run time where torch decides otherwise: it never answers in another shape.
 SQUEEZES = {"squeeze()": lambda x: x.squeeze(), "squeeze(0)": lambda x: x.squeeze(0),
             "squeeze(-3)": lambda x: x.squeeze(-3), "squeeze((0, 2))": lambda x: x.squeeze((0, 2))}
 
 
 @pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
 @pytest.mark.parametrize("function", SQUEEZES.values(), ids=SQUEEZES.keys())
-def test_squeeze_of_a_dynamic_axis(function, dynamo):
+def test_squeeze_of_a_dynamic_axis_that_is_returned_follows_torch(function, dynamo):
     program = check(function, torch.randn(2, 3, 1), input_names=["x"],
                     dynamic_axes={"x": {0: "n"}}, dynamo=dynamo,
-                    run_with=[(torch.randn(4, 3, 1),)])
-    with pytest.raises(Exception, match="squeeze_fails_when_axis_0_is_1"):
-        program(torch.randn(1, 3, 1))
+                    run_with=[(torch.randn(4, 3, 1),), (torch.randn(1, 3, 1),)])
+    assert "If" in op_types(program)
 
 
-def test_squeeze_of_a_dynamic_axis_that_is_1_in_the_example_warns_and_keeps_it():
-    """The TorchScript path: the trace dropped the axis at 1, its shapes say dynamic: kept,
-    right at every other size."""
-    with pytest.warns(UserWarning, match="dynamic and 1 in the example"):
-        program = onnxport.export(as_module(lambda x: x.squeeze(0)), (torch.randn(1, 3),),
-                                  input_names=["x"], dynamic_axes={"x": {0: "n"}}, dynamo=False)
-    x = torch.randn(2, 3)
-    assert torch.equal(program(x)[0], x)
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_squeeze_of_a_dynamic_axis_used_later_fails_where_torch_decides_otherwise(dynamo):
+    program = check(lambda x: x.squeeze(0).sum(-1), torch.randn(2, 3), input_names=["x"],
+                    dynamic_axes={"x": {0: "n"}}, dynamo=dynamo, run_with=[(torch.randn(4, 3),)])
     with pytest.raises(Exception, match="squeeze_fails_when_axis_0_is_1"):
         program(torch.randn(1, 3))
 
 
-def test_squeeze_of_a_size_read_from_input_values():
-    """torch.zeros(n[0], m[0]).squeeze(0): torch.export keeps the axis (its sizes are
-    unbacked); at n = 1 the graph now fails instead of answering (1, 3) for torch's (3,)."""
-    function = lambda n, m: torch.zeros(int(n[0]), int(m[0])).squeeze(0)  # noqa: E731
-    program = check(function, torch.tensor([2]), torch.tensor([3]),
-                    run_with=[(torch.tensor([4]), torch.tensor([5]))])
+def test_squeeze_of_a_dynamic_axis_that_is_1_in_the_example_warns_and_keeps_it():
+    """The TorchScript path: the trace dropped the axis at 1, its shapes say dynamic: kept
+    for the later op, right at every other size."""
+    with pytest.warns(UserWarning, match="dynamic and 1 in the example"):
+        program = onnxport.export(as_module(lambda x: x.squeeze(0) * 2), (torch.randn(1, 3),),
+                                  input_names=["x"], dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    x = torch.randn(2, 3)
+    assert torch.equal(program(x)[0], x * 2)
     with pytest.raises(Exception, match="squeeze_fails_when_axis_0_is_1"):
-        program(torch.tensor([1]), torch.tensor([3]))
+        program(torch.randn(1, 3))
+
+
+def test_a_returned_squeeze_of_an_axis_that_is_1_in_the_example_follows_torch():
+    # (The TorchScript path: torch.export fixes an axis that squeeze reads at 1.)
+    check(lambda x: x.squeeze(0), torch.randn(1, 3), input_names=["x"],
+          dynamic_axes={"x": {0: "n"}}, dynamo=False,
+          run_with=[(torch.randn(2, 3),), (torch.randn(1, 3),)])
+
+
+@pytest.mark.parametrize("first", [2, 1])
+def test_squeeze_of_a_size_read_from_input_values(first):
+    """torch.zeros(n[0], m[0]).squeeze(0), as torch's exporter tests have it, from either
+    side: the returned result takes torch's shape at n = 1 and at other n."""
+    function = lambda n, m: torch.zeros(int(n[0]), int(m[0])).squeeze(0)  # noqa: E731
+    check(function, torch.tensor([first]), torch.tensor([3]),
+          run_with=[(torch.tensor([4]), torch.tensor([5])), (torch.tensor([1]), torch.tensor([3]))])
 
 
 def test_squeeze_of_static_axes_is_one_squeeze():

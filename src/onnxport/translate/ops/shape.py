@@ -240,6 +240,15 @@ def squeeze_(g, self, dim=None):
     # output's rank says how); the graph follows it and fails at run time, never answers in
     # another shape, at a size where torch decides otherwise.
     unknown = [a for a in candidates if not isinstance(shape[a], int)]
+    if unknown and _only_returned(g):
+        # Returned as it is: the graph can decide at run time, as torch does, since no later
+        # op depends on the rank.
+        known = [a for a in axes if a not in unknown]
+        if known:
+            self = squeeze(g, self, known)
+        for axis in sorted(unknown, reverse=True):  # (counted after the known ones went)
+            self = _squeeze_if_one(g, self, axis - sum(a < axis for a in known))
+        return self
     out_rank = expected_rank(g)
     dropped = r - len(axes) - out_rank if out_rank is not None and unknown else 0
     if dropped == len(unknown):
@@ -262,6 +271,27 @@ def squeeze_(g, self, dim=None):
     if not axes:
         return self
     return squeeze(g, self, axes)
+
+
+def _only_returned(g) -> bool:
+    """Whether the result of the call being translated is only returned by the model."""
+    node = g.node
+    return node is not None and bool(node.users) and all(
+        user.op == "output" for user in node.users) and g.graph is g.root_graph
+
+
+def _squeeze_if_one(g, x: ir.Value, axis: int) -> ir.Value:
+    """``x`` without axis ``axis`` when that axis is 1 at run time, else ``x``: an If whose
+    result's rank is known only then (torch.onnx's form from opset 11)."""
+    size = g.op("Slice", g.op("Shape", x), g.const([axis]), g.const([axis + 1]))
+    is_one = g.op("Squeeze", g.op("Equal", size, g.const([1])), g.const([0]))
+    dropped = g.subgraph(f"{g.provenance.value_prefix or 'squeeze'}_dropped")
+    dropped.graph.outputs.append(dropped.op("Squeeze", x, dropped.const([axis])))
+    kept = g.subgraph(f"{g.provenance.value_prefix or 'squeeze'}_kept")
+    kept.graph.outputs.append(kept.op("Identity", x))
+    out = g.op("If", is_one, then_branch_g=dropped.graph, else_branch_g=kept.graph)
+    out.dtype, out.shape = x.dtype, None
+    return out
 
 
 def _example_size(g, axis: int) -> int | None:
