@@ -35,6 +35,8 @@ _IGNORED_TARGETS = {
     "aten::_assert_scalar.default",
 }
 
+_QUANTIZED_AS = {torch.quint8: torch.uint8, torch.qint8: torch.int8, torch.qint32: torch.int32}
+
 _SOURCE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
@@ -362,7 +364,10 @@ class _Translator:
             value.shape = ir.Shape([*(self.dim(d) for d in meta.shape), 2])
             value.meta["complex"] = True
         elif isinstance(meta, torch.Tensor):
-            value.dtype = from_torch_dtype(meta.dtype)
+            # A quantized tensor is its integers in the graph (ops/quantized.py), whatever
+            # dtype the fake run gave it (torch.export's is float).
+            if "onnxport.quantization" not in value.meta:
+                value.dtype = from_torch_dtype(_QUANTIZED_AS.get(meta.dtype, meta.dtype))
             value.shape = ir.Shape([self.dim(d) for d in meta.shape])
         elif isinstance(meta, torch.SymInt):
             # SymInts live in the graph as 1-D int64 tensors of one element.

@@ -16,7 +16,7 @@ import torch
 import onnxport
 import onnxport.errors
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-from op_check import BOTH_PATHS, PATH_IDS, check, op_types
+from op_check import BOTH_PATHS, PATH_IDS, as_module, check, op_types
 
 quantization = torch.ao.quantization
 
@@ -333,3 +333,22 @@ def test_fake_quantize(function, dynamo):
     x[0, 0, :3] = torch.tensor([0.25, 0.35, -0.05])  # halves of a step of 0.1
     # (Static sizes: torch.export cannot capture fake quantization at symbolic sizes.)
     check(function, x, dynamo=dynamo)
+
+
+def _round_trip(x):
+    q = torch.quantize_per_tensor(x, 0.05, 10, torch.quint8)
+    s = torch.quantize_per_tensor(x * 2, 0.1, -3, torch.qint8)
+    return q.dequantize(), s.dequantize() + 1
+
+
+def test_torch_quantize_per_tensor_round_trip():
+    # torch.quantize_per_tensor then dequantize: QuantizeLinear and
+    # DequantizeLinear with the call's scale and zero point (an unsupported op before).
+    program = check(_round_trip, torch.randn(3, 8) * 4)
+    assert {"QuantizeLinear", "DequantizeLinear"} <= set(op_types(program))
+
+
+def test_dequantize_of_a_quantized_input_is_a_clear_error():
+    x = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.quint8)
+    with pytest.raises(Exception, match="quantize"):
+        onnxport.export(as_module(lambda q: q.dequantize()), (x,))

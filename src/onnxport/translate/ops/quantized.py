@@ -237,3 +237,54 @@ def fake_quantize_per_channel_affine_cachemask(g, self, scale, zero_point, axis,
                                                quant_max):
     """fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
     return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis)
+
+
+# torch's quantized dtypes as the integers QuantizeLinear makes.
+_QUANTIZED = {torch.quint8: torch.uint8, torch.qint8: torch.int8}
+_QUANTIZATION = "onnxport.quantization"  # a quantized value's (scale, zero point) values
+
+
+def _quantized_as_integer(dtype):
+    if isinstance(dtype, int):
+        from onnxport._type_utils import JitScalarType
+
+        dtype = JitScalarType(dtype).dtype()
+    if dtype not in _QUANTIZED:
+        raise TranslationError(f"torch.quantize_per_tensor to {dtype} has no ONNX form "
+                               "(quint8 and qint8 do)")
+    return _QUANTIZED[dtype]
+
+
+@translates("aten::quantize_per_tensor", "aten::quantize_per_tensor.tensor_qparams",
+            since_opset=13)
+def aten_quantize_per_tensor(g, self, scale, zero_point, dtype):
+    """quantize_per_tensor(Tensor self, float scale, int zero_point, ScalarType dtype) -> Tensor
+
+    A quantized tensor is its integers here (QuantizeLinear's output); its scale and zero point
+    travel with the value for dequantize to read."""
+    integer = _integer_dtype(g, _quantized_as_integer(dtype))
+    x = _float_input(g, self)
+    scale, zero_point = _scale(g, scale, x.dtype), _zero_point(g, zero_point, integer)
+    q = g.op("QuantizeLinear", x, scale, zero_point)
+    q.dtype = integer
+    q.meta[_QUANTIZATION] = (scale, zero_point)
+    return q
+
+
+def _quantization_of(value: ir.Value, what: str) -> tuple[ir.Value, ir.Value]:
+    found = value.meta.get(_QUANTIZATION)
+    if found is None:
+        raise TranslationError(f"{what} of a quantized tensor that torch.quantize_per_tensor "
+                               "did not make in the model (a quantized input or weight) has "
+                               "no ONNX form yet; quantize inside the model")
+    return found
+
+
+@translates("aten::dequantize.self")
+def aten_dequantize(g, self):
+    """dequantize.self(Tensor self) -> Tensor"""
+    scale, zero_point = _quantization_of(self, "torch.dequantize")
+    y = g.op("DequantizeLinear", self, scale, zero_point)
+    y.dtype = scale.dtype
+    return cast(g, y, ir.DataType.FLOAT)
+
