@@ -1,0 +1,311 @@
+"""The behaviours torch's own TorchScript-exporter tests check (issue 18), as small models of our
+own: each exported on the default path and on dynamo=False, run in ONNX Runtime at the example
+and at other sizes or values, and compared with eager."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Dict, List, Tuple
+
+import pytest
+import torch
+from torch import nn
+
+import onnxport
+
+R = torch.randn
+
+
+class _Call(nn.Module):
+    """A function as a module of one to three tensor inputs (named x, y, z)."""
+
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+
+class _One(_Call):
+    def forward(self, x):
+        return self.function(x)
+
+
+class _Two(_Call):
+    def forward(self, x, y):
+        return self.function(x, y)
+
+
+class _Three(_Call):
+    def forward(self, x, y, z):
+        return self.function(x, y, z)
+
+
+def _module(function, inputs):
+    return [_One, _Two, _Three][len(inputs) - 1](function)
+
+
+def _arange_out(x):
+    out = torch.empty(0, dtype=torch.long)
+    torch.arange(x.size(0), out=out)
+    return out + 1
+
+
+def _index_put_mask(x):
+    x = x.clone()
+    x[x > 0] = 0.0
+    return x
+
+
+def _index_put_positions(x, i, v):
+    x = x.clone()
+    x[i] = v
+    return x
+
+
+N = {"x": {0: "n"}}
+# name: (function, example inputs, other inputs, dynamic_axes by input name x, y, z)
+CASES = {
+    # data-dependent sizes and values
+    "arange of a size": (lambda x: torch.arange(x.size(0)) + x, (R(5),), [(R(7),)], N),
+    "arange of a tensor bound": (lambda n: torch.arange(n), (torch.tensor(6),),
+                                 [(torch.tensor(3),)], None),
+    "arange with float bounds": (lambda x: torch.arange(2.5, x.size(0) + 0.5, 0.5), (R(5),),
+                                 [(R(8),)], N),
+    "arange float step": (lambda x: torch.arange(-1, 1, 0.25) + x[0], (R(3),), [], None),
+    "arange out=": (_arange_out, (R(5),), [(R(6),)], N),
+    "boolean mask index": (lambda x: x[x > 0], (R(3, 4),), [(R(5, 4),)], N),
+    "index_put by a boolean mask": (_index_put_mask, (R(3, 4),), [(R(5, 4),)], N),
+    "index_put at dynamic positions": (
+        _index_put_positions, (R(5, 3), torch.tensor([0, 2]), R(2, 3)),
+        [(R(7, 3), torch.tensor([1, 4, 6]), R(3, 3))],
+        {"x": {0: "n"}, "y": {0: "k"}, "z": {0: "k"}}),
+    "nonzero": (lambda x: torch.nonzero(x > 0), (R(3, 4),), [(R(5, 4),)], N),
+    "repeat_interleave by a tensor": (lambda x, r: torch.repeat_interleave(x, r, dim=0),
+                                      (R(3, 2), torch.tensor([1, 2, 3])),
+                                      [(R(3, 2), torch.tensor([0, 4, 1]))], None),
+    "sizes multiplied": (lambda x: x.view(x.size(0) * x.size(1)), (R(3, 4),), [(R(5, 2),)],
+                         {"x": {0: "n", 1: "m"}}),
+    "zeros sized by a product": (lambda x, y: torch.zeros(x.size(0) * y.size(1)),
+                                 (R(3, 4), R(2, 5)), [(R(4, 4), R(2, 6))],
+                                 {"x": {0: "n"}, "y": {1: "m"}}),
+    "item as a size": (lambda x, n: x[: n.item()], (R(6, 2), torch.tensor(3)), [], None),
+    "narrow by a size": (lambda x: x.narrow(0, 1, x.size(0) - 2), (R(6, 2),), [(R(9, 2),)], N),
+    "chunk of a dynamic axis": (lambda x: x.chunk(3, dim=0)[0], (R(6, 2),),
+                                [(R(3, 2),), (R(7, 2),)], N),
+    "baddbmm of dynamic sizes": (lambda x: torch.baddbmm(x, x, x.transpose(1, 2)),
+                                 (R(2, 3, 3),), [(R(4, 5, 5),)], {"x": {0: "b", 1: "n", 2: "n"}}),
+    "linspace of a size": (lambda x: torch.linspace(0, 1, x.size(0)) + x, (R(5),), [(R(8),)],
+                           N),
+    "topk by a size": (lambda x, y: torch.topk(x, y.size(0))[0], (R(8), R(3)), [(R(8), R(5))],
+                       {"y": {0: "k"}}),
+    "expand by a size": (lambda x, y: x.expand(y.size(0), -1), (R(1, 3), R(4)),
+                         [(R(1, 3), R(6))], {"y": {0: "k"}}),
+    # ops
+    "meshgrid ij": (lambda x: torch.meshgrid(x, x[:2], indexing="ij"), (R(3),), [], None),
+    "eye(n) of a size": (lambda x: torch.eye(x.size(0)) + x, (R(3, 3),), [(R(4, 4),)],
+                         {"x": {0: "n", 1: "n"}}),
+    "eye(n, m) of sizes": (lambda x: torch.eye(x.size(0), x.size(1)) + x, (R(3, 4),),
+                           [(R(5, 2),)], {"x": {0: "n", 1: "m"}}),
+    "conv_tbc": (lambda x, w, b: torch.conv_tbc(x, w, b, 1), (R(5, 2, 3), R(3, 3, 4), R(4)),
+                 [], None),
+    "fake_quantize per tensor": (
+        lambda x: torch.fake_quantize_per_tensor_affine(x, 0.1, 3, 0, 255), (R(3, 4),), [],
+        None),
+    "fake_quantize per channel": (
+        lambda x: torch.fake_quantize_per_channel_affine(
+            x, torch.tensor([0.1, 0.2, 0.3]), torch.tensor([0, 1, 2], dtype=torch.int32), 0,
+            -128, 127), (R(3, 4),), [], None),
+    "hann_window not periodic": (lambda x: torch.hann_window(x.size(0), periodic=False) + x,
+                                 (R(5),), [], None),
+    "stft": (lambda x: x.stft(16, return_complex=False), (R(64),), [], None),
+    "std unbiased=False": (lambda x: x.std(unbiased=False), (R(3, 4),), [], None),
+    "var_mean along a dim": (lambda x: torch.var_mean(x, 1, unbiased=False), (R(3, 4),), [],
+                             None),
+    "index_select of a 0-d index": (lambda x: torch.index_select(x, 1, torch.tensor(2)),
+                                    (R(3, 4),), [], None),
+    "argmax keepdim without dim": (lambda x: x.argmax(keepdim=True), (R(2, 3, 4),), [], None),
+    "squeeze of a size read from values": (
+        lambda n, m: torch.zeros(n[0], m[0]).squeeze(0), (torch.tensor([1]), torch.tensor([4])),
+        [(torch.tensor([3]), torch.tensor([4]))], None),
+    "reshape by a 0-d tensor": (lambda x, y: x.reshape(y, -1), (R(4, 3), torch.tensor(2)), [],
+                                None),
+}
+
+
+def _flat(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _flat(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _flat(item)]
+    return [torch.tensor(value)]
+
+
+def _export_and_compare(model, inputs, others, dynamic_axes, dynamo, input_names=None):
+    names = input_names or ["x", "y", "z"][:len(inputs)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = onnxport.export(model, inputs, input_names=names, dynamic_axes=dynamic_axes,
+                                  dynamo=dynamo)
+    for given in [inputs, *others]:
+        with torch.no_grad():
+            expected = _flat(model(*given))
+        actual = program(*given)
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert a.shape == e.shape
+            torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4, check_dtype=False)
+    return program
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("name", CASES)
+def test_behaviour(name, dynamo):
+    function, inputs, others, axes = CASES[name]
+    torch.manual_seed(0)
+    if name == "item as a size" and dynamo is False:
+        # The tracer itself fixes a number read with .item() (torch.onnx's trace too).
+        others = []
+    if name == "linspace of a size" and dynamo is None:
+        pytest.xfail("torch.export fixes a size given to an int parameter (linspace's steps) "
+                     "to the example's; the default path does not yet trace instead")
+    _export_and_compare(_module(function, inputs), inputs, others, axes, dynamo)
+
+
+# scripted code, alone and inside traced models
+@torch.jit.script
+def _sign_step(x):
+    if bool(x.sum() > 0):
+        return x + 1
+    return x - 1
+
+
+@torch.jit.script
+def _by_rank(x):
+    if x.dim() == 2:
+        return x.sum(0)
+    return x
+
+
+class _ScriptedInside(nn.Module):
+    def forward(self, x):
+        return _sign_step(x) * 2 + _by_rank(x)
+
+
+class _Counting(nn.Module):
+    def forward(self, x):
+        count = 0
+        for i in range(x.size(0)):
+            x = x + i
+            count += 1
+        return x * count
+
+
+class _While(nn.Module):
+    def forward(self, x):
+        while bool(x.sum() < 10):
+            x = x + 1
+        return x
+
+
+class _Numbers(nn.Module):
+    def forward(self, x, n: int, flag: bool, shift: float):
+        if flag:
+            return x * n + shift
+        return x
+
+
+class _DictOut(nn.Module):
+    def forward(self, x) -> Dict[str, torch.Tensor]:
+        return {"a": x + 1, "b": x * 2}
+
+
+class _NestedOut(nn.Module):
+    def forward(self, x) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        return x + 1, [x * 2, x * 3]
+
+
+SCRIPTED = {
+    "scripted functions branching on values and rank": (
+        _ScriptedInside, False, (R(3, 4),), [(-R(3, 4).abs() - 1,)], None),
+    "for loop over a size carrying a count": (_Counting, True, (R(3),), [(R(5),)], N),
+    "while loop with a computed condition": (_While, True, (R(3),), [(R(3) - 5,)], None),
+    "int, bool and float inputs": (_Numbers, True, (R(3), 2, True, 0.5), [], None),
+    "dict output": (_DictOut, True, (R(3),), [], None),
+    "tuple and list outputs": (_NestedOut, True, (R(3),), [], None),
+}
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("name", SCRIPTED)
+def test_scripted(name, dynamo):
+    cls, script, inputs, others, axes = SCRIPTED[name]
+    model = torch.jit.script(cls()) if script else cls()
+    tensors = tuple(t for t in inputs if isinstance(t, torch.Tensor))
+    program = _export_and_compare(model, inputs, [], axes, dynamo, input_names=["x"])
+    numbers = inputs[len(tensors):]
+    for given in others:
+        with torch.no_grad():
+            expected = _flat(model(*given, *numbers))
+        for a, e in zip(program(*given), expected):
+            torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+
+
+# inputs and outputs as the TorchScript exporter keeps them
+class _Unused(nn.Module):
+    def forward(self, x, y, z):
+        return x + 1
+
+
+class _DictIn(nn.Module):
+    def forward(self, x, d: Dict[str, torch.Tensor]):
+        return x + d["a"] * d["b"]
+
+
+class _Nested(nn.Module):
+    def forward(self, x):
+        return x + 1, [x * 2, (x * 3, x * 4)]
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_unused_inputs_stay_inputs(dynamo):
+    x = R(3)
+    program = onnxport.export(_Unused(), (x, x, x), dynamo=dynamo)
+    assert [i.name for i in program.model.graph.inputs] == ["x", "y", "z"]
+    torch.testing.assert_close(program(x, x, x)[0], x + 1)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_dict_input_before_an_empty_keyword_dict(dynamo):
+    # torch.onnx's convention: args ending in {} give the dict before it as a positional input.
+    x, a, b = R(3), R(3), R(3)
+    program = onnxport.export(_DictIn(), (x, {"a": a, "b": b}, {}), dynamo=dynamo)
+    torch.testing.assert_close(program(x, a, b)[0], x + a * b)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_outputs_nested_in_tuples_and_lists_flatten_in_order(dynamo):
+    x = R(3)
+    program = onnxport.export(_Nested(), (x,), dynamo=dynamo)
+    for a, e in zip(program(x), _flat(_Nested()(x))):
+        torch.testing.assert_close(a, e)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_dynamic_axes_naming_an_input_the_call_does_not_have_warns(dynamo):
+    class Recurrent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(5, 4)
+
+        def forward(self, x):
+            return self.rnn(x)[0]
+
+    model = Recurrent().eval()
+    with pytest.warns(UserWarning, match="seq_lengths"):
+        program = onnxport.export(model, (R(5, 3, 5),), input_names=["input"], dynamo=dynamo,
+                                  dynamic_axes={"input": {0: "steps", 1: "batch"},
+                                                "seq_lengths": {0: "batch"}})
+    x = R(7, 2, 5)
+    with torch.no_grad():
+        torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
