@@ -1,0 +1,164 @@
+"""In-place writes that scripted control flow makes to tensors from outside it, made values.
+
+``if cond: x[i] = 0`` in scripted code writes into ``x``, a tensor the branch did not make;
+``for ...: x.add_(1)`` does so once per iteration. ONNX If and Loop bodies cannot write into
+their surroundings, and torch's TorchScript converter refuses such writes. Here each write
+becomes its functional op (``index_put_`` -> ``index_put``), the written tensor's new value
+leaves the branch as an output of the If (the other branch passing the old value) or the loop
+as a carried value, and what follows reads that output: the graph says with values what the
+writes did. Nested control flow is rewritten innermost first; its outputs count as writes in
+the block around it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_CONTROL_FLOW = ("prim::If", "prim::Loop")
+
+
+def functionalize_writes(graph: torch._C.Graph) -> None:
+    """Rewrite ``graph`` (a TorchScript graph) in place; see the module's docstring."""
+    _rewrite_nodes(graph, graph.block(), {})
+
+
+def _rewrite_nodes(graph, block, written: dict) -> None:
+    """Rewrite the control flow in ``block`` (innermost first). ``written`` maps a value made
+    by a rewrite to the value outside it that it is the new version of."""
+    for node in list(block.nodes()):
+        if node.kind() not in _CONTROL_FLOW:
+            continue
+        for inner in node.blocks():
+            _rewrite_nodes(graph, inner, written)
+        if node.kind() == "prim::If":
+            _rewrite_if(graph, node, written)
+        else:
+            _rewrite_loop(graph, node, written)
+
+
+def _functional_kind(node: torch._C.Node) -> str | None:
+    """The functional op of an in-place one (``aten::add_`` -> ``aten::add``), when it writes
+    its first input and the functional op exists."""
+    kind = node.kind()
+    if not kind.startswith("aten::") or not kind.endswith("_") or kind.endswith("__"):
+        return None
+    functional = kind[:-1]
+    if not torch._C._jit_get_schemas_for_operator(functional):
+        return None
+    return functional
+
+
+def _outside(value: torch._C.Value, owner: torch._C.Node) -> bool:
+    """Whether ``value`` is made outside ``owner`` (not by a node within it)."""
+    node = value.node()
+    while node is not None:
+        if node == owner:
+            return False
+        block = node.owningBlock()
+        node = block.owningNode() if block is not None else None
+    return True
+
+
+def _ancestor_in(node: torch._C.Node, block) -> torch._C.Node | None:
+    """``node`` or the node around it that sits directly in ``block``; None when neither."""
+    while node is not None:
+        owning = node.owningBlock()
+        if owning == block:
+            return node
+        node = owning.owningNode() if owning is not None else None
+    return None
+
+
+def _replace_later_uses(value: torch._C.Value, after: torch._C.Node,
+                        new: torch._C.Value) -> None:
+    """Uses of ``value`` after ``after`` in ``after``'s block (nested ones included) read
+    ``new`` instead."""
+    block = after.owningBlock()
+    for use in list(value.uses()):
+        user = use.user
+        if user.kind() == "prim::Return" and user.owningBlock() == block:
+            user.replaceInput(use.offset, new)  # the block's own result, after everything
+            continue
+        ancestor = _ancestor_in(user, block)
+        if ancestor is not None and ancestor != after and ancestor.isAfter(after):
+            user.replaceInput(use.offset, new)
+
+
+def _rewrite_block_writes(graph, block, owner: torch._C.Node, written: dict,
+                          roots: dict | None = None) -> dict:
+    """Turn ``block``'s writes to values from outside ``owner`` into functional ops; return
+    {value outside: its last version in the block}. ``roots`` maps stand-ins (a loop body's
+    carried inputs) to the outside values they are."""
+    roots = dict(roots or {})
+    latest: dict = {}
+    for node in list(block.nodes()):
+        for output in node.outputs():
+            if output in written and _outside(written[output], owner):
+                latest[roots.get(written[output], written[output])] = output
+        functional = _functional_kind(node)
+        if functional is None or node.inputsSize() == 0:
+            continue
+        target = node.inputsAt(0)
+        if not (_outside(target, owner) or target in roots):
+            continue  # a tensor the block made itself
+        root = roots.get(target, target)
+        replacement = graph.create(functional, list(node.inputs()), 1)
+        replacement.insertBefore(node)
+        replacement.copyMetadata(node)
+        replacement.output().setType(node.output().type())
+        node.output().replaceAllUsesWith(replacement.output())
+        _replace_later_uses(target, node, replacement.output())
+        node.destroy()
+        roots[replacement.output()] = root
+        latest[root] = replacement.output()
+    return latest
+
+
+def _rewrite_if(graph, node: torch._C.Node, written: dict) -> None:
+    branches = [_rewrite_block_writes(graph, block, node, written) for block in node.blocks()]
+    changed = list(dict.fromkeys(v for branch in branches for v in branch))
+    for value in changed:
+        for block, branch in zip(node.blocks(), branches):
+            block.registerOutput(branch.get(value, value))
+        output = node.addOutput()
+        output.setType(value.type())
+        _replace_later_uses(value, node, output)
+        written[output] = value
+
+
+def _rewrite_loop(graph, node: torch._C.Node, written: dict) -> None:
+    body = next(node.blocks())
+    changed = _written_from_outside(body, node, written)
+    if not changed:
+        return
+    stand_ins = {}
+    for value in changed:  # each becomes a carried value of the loop
+        node.addInput(value)
+        carried = body.addInputToBlock()
+        carried.setType(value.type())
+        for use in list(value.uses()):
+            if _ancestor_in(use.user, body) is not None:
+                use.user.replaceInput(use.offset, carried)
+        stand_ins[carried] = value
+        written[carried] = value
+    latest = _rewrite_block_writes(graph, body, node, written, stand_ins)
+    for carried, value in stand_ins.items():
+        body.registerOutput(latest.get(value, carried))
+        output = node.addOutput()
+        output.setType(value.type())
+        _replace_later_uses(value, node, output)
+        written[output] = value
+
+
+def _written_from_outside(body, loop: torch._C.Node, written: dict) -> list:
+    """The values from outside ``loop`` that its body writes (in place, or through a rewritten
+    control flow inside it)."""
+    found = []
+    for node in body.nodes():
+        targets = [written[o] for o in node.outputs() if o in written]
+        if _functional_kind(node) is not None and node.inputsSize():
+            targets.append(node.inputsAt(0))
+        for value in targets:
+            if _outside(value, loop) and value not in found:
+                found.append(value)
+    return found
