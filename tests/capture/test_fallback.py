@@ -9,7 +9,7 @@ import torch
 
 import onnxport
 from onnxport.capture.strategies import capture_with_fallback
-from onnxport.capture.torchscript import TracingWarning
+from onnxport.errors import TracingWarning
 from onnxport.errors import CaptureError, FallbackWarning
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.capture.torchscript import TracingWarning
+from onnxport.errors import TracingWarning
 from onnxport.errors import CaptureError, InvalidExportOptionsError
 
 
@@ -735,3 +735,10 @@ def test_a_script_module_exported_for_training_keeps_its_training_dropout(dynamo
     evaluated = onnxport.export(model, (torch.ones(2000),), dynamo=dynamo)
     assert "Dropout" not in [node.op_type for node in evaluated.model.graph]
     _close(evaluated(torch.ones(2000))[0], torch.full((2000,), 2.0))
+
+
+def test_tracing_warning_is_still_importable_from_the_torchscript_capture():
+    # TracingWarning lives in onnxport.errors; users imported it from here.
+    from onnxport.capture.torchscript import TracingWarning as where_it_was
+
+    assert where_it_was is TracingWarning

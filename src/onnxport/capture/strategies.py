@@ -8,7 +8,8 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, warn_at_caller
+from onnxport.capture.common import warn_at_caller
+from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
 from onnxport.errors import CaptureError, FallbackWarning
 

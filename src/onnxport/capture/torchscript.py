@@ -24,10 +24,9 @@ from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.packed_sequences import packed_sequences_as_padded
 from onnxport.capture.pytree_names import bookkeeping_outputs
 from onnxport.capture.pytree_names import output_names as output_names_of
-from onnxport.capture.torch_export import (
-    CapturedProgram, _aliases, _first_lines, _is_view, capture_torch_export, parameter_names,
-)
-from onnxport.errors import CaptureError, InvalidExportOptionsError
+from onnxport.capture.common import aliases, first_lines, is_view
+from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
+from onnxport.errors import CaptureError, InvalidExportOptionsError, TracingWarning
 
 # The name the traced wrapper gives the model; stripped again from the weights' names.
 _PREFIX = "model."
@@ -45,11 +44,6 @@ class _ConverterState:
     name_to_buffer: dict
     name_to_non_tensor_attributes: dict
     name_to_constant: dict
-
-
-class TracingWarning(UserWarning):
-    """Tracing recorded a value computed from a tensor (a Python bool, int or float, a branch
-    taken, a loop count) as a constant: the ONNX model repeats this run's choice."""
 
 
 class _TracedCall(torch.nn.Module):
@@ -221,11 +215,11 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
                 "cannot keep those dynamic, and fixing them to this example's values would "
                 "contradict the dynamic axes asked for. Export without dynamic_axes (one model "
                 f"per input size), or use dynamo=True. torch.export's error: "
-                f"{type(error).__name__}: {_first_lines(str(error), 3)}"
+                f"{type(error).__name__}: {first_lines(str(error), 3)}"
             ) from error
         raise CaptureError(
             f"the traced graph could not be captured by torch.export: {type(error).__name__}: "
-            f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
+            f"{first_lines(str(error))}\nThe stage that failed is capture (tracing)."
         ) from error
 
 
@@ -397,7 +391,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
             raise CaptureError(
                 f"the traced graph, which has a loop or branch of scripted code, could not be "
                 f"propagated at {node.format_node()} ({_source_of(node)}): "
-                f"{type(error).__name__}: {_first_lines(str(error), 2)}") from error
+                f"{type(error).__name__}: {first_lines(str(error), 2)}") from error
         return None
     read_backs.warn(graph_module, tensors, dynamic)
     for node in graph.nodes:
@@ -605,7 +599,7 @@ def _fold_filled_constants(graph: torch.fx.Graph, first_input: torch.fx.Node | N
         if len(written) != 1 or not isinstance(written[0], torch.fx.Node):
             continue  # left to functionalization
         root = written[0]
-        while _is_view(root) and isinstance(root.args[0], torch.fx.Node):
+        while is_view(root) and isinstance(root.args[0], torch.fx.Node):
             root = root.args[0]
         roots.setdefault(root, []).append(node)
     folded = []
@@ -631,10 +625,10 @@ def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
     index and value involved is a constant, and nothing reads it before the last write."""
     if root.target not in _FRESH:
         return None
-    aliases = _aliases(root)
-    region = set(aliases) | set(writers)
+    sharing = aliases(root)
+    region = set(sharing) | set(writers)
     last = max(order[writer] for writer in writers)
-    if any(order[user] < last for alias in aliases for user in alias.users
+    if any(order[user] < last for alias in sharing for user in alias.users
            if user not in region):
         return None  # read while still being written
 
@@ -918,7 +912,7 @@ def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
             except Exception as error:
                 raise CaptureError(
                     f"in a loop body or branch, {node.format_node()} failed: "
-                    f"{type(error).__name__}: {_first_lines(str(error), 2)}") from error
+                    f"{type(error).__name__}: {first_lines(str(error), 2)}") from error
         elif node.op == "get_attr":  # a constant the converter lifted
             value = _attribute(module, node.target)
         elif node.op == "output":
@@ -1341,7 +1335,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
         except Exception as error:
             raise CaptureError(
                 f"torch.jit.trace could not run the model: {type(error).__name__}: "
-                f"{_first_lines(str(error))}\nThe stage that failed is capture (tracing)."
+                f"{first_lines(str(error))}\nThe stage that failed is capture (tracing)."
             ) from error
         finally:
             torch.jit._trace._trace_module_map = previous
@@ -1472,7 +1466,7 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
             raise CaptureError(str(cause)) from error
         raise CaptureError(
             f"the traced TorchScript graph could not be turned into ATen calls: "
-            f"{type(error).__name__}: {_first_lines(str(error))}\nThe stage that failed is "
+            f"{type(error).__name__}: {first_lines(str(error))}\nThe stage that failed is "
             "capture (tracing)."
         ) from error
     for module in graph_module.modules():  # the graph and its branches' subgraphs
