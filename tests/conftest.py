@@ -5,7 +5,7 @@ import pytest
 import torch
 
 # Imported here, before any worker starts: pytest-xdist's controller re-creates the workers'
-# warnings by importing their classes' modules (onnxport.errors, onnxport.capture.torchscript)
+# warnings by importing their classes' modules (onnxport.errors)
 # from one thread per worker, and two threads importing onnxport at once can each meet the
 # other's half-initialized package ("cannot import name 'parameter_names' from partially
 # initialized module 'onnxport.capture'"), which ended a CI run.

@@ -22,7 +22,7 @@ from onnxport.capture import parameter_names
 from onnxport.capture.torch_export import var_positional
 from onnxport.capture.dynamic import resolve_dynamic
 from onnxport.capture.autograd_functions import has_symbolic, keep_autograd_functions
-from onnxport.capture.torchscript import capture_model
+from onnxport.capture.strategies import capture_model
 from onnxport._enums import OperatorExportTypes
 from onnxport._model_mode import module_modes, restore_module_modes, set_module_mode
 from onnxport.translate.fallback import fallback_registry

@@ -26,6 +26,11 @@ class FallbackWarning(UserWarning):
     failure and the line of model code."""
 
 
+class TracingWarning(UserWarning):
+    """Tracing recorded a value computed from a tensor (a Python bool, int or float, a branch
+    taken, a loop count) as a constant: the ONNX model repeats this run's choice."""
+
+
 class TranslationError(OnnxExporterError):
     """A captured call could not be translated to ONNX."""
 

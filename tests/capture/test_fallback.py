@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.capture.torchscript import TracingWarning, capture_with_fallback
+from onnxport.capture.strategies import capture_with_fallback
+from onnxport.errors import TracingWarning
 from onnxport.errors import CaptureError, FallbackWarning
 
 

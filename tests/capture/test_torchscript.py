@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.capture.torchscript import TracingWarning
+from onnxport.errors import TracingWarning
 from onnxport.errors import CaptureError, InvalidExportOptionsError
 
 
@@ -51,7 +51,7 @@ def test_a_dynamic_axis_of_size_one_in_the_example_stays_dynamic():
 def test_a_model_with_no_forward_of_its_own_names_torchs_lines_not_onnxports(dynamic_axes):
     # The tracer's stack goes on past the model into onnxport's wrapper and its caller; an
     # nn.Sequential of torch's modules has no line of the user's, and its nodes named
-    # onnxport/capture/torchscript.py (the wrapper's call of the model) instead of torch's.
+    # onnxport/capture/torchscript/trace.py (the wrapper's call of the model) instead of torch's.
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.ReLU())
     program = onnxport.export(model, (torch.randn(2, 3, 8, 8),), dynamo=False,
                               input_names=["x"], dynamic_axes=dynamic_axes)
@@ -627,15 +627,15 @@ def test_a_static_export_reads_sizes_without_running_the_model_again(monkeypatch
     # reading them by running the graph again cost one more forward; the tracer recorded
     # every size. A Dropout as an output made the program fail its own check, and
     # torch.export traced the graph again (T5: 1.3 s).
-    from onnxport.capture import torchscript
+    from onnxport.capture.torchscript import propagate
 
     def no_export(*args, **kwargs):
         raise AssertionError("torch.export.export was called on the traced program")
 
     calls = []
-    propagated = torchscript._propagated
+    propagated = propagate._propagated
     monkeypatch.setattr(torch.export, "export", no_export)
-    monkeypatch.setattr(torchscript, "_propagated",
+    monkeypatch.setattr(propagate, "_propagated",
                         lambda *args, **kwargs: calls.append(1) or propagated(*args, **kwargs))
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -646,13 +646,13 @@ def test_a_static_export_reads_sizes_without_running_the_model_again(monkeypatch
             ran.append(func)
             return func(*args, **(kwargs or {}))
 
-    fix = torchscript._fix_scalar_reads
+    fix = propagate._fix_scalar_reads
 
     def watched(*args, **kwargs):
         with Ops():
             return fix(*args, **kwargs)
 
-    monkeypatch.setattr(torchscript, "_fix_scalar_reads", watched)
+    monkeypatch.setattr(propagate, "_fix_scalar_reads", watched)
     model = PatchesBySize().eval()
     x = torch.randn(1, 3, 8, 8)
     program = onnxport.export(model, (x,), dynamo=False)
@@ -735,3 +735,10 @@ def test_a_script_module_exported_for_training_keeps_its_training_dropout(dynamo
     evaluated = onnxport.export(model, (torch.ones(2000),), dynamo=dynamo)
     assert "Dropout" not in [node.op_type for node in evaluated.model.graph]
     _close(evaluated(torch.ones(2000))[0], torch.full((2000,), 2.0))
+
+
+def test_tracing_warning_is_still_importable_from_the_torchscript_capture():
+    # TracingWarning lives in onnxport.errors; users imported it from here.
+    from onnxport.capture.torchscript import TracingWarning as where_it_was
+
+    assert where_it_was is TracingWarning

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.capture.torchscript import TracingWarning
+from onnxport.errors import TracingWarning
 
 _HEIGHT_WIDTH = {2: "height", 3: "width"}
 

@@ -11,10 +11,6 @@ import copy
 import dataclasses
 import inspect
 import io
-import operator
-import os
-import sys
-import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
@@ -22,6 +18,7 @@ import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
+from onnxport.capture.common import aliases, first_lines, warn_at_caller
 from onnxport.capture.dynamic import as_auto, map_dims, requested_dims, tensor_input_slots
 from onnxport.capture import quantized_modules
 from onnxport.capture.data_dependent import DataDependentArguments
@@ -389,16 +386,6 @@ def _warn_bounded(fixed, describe_dim) -> None:
                            f"PyTorch only up to {d.upper}", DynamicDimensionFixedWarning)
 
 
-def warn_at_caller(message: str, category: type[Warning]) -> None:
-    """Warn at the first frame outside onnxport: the user's export call, however many of our
-    own frames (the strategy chain, dynamo_export, fallback) stand between."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frame, level = sys._getframe(1), 2  # stacklevel 2 is our caller
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
-
-
 def _example_size(args, kwargs, names, key) -> int | None:
     slots = tensor_input_slots(args, kwargs, names)
     position, axis = key
@@ -510,33 +497,10 @@ def needs_functionalization(program: ExportedProgram) -> bool:
                 continue
             if value.op == "placeholder":
                 return True
-            for alias in _aliases(value):
+            for alias in aliases(value):
                 if alias is not value and any(order[user] > order[node] for user in alias.users):
                     return True
     return False
-
-
-def _aliases(node: torch.fx.Node) -> list[torch.fx.Node]:
-    """Every node sharing storage with ``node``: its root base and all views taken from it."""
-    root = node
-    while _is_view(root) and isinstance(root.args[0], torch.fx.Node):
-        root = root.args[0]
-    found, pending = [], [root]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        pending.extend(user for user in current.users if _is_view(user) and user.args and user.args[0] is current)
-    return found
-
-
-def _is_view(node: torch.fx.Node) -> bool:
-    if node.target is operator.getitem:
-        return isinstance(node.args[0], torch.fx.Node) and _is_view(node.args[0])
-    schema = getattr(node.target, "_schema", None)
-    if schema is None or not schema.returns:
-        return False
-    alias = schema.returns[0].alias_info
-    return alias is not None and not alias.is_write
 
 
 def functionalize(program: ExportedProgram, keep_op: Callable[[Any], bool]) -> ExportedProgram:
@@ -550,16 +514,11 @@ def functionalize(program: ExportedProgram, keep_op: Callable[[Any], bool]) -> E
     except Exception as error:
         raise CaptureError(
             f"functionalizing the captured graph (it writes into views) failed: "
-            f"{type(error).__name__}: {_first_lines(str(error))}") from error
+            f"{type(error).__name__}: {first_lines(str(error))}") from error
 
 
 def _none_note(count: int) -> str:
     return f" (and returns None {count} time(s), which has no ONNX output)" if count else ""
-
-
-def _first_lines(text: str, count: int = 12) -> str:
-    lines = text.strip().splitlines()
-    return "\n".join(lines[:count]) + ("\n..." if len(lines) > count else "")
 
 
 @contextlib.contextmanager

@@ -489,8 +489,7 @@ def _quiet_torch_logs():
 def _print_warnings(caught) -> None:
     """The export's own warnings (values fixed by tracing, dims left static): the user acts on
     them. torch's deprecation chatter is left out."""
-    from onnxport.capture.torchscript import TracingWarning
-    from onnxport.errors import DynamicDimensionFixedWarning
+    from onnxport.errors import DynamicDimensionFixedWarning, TracingWarning
 
     ours = (DynamicDimensionFixedWarning, TracingWarning)
     for warning in caught:

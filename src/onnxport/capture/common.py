@@ -1,0 +1,49 @@
+"""Helpers both front ends (capture/torch_export.py, capture/torchscript/) use: the aliases of an
+FX node, the first lines of an error for a message, a warning at the user's call."""
+
+from __future__ import annotations
+
+import operator
+import os
+import sys
+import warnings
+
+import torch
+
+
+def warn_at_caller(message: str, category: type[Warning]) -> None:
+    """Warn at the first frame outside onnxport: the user's export call, however many of our
+    own frames (the strategy chain, dynamo_export, fallback) stand between."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 2  # stacklevel 2 is our caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def aliases(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """Every node sharing storage with ``node``: its root base and all views taken from it."""
+    root = node
+    while is_view(root) and isinstance(root.args[0], torch.fx.Node):
+        root = root.args[0]
+    found, pending = [], [root]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(user for user in current.users if is_view(user) and user.args and user.args[0] is current)
+    return found
+
+
+def is_view(node: torch.fx.Node) -> bool:
+    if node.target is operator.getitem:
+        return isinstance(node.args[0], torch.fx.Node) and is_view(node.args[0])
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def first_lines(text: str, count: int = 12) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines[:count]) + ("\n..." if len(lines) > count else "")

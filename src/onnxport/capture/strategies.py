@@ -1,0 +1,137 @@
+"""The capture strategy chain: torch.export's strategies (``dynamo=True``), then tracing when
+``fallback`` allows; tracing alone for ``dynamo=False``; a scripted model's own graph."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from onnxport.capture.common import warn_at_caller
+from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
+from onnxport.capture.torchscript import capture_tracing
+from onnxport.errors import CaptureError, FallbackWarning
+
+
+def capture_with_fallback(
+    capture_export: Callable[[], CapturedProgram] | None,
+    capture_trace: Callable[[], CapturedProgram],
+    *,
+    fallback: bool,
+    trace_name: str = "tracing",
+    warn_on_fallback: bool = False,
+) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
+    """The captured program, the name of the strategy that produced it, and the (strategy,
+    reason) of each one that failed before it.
+
+    ``capture_export`` is the torch.export chain (None when ``dynamo=False``, and for a
+    scripted model, whose graph is converted instead: ``trace_name`` "torchscript"); tracing
+    comes after it only when ``fallback`` is set, with a :class:`FallbackWarning` when
+    ``warn_on_fallback`` (the user chose neither path). A CaptureError may carry ``attempts``
+    (the chain's own failed strategies), which are listed in order before its final reason.
+    """
+    if capture_export is None:
+        return capture_trace(), trace_name, []
+    try:
+        captured = capture_export()
+        return captured, _export_strategy(captured.strategy), [
+            (_export_strategy(name), reason) for name, reason in captured.failed_strategies]
+    except CaptureError as error:
+        if not fallback:
+            raise
+        attempts = [(_export_strategy(name), reason)
+                    for name, reason in getattr(error, "attempts", None) or []]
+        attempts = attempts or [("torch.export", str(error))]
+    try:
+        captured = capture_trace()
+    except CaptureError as error:
+        attempts.append(("tracing", str(error)))
+        lines = ["every capture strategy failed (torch.export, then tracing):"]
+        for name, reason in attempts:
+            lines.append(f"- {name}: " + reason.replace("\n", "\n    "))
+        raise CaptureError("\n".join(lines)) from error
+    if warn_on_fallback:
+        _warn_fallback(attempts)
+    return captured, "tracing", attempts
+
+
+def _warn_fallback(attempts: list[tuple[str, str]]) -> None:
+    tried = "; ".join(f"{name}: {(reason.strip().splitlines() or [''])[0]}"
+                      for name, reason in attempts)
+    warn_at_caller(
+        f"torch.export could not capture the model ({tried}); it was exported through the "
+        "TorchScript path (tracing) instead, which records one run: loops unrolled, the "
+        "branches taken, values read from tensors fixed (a TracingWarning names each). "
+        "program.capture_attempts lists the failures; pass fallback=False to make them an "
+        "error, or dynamo=False to trace without trying torch.export.", FallbackWarning)
+
+
+def _export_strategy(name: str) -> str:
+    """A strategy of the torch.export chain as the program records it: "torch.export (strict)"."""
+    return name if name.startswith("torch.export") else f"torch.export ({name})"
+
+
+def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallback: bool,
+                  dynamic_shapes: Any = None, warn_on_fallback: bool = False, **options: Any,
+                  ) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
+    """The capture strategy chain: torch.export (``dynamo=True``), then tracing when
+    ``fallback`` is set; tracing alone for ``dynamo=False``; a scripted model's own graph
+    (torch.export cannot run TorchScript). Returns what :func:`capture_with_fallback` does.
+    ``options`` are those both captures take (dim_names, input_names, output_names...)."""
+    scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+    if not scripted:  # tracing cannot read quantized modules' packed weights either
+        from onnxport.capture.quantized_modules import as_reference
+
+        model = as_reference(model)
+    export = None
+    if dynamo and not scripted:
+        def export():
+            return capture_torch_export(model, args, kwargs, dynamic_shapes=dynamic_shapes,
+                                        **options)
+    try:
+        return capture_with_fallback(
+            export, lambda: capture_tracing(model, args, kwargs, **options), fallback=fallback,
+            trace_name="torchscript" if scripted else "tracing",
+            warn_on_fallback=warn_on_fallback)
+    except CaptureError as error:
+        failure = eager_failure(model, args, kwargs)
+        if failure is None:
+            raise
+        # The cause first; what each capture strategy said stays below it.
+        raise CaptureError(
+            f"the example inputs do not fit the model: it fails on them in PyTorch itself "
+            f"(eager), so no capture can succeed: {failure}. Check the inputs' number, order, "
+            "shapes and dtypes against forward's parameters (export calls "
+            "model(*args, **kwargs)); fallback=True or dynamo=False would not help.\n"
+            + str(error)) from error
+
+
+def eager_failure(model: Any, args: tuple, kwargs: dict) -> str | None:
+    """Why ``model(*args, **kwargs)`` fails in eager PyTorch, with the line of model code, or
+    None when it runs (or cannot be run here: fake weights or inputs). Run only after every
+    capture failed, to tell inputs that do not fit the model from a capture problem; the
+    model's parameters and buffers are put back afterwards. (Scripted models are left out:
+    their failures are the converter's, read from their graph, not a run.)"""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from onnxport.capture.specialization import failure_location
+    from onnxport.verification.compare import preserved_state
+
+    module = model if isinstance(model, torch.nn.Module) else None
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    if module is not None:
+        tensors += [*module.parameters(), *module.buffers()]
+    scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+    if scripted or not callable(model) or any(isinstance(t, FakeTensor) or t.is_meta for t in tensors):
+        return None
+    args, kwargs = pytree.tree_map_only(torch.Tensor, torch.clone, (args, kwargs))
+    try:
+        with preserved_state(module), torch.no_grad():
+            model(*args, **kwargs)
+    except Exception as error:
+        lines = [line for line in str(error).strip().splitlines() if line.strip()]
+        location = failure_location(error)
+        return (f"{type(error).__name__}: {lines[0] if lines else ''}".strip()
+                + (f" (at {location})" if location else ""))
+    return None

@@ -1,0 +1,116 @@
+"""Capture by tracing (``dynamo=False`` and the last strategy of ``fallback=True``): one run of
+the TorchScript tracer, then torch's TorchScript-to-FX converter; one fake-tensor pass over that
+straight-line program (torch.export over it when that pass cannot) makes it an ExportedProgram,
+so that translate/ gets the same kind of graph as from torch.export.
+
+One module per phase, in the order an export runs them:
+  trace.py       one run of the tracer over the model (script.py: a scripted model instead)
+  convert.py     torch's TorchScript-to-FX converter (loops.py: scripted loops as prim_loop)
+  aten_graph.py  the converted graph on ATen overloads, its weights made placeholders
+  sizes.py       sizes the tracer read back from tensors: symbols, or this run's numbers
+  constants.py   tensors filled through views with constants, folded to their values
+  propagate.py   one fake-tensor pass that makes the graph an ExportedProgram
+  replay.py      torch.export over the traced program, when that pass cannot
+(fx_helpers.py: small helpers over FX graphs that the phases share.)"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+
+from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
+from onnxport.capture.torchscript.convert import _to_fx
+from onnxport.capture.torchscript.propagate import _propagated, _propagated_static
+from onnxport.capture.torchscript.replay import _REPLAY_PREFIX, _export_traced
+from onnxport.capture.torchscript.script import _NUMBERS, _frozen, _script_state
+from onnxport.capture.torchscript.sizes import _drop_runtime_asserts, _read_back_hints
+from onnxport.capture.torchscript.trace import _PREFIX, _TracedCall, _trace
+from onnxport.errors import CaptureError, InvalidExportOptionsError, TracingWarning
+
+# TracingWarning lives in onnxport.errors; it is imported from here too.
+__all__ = ["TracingWarning", "capture_tracing"]
+
+
+def capture_tracing(
+    model: Any,
+    args: tuple,
+    kwargs: dict,
+    *,
+    dim_names: Mapping[tuple[int, int], str] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    output_dim_names: Mapping[str, dict[int, str]] | None = None,
+    keep_op: Callable[[Any], bool] | None = None,
+) -> CapturedProgram:
+    """Trace ``model`` once on the example inputs and describe the result like
+    :func:`capture_torch_export` does.
+
+    Loops are unrolled and only the branches taken are kept; a tensor read as a Python value
+    becomes a constant (each gives a :class:`TracingWarning` naming its line). Sizes read with
+    ``x.size()`` or ``x.shape`` stay computed from the input, so the dims in ``dim_names`` are
+    dynamic; so do sizes computed from them with tensor ops and read back as numbers
+    (torchvision's detection transform and anchors), unless an op fixes one (a warning names
+    it).
+    """
+    if isinstance(model, torch.export.ExportedProgram):
+        raise InvalidExportOptionsError(
+            "an ExportedProgram cannot be traced (dynamo=False); pass it with dynamo=True, or "
+            "pass the nn.Module it was exported from")
+    dim_names = dict(dim_names or {})
+    slots = tensor_input_slots(args, kwargs, parameter_names(model))
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    tensors = tuple(leaves[i] for i in positions)
+    if len(tensors) != len(slots):  # both flatten the same pytree; a mismatch is our bug
+        raise CaptureError(f"tracing found {len(tensors)} tensor inputs, expected {len(slots)}")
+    readable: list[str | None] = []
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        if kwargs or not all(isinstance(arg, (torch.Tensor, *_NUMBERS)) for arg in args):
+            raise InvalidExportOptionsError(
+                "a scripted model (ScriptModule, ScriptFunction) takes its example inputs as "
+                "positional tensors, numbers, bools and strings; lists, dicts and keyword "
+                "arguments cannot be bound: pass the original nn.Module, or script a wrapper "
+                "that takes them apart")
+        graph_module = _to_fx(_script_state(_frozen(model), args))
+    else:
+        wrapper = _TracedCall(model, leaves, spec, positions)
+        graph_module = _to_fx(_trace(wrapper, tensors))
+        readable = wrapper.output_names
+    dynamic = [
+        {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
+        for position in range(len(tensors))
+    ]
+    if any(dynamic):
+        program = _propagated(graph_module, tensors, dynamic,
+                              hints=_read_back_hints(graph_module, tensors))
+    else:
+        program = _propagated_static(graph_module, tensors, dynamic)
+    if program is None:
+        program = _export_traced(graph_module, tensors, dynamic)
+        _drop_runtime_asserts(program)
+    names = list(input_names or []) + [slot.name for slot in slots[len(input_names or []):]]
+    captured = capture_torch_export(
+        program, (), {}, dim_names=dim_names, input_names=names, output_names=output_names,
+        output_dim_names=output_dim_names, keep_op=keep_op)
+    _name_outputs(captured, readable, len(output_names or []))
+    captured.weights = {
+        name: (target.removeprefix(_REPLAY_PREFIX).removeprefix(_PREFIX), tensor)
+        for name, (target, tensor) in captured.weights.items()
+    }
+    return captured
+
+
+def _name_outputs(captured: CapturedProgram, readable: list[str | None], given: int) -> None:
+    """Outputs not named by the user take their path in the model's output (``logits``,
+    ``past_key_values.0.key`` as ``present.0.key``), as on the dynamo path."""
+    if len(readable) != len(captured.output_names):
+        return
+    taken = set(captured.input_names) | set(captured.output_names[:given])
+    for k in range(given, len(readable)):
+        name = readable[k]
+        if name and name not in taken:
+            captured.output_names[k] = name
+        taken.add(captured.output_names[k])

@@ -1,0 +1,146 @@
+"""The converted graph with each call on its ATen overload, its weights made placeholders
+(:func:`_aten_graph`), as propagation runs it."""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from typing import Any
+
+import torch
+
+from onnxport.capture.torchscript.convert import _shape_as_tensor, _tensor
+from onnxport.capture.torchscript.fx_helpers import _attribute
+from onnxport.capture.torchscript.loops import prim_loop
+from onnxport.capture.torchscript.sizes import _size_read_back
+
+
+def _weight_kind(graph_module: torch.fx.GraphModule, target: str) -> tuple[Any, str]:
+    """The input kind of the converted graph's tensor attribute ``target`` in an exported
+    program, and the prefix of its placeholder's name (torch.export's)."""
+    from torch.export.graph_signature import InputKind
+
+    if target in getattr(graph_module, "_onnxport_parameters", ()):
+        return InputKind.PARAMETER, "p_"
+    if target in getattr(graph_module, "_onnxport_buffers", ()):
+        return InputKind.BUFFER, "b_"
+    return InputKind.CONSTANT_TENSOR, "c_"
+
+
+def _aten_graph(graph_module: torch.fx.GraphModule,
+                weights: list[tuple[torch.fx.Node, str, torch.Tensor]] | None = None,
+                ) -> torch.fx.Graph | None:
+    """The converted graph with each call on its ATen overload, the lists the converter
+    unpacks and the sizes the tracer read back resolved; None when a call is no ATen op.
+
+    Given ``weights``, each tensor attribute read (a weight, a constant) becomes a
+    placeholder before the graph's inputs, named by :func:`_weight_kind`, and (that
+    placeholder, its attribute's path, its value) is appended to ``weights``: made so as the
+    graph is copied rather than copied and then replaced (a tenth of the propagation of a
+    model of many weights)."""
+    graph = torch.fx.Graph()
+    remap: dict[torch.fx.Node, torch.fx.Node] = {}
+    first_input = None
+    for node in graph_module.graph.nodes:
+        if weights is not None and node.op == "get_attr":
+            value = _attribute(graph_module, node.target)
+            if isinstance(value, torch.Tensor):
+                _, prefix = _weight_kind(graph_module, node.target)
+                with graph.inserting_before(first_input) if first_input is not None else \
+                        contextlib.nullcontext():  # (before any input: in order, at the end)
+                    remap[node] = graph.placeholder(prefix + node.target.replace(".", "_"))
+                weights.append((remap[node], node.target, value))
+                continue
+        if node.target is operator.getitem and isinstance(node.args[0], (list, tuple)):
+            # An item of a list the converter built (a list unpacked): that item itself.
+            item = node.args[0][node.args[1]]
+            if not isinstance(item, torch.fx.Node):
+                return None
+            remap[node] = remap[item]
+            continue
+        size = _size_read_back(node)
+        if size is not None:
+            remap[node] = remap[size]
+            continue
+        scalar = _scalar_tensor_call(node)
+        if scalar is not None:
+            remap[node] = graph.call_function(torch.ops.aten.scalar_tensor.default, *scalar)
+            remap[node].meta = dict(node.meta)
+            continue
+        if node.op == "call_function":
+            target = (prim_loop if node.target is prim_loop else
+                      torch.ops.higher_order.cond if node.target is torch.cond else
+                      # One op, which translation makes one Shape (propagation runs the
+                      # replacement: a fake tensor has no data for the ATen op to read).
+                      torch.ops.aten._shape_as_tensor.default
+                      if node.target is _shape_as_tensor else _overload_of(node))
+            if target is None:
+                return None
+        elif node.op not in ("placeholder", "get_attr", "output"):
+            return None  # a call_module: a branch or loop body of a scripted model
+        if node.op == "call_function" and target is torch.ops.aten.IntImplicit.default:
+            # A tensor's value as an int (a box's size in torchvision's paste loop): on fake
+            # tensors IntImplicit guards on the value, _local_scalar_dense makes it a symbol.
+            target = torch.ops.aten._local_scalar_dense.default
+        remap[node] = graph.node_copy(node, lambda n: remap[n])
+        if node.op == "placeholder" and first_input is None:
+            first_input = remap[node]
+        if node.op == "call_function":
+            remap[node].target = target
+        if node.target is torch.cond and not _returns_several(_attribute(graph_module,
+                                                                         node.args[1].target)):
+            # The converter uses a one-output cond as that output; torch's cond returns a
+            # tuple.
+            with graph.inserting_after(remap[node]):
+                remap[node] = graph.call_function(operator.getitem, (remap[node], 0))
+    return graph
+
+
+def _scalar_tensor_call(node: torch.fx.Node) -> tuple[tuple, dict] | None:
+    """The arguments of ``aten.scalar_tensor`` for a ``torch.tensor(<a number>)`` in scripted
+    code (torchvision's batched NMS: ``torch.tensor(1)``), which the converter leaves a Python
+    call; None for any other node."""
+    if node.target is not _tensor or len(node.args) != 1:
+        return None
+    number = node.args[0]
+    if not isinstance(number, (bool, int, float)) or node.kwargs.get("requires_grad"):
+        return None
+    from torch._export.converter import _TORCH_ENUM_TO_DTYPE
+
+    dtype = node.kwargs.get("dtype")
+    dtype = (_TORCH_ENUM_TO_DTYPE[dtype] if dtype is not None else
+             torch.bool if isinstance(number, bool) else
+             torch.int64 if isinstance(number, int) else torch.get_default_dtype())
+    return (number,), {"dtype": dtype}
+
+
+def _returns_several(module: torch.fx.GraphModule) -> bool:
+    output = next(n for n in module.graph.nodes if n.op == "output")
+    return isinstance(output.args[0], (list, tuple))
+
+
+def _aten_module(body: torch.fx.GraphModule) -> torch.fx.GraphModule | None:
+    graph = _aten_graph(body)
+    if graph is None or any(node.op == "get_attr" and not isinstance(
+            _attribute(body, node.target), torch.Tensor) for node in graph.nodes):
+        return None  # (a loop in a loop, a branch in a loop: not yet)
+    return torch.fx.GraphModule(body, graph)
+
+
+def _overload_of(node: torch.fx.Node) -> Any:
+    """The ATen overload a converted node calls, or None when it calls something else."""
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target
+    if isinstance(target, torch._ops.OpOverloadPacket) and target in _SIZE_PACKETS:
+        with_dim = len(node.args) + len(node.kwargs) > 1 and "int" in target.overloads()
+        return target.int if with_dim else target.default
+    if target in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
+                  operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
+                  operator.getitem):
+        return target
+    return None
+
+
+_SIZE_PACKETS = (torch.ops.aten.sym_size, torch.ops.aten.sym_stride, torch.ops.aten.sym_numel,
+                 torch.ops.aten.sym_storage_offset, torch.ops.aten.scalar_tensor)

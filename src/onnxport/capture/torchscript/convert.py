@@ -1,0 +1,355 @@
+"""torch's TorchScript-to-FX converter (:func:`_to_fx`), keeping each call's provenance and the
+type the tracer recorded for it."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+import warnings
+from typing import Any
+
+import torch
+
+from onnxport.capture.common import first_lines
+from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition
+from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
+from onnxport.errors import CaptureError
+
+
+def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
+    """The TorchScript graph as an FX graph of ATen calls (torch's converter)."""
+    # TS2EPConverter's own setup passes the graph through torch.onnx's jit passes (function
+    # substitution, parameter listing) and its convert() re-exports with every dim dynamic;
+    # only its graph converter is used.
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # (A traced graph has no branch: walking its nodes in Python is then time lost.)
+            if state.ts_graph.findNode("prim::If", True) is not None and \
+                    _drop_raising_branches(state.ts_graph):
+                # What the checks were about (a rank, an optional argument) is constant now.
+                torch._C._jit_pass_constant_propagation(state.ts_graph)
+                torch._C._jit_pass_dce(state.ts_graph)
+            paths = _lift_attributes(state)
+            blocks, attribute_names = _lifted_attributes(state.ts_graph)
+            attribute_names.update(paths)
+            graph_converter = _converter_class()(
+                state.ts_graph, state.name_to_param, state.name_to_buffer, blocks,
+                state.name_to_non_tensor_attributes, state.name_to_constant, attribute_names)
+            graph_module = graph_converter.convert()
+            graph_module._onnxport_parameters = set(state.name_to_param)
+            graph_module._onnxport_buffers = set(state.name_to_buffer)
+    except Exception as error:
+        cause = error
+        while cause is not None and not isinstance(cause, CaptureError):
+            cause = cause.__cause__
+        if cause is not None:  # ours, naming the construct and its line
+            raise CaptureError(str(cause)) from error
+        raise CaptureError(
+            f"the traced TorchScript graph could not be turned into ATen calls: "
+            f"{type(error).__name__}: {first_lines(str(error))}\nThe stage that failed is "
+            "capture (tracing)."
+        ) from error
+    for module in graph_module.modules():  # the graph and its branches' subgraphs
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        changed = False  # regenerating the code is a tenth of a second on a large graph
+        for node in module.graph.nodes:
+            if node.op != "call_function":
+                continue
+            if node.target in _SYMBOLIC_REPLACEMENTS:
+                node.target = _SYMBOLIC_REPLACEMENTS[node.target]
+                changed = True
+            elif getattr(node.target, "__qualname__", "").endswith(
+                    "convert_aten_tensor.<locals>.target"):
+                # The converter's torch.tensor is a local function, which the code generated
+                # for a subgraph names as if it were global (and so cannot call).
+                node.target = _tensor
+                changed = True
+        if changed:
+            module.recompile()
+    return graph_module
+
+
+def _lifted_attributes(graph: torch._C.Graph) -> tuple[dict, dict]:
+    """torch's get_block_to_lifted_attrs (the attributes each block reads), which walks
+    every node in Python twice: a traced graph, which reads no attribute and has no block,
+    has none (80 ms of densenet121's conversion)."""
+    from torch._export.converter import get_block_to_lifted_attrs
+
+    if all(graph.findNode(kind, True) is None
+           for kind in ("prim::GetAttr", "prim::If", "prim::Loop")):
+        return {}, {}
+    return get_block_to_lifted_attrs(graph)
+
+
+def _tensor(*args, **kwargs) -> torch.Tensor:
+    from torch._export.converter import _TORCH_ENUM_TO_DTYPE
+
+    if kwargs.get("dtype") is not None:
+        kwargs["dtype"] = _TORCH_ENUM_TO_DTYPE[kwargs["dtype"]]
+    return torch.tensor(*args, **kwargs)
+
+
+# TorchScript nodes whose conversion makes no call (a Python value, a list of values, a
+# get_attr at most): their provenance and traced type are not read.
+_MAKES_NO_CALL = {"prim::Constant": "convert_prim_Constant",
+                  "prim::ListConstruct": "convert_prim_ListConstruct",
+                  "prim::TupleConstruct": "convert_prim_TupleConstruct"}
+# A node's schema text -> (its ATen overload, each argument's (name, keyword-only)): what
+# torch's converter parses again for every call (a tenth of a traced graph's conversion).
+_OVERLOADS: dict[str, tuple[Any, tuple[tuple[str, bool], ...]]] = {}
+
+
+@functools.cache
+def _converter_class():
+    """torch's TorchScript-to-FX graph converter, keeping where each call came from: the
+    module (the tracer's scope) and the Python stack (its source range) of the TorchScript
+    node become the FX nodes' ``nn_module_stack`` and ``stack_trace``, as torch.export's own."""
+    from torch._export.converter import (
+        TS2FXGraphConverter, get_op_overload, ir_name_to_func_name)
+
+    class Converter(TS2FXGraphConverter):
+        def convert(self) -> torch.fx.GraphModule:
+            # TS2FXGraphConverter.convert, less two code generations of the whole graph (a
+            # tenth of a second each on a mid-size model): the module generates its code when
+            # first called, and the size-division rewrite runs only on graphs that have one;
+            # and less its lint: the graph is copied node by node in order next
+            # (_aten_graph), which finds what lint would.
+            from torch._export.converter import inplace_optimize_sym_size_div
+            from torch.fx._lazy_graph_module import _LazyGraphModule
+
+            self.convert_graph_inputs()
+            for node in self.ts_graph.nodes():
+                self.convert_node(node)
+            self.convert_graph_outputs()
+            graph_module = _LazyGraphModule(
+                {**self.subgraphs, **self.name_to_param, **self.name_to_buffer,
+                 **self.name_to_non_tensor_attribute, **self.name_to_constant},
+                self.fx_graph)
+            if any(node.target is torch.ops.aten.div.Scalar_mode
+                   for node in self.fx_graph.nodes):
+                inplace_optimize_sym_size_div(graph_module)
+            return graph_module
+
+        def convert_prim_Loop(self, node):
+            condition = _loop_condition(self, node)
+            trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
+            if isinstance(trip_count, int) and condition is None:
+                return super().convert_prim_Loop(node)  # unrolled, as torch's converter does
+            _convert_loop(self, node, trip_count, True if condition is None else condition)
+
+        def convert_call_function_op(self, node):
+            # TS2FXGraphConverter.convert_call_function_op, the overload and its arguments'
+            # kinds looked up once per schema.
+            schema = node.schema()
+            found = _OVERLOADS.get(schema)
+            if found is None:
+                target = get_op_overload(node)
+                found = _OVERLOADS[schema] = (target, tuple(
+                    (argument.name, argument.kwarg_only)
+                    for argument in target._schema.arguments))
+            target, arguments = found
+            args, kwargs = [], {}
+            for value, (name, kwarg_only) in zip(node.inputs(), arguments):
+                if kwarg_only:
+                    kwargs[name] = self.get_fx_value_by_ir_value(value)
+                else:
+                    args.append(self.get_fx_value_by_ir_value(value))
+            fx_node = self.fx_graph.call_function(target, tuple(args), kwargs)
+            if node.outputsSize() == 1:
+                self.name_to_node[node.output().debugName()] = fx_node
+            else:
+                for k, output in enumerate(node.outputs()):
+                    self.name_to_node[output.debugName()] = self.fx_graph.call_function(
+                        operator.getitem, (fx_node, k))
+
+        def convert_node(self, node):
+            kind = node.kind()
+            if kind in _MAKES_NO_CALL:
+                try:
+                    return getattr(self, _MAKES_NO_CALL[kind])(node)
+                except Exception as error:
+                    raise RuntimeError(f"TS2EPConverter failed for node {kind}") from error
+            last = next(iter(reversed(self.fx_graph.nodes)), None)
+            # TS2FXGraphConverter.convert_node, less the text of every node it prints for a
+            # debug log (a tenth of the conversion).
+            handler = getattr(self, ir_name_to_func_name(kind), self.convert_call_function_op)
+            try:
+                handler(node)
+            except Exception as error:
+                raise RuntimeError(f"TS2EPConverter failed for node {kind}") from error
+            meta = None  # read only for nodes that made calls: most (constants, lists) make none
+            for fx_node in reversed(self.fx_graph.nodes):
+                if fx_node is last:
+                    break
+                if fx_node.op == "call_function":
+                    meta = _provenance(node) if meta is None else meta
+                    fx_node.meta.update(meta)
+            if meta is not None and node.outputsSize() == 1:
+                _record_traced_type(node, self.name_to_node.get(node.output().debugName()))
+
+    return Converter
+
+
+# The key of the type the tracer recorded for a node's result, (dtype, sizes, strides,
+# device, in place): what a fake run of the node would compute, read instead when no dim is
+# dynamic. "in place" when the op returns its first argument, written into.
+_TRACED_TYPE = "onnxport_traced_type"
+# The (dtype, sizes) the tracer recorded for the value a node stands for, whatever op
+# computes it (a view too): what a read of its size returned while tracing (see
+# :func:`_fix_scalar_reads`), and whether an index is made of integers.
+_TRACED_SHAPE = "onnxport_traced_shape"
+# TorchScript ops the converter calls under another name, for the same result.
+_CONVERTED_AS = {"aten::_convolution": "aten::convolution"}
+
+
+def _record_traced_type(node: torch._C.Node, fx_node: Any) -> None:
+    """Keep the complete tensor type the tracer recorded for ``node``'s one result on the FX
+    node that computes it, when that node calls the same ATen op (not a replacement of the
+    converter's) and its result is either a new tensor or its first argument written into (a
+    view must share its base's storage: it is still run on fake tensors)."""
+    if not isinstance(fx_node, torch.fx.Node) or fx_node.op != "call_function":
+        return
+    traced = node.output().type()
+    if not isinstance(traced, torch._C.TensorType):
+        return
+    try:  # (an incomplete type has None for what it does not know, or raises)
+        recorded = (traced.dtype(), traced.sizes(), traced.strides(), traced.device())
+    except RuntimeError:
+        return
+    if recorded[1] is not None and None not in recorded[1]:
+        # Whatever op made it, the node stands for that value: its type and sizes are these.
+        fx_node.meta[_TRACED_SHAPE] = (recorded[0], tuple(recorded[1]))
+    in_place = _traced_type_kind(fx_node.target, node.kind())
+    if in_place is None:
+        return
+    if None in recorded or None in recorded[1] or None in recorded[2]:
+        return
+    fx_node.meta[_TRACED_TYPE] = (recorded[0], tuple(recorded[1]), tuple(recorded[2]),
+                                  recorded[3], in_place)
+
+
+@functools.cache
+def _traced_type_kind(target: Any, kind: str) -> bool | None:
+    """For :func:`_record_traced_type`, once per op: None when the tracer's type of a ``kind``
+    node converted to a call of ``target`` cannot stand for its fake run, else whether the
+    call returns its first argument written into."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or schema.name != _CONVERTED_AS.get(kind, kind) or \
+            len(schema.returns) != 1:
+        return None
+    alias = schema.returns[0].alias_info
+    in_place = alias is not None and alias.is_write and bool(schema.arguments) and \
+        schema.arguments[0].alias_info is not None and \
+        schema.arguments[0].alias_info.before_set == alias.before_set
+    if alias is not None and not in_place or schema.is_mutable and not in_place:
+        return None
+    return in_place
+
+
+def _drop_raising_branches(block: Any) -> bool:
+    """Inline the other branch of each ``prim::If`` one of whose branches always raises (the
+    argument checks of scripted code, ``interpolate``'s rank dispatch): ONNX has no exceptions,
+    and the checks read ranks and strings that only a run knows."""
+    changed = False
+    for node in list(block.nodes()):
+        for sub_block in node.blocks():
+            changed = _drop_raising_branches(sub_block) or changed
+        if node.kind() != "prim::If":
+            continue
+        branches = list(node.blocks())
+        raises = [any(n.kind() == "prim::RaiseException" for n in b.nodes()) for b in branches]
+        if raises.count(True) != 1:
+            continue
+        kept = branches[raises.index(False)]
+        for inner in list(kept.nodes()):
+            inner.moveBefore(node)
+        for output, value in zip(node.outputs(), kept.returnNode().inputs()):
+            output.replaceAllUsesWith(value)
+        node.destroy()
+        changed = True
+    return changed
+
+
+def _provenance(node: torch._C.Node) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    scope = node.scopeName().split("/")[-1].removeprefix("__module.").removeprefix(_PREFIX)
+    if scope and scope != _PREFIX.rstrip("."):
+        meta["nn_module_stack"] = {scope: (scope, "torch.nn.Module")}
+    # The model's frames only, innermost first: from the wrapper that calls it (_TracedCall)
+    # outwards the stack is onnxport's and the caller's, which would be taken as the user's
+    # line where the model has none of its own (an nn.Sequential of torch's modules, whose
+    # line is torch's on the dynamo path).
+    frames = []
+    for match in _SOURCE_RANGE_LINE.finditer(node.sourceRange()):  # (not read past the model)
+        path, line, function = match.groups()
+        if path == _THIS_FILE:
+            break
+        frames.append(f'  File "{path}", line {line}, in {function}')
+    if frames:  # innermost first in a source range, last in a Python traceback
+        meta["stack_trace"] = "\n".join(reversed(frames)) + "\n"
+    return meta
+
+
+_THIS_FILE = _TracedCall.forward.__code__.co_filename  # as the tracer records it
+# A line "<file>(<line>): <function>" of a source range (the others quote the code); one
+# search of the text up to the model's outermost frame, not one match per line.
+_SOURCE_RANGE_LINE = re.compile(r"^[^\S\n]*(.+)\((\d+)\): (\S+)[^\S\n]*$", re.MULTILINE)
+
+
+def _lift_attributes(state: _ConverterState) -> dict[str, str]:
+    """Sort each attribute the graph reads (``prim::GetAttr`` chains from ``self``): tensors
+    that are neither parameters nor buffers become buffers, script objects constants, the
+    rest plain values (as TS2EPConverter.lift_get_attr does for its own graphs). Returns the
+    path of each value read, ``self`` included."""
+    if not isinstance(state.ts_model, torch.jit.ScriptModule):
+        return {}  # a function: no self, no attributes
+    self_value = next(iter(state.ts_graph.inputs()))
+    paths = {self_value.debugName(): ""}
+
+    def walk(block):
+        for node in block.nodes():
+            if node.kind() == "prim::GetAttr":
+                parent = paths.get(node.input().debugName())
+                if parent is not None:
+                    path = f"{parent}.{node.s('name')}" if parent else node.s("name")
+                    paths[node.output().debugName()] = path
+                    value = state.ts_model
+                    for part in path.split("."):
+                        value = getattr(value, part)
+                    if isinstance(value, torch.Tensor):
+                        if path not in state.name_to_param:
+                            state.name_to_buffer.setdefault(path, value)
+                    elif isinstance(value, torch.ScriptObject):
+                        state.name_to_constant.setdefault(path, value)
+                    else:  # submodules too: the converter looks every step of a path up
+                        state.name_to_non_tensor_attributes[path] = value
+            for sub_block in node.blocks():
+                walk(sub_block)
+
+    walk(state.ts_graph)
+    return paths
+
+
+def _shape_as_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    # Built from the sizes so that torch.export sees them (its fake tensor has no data for
+    # aten._shape_as_tensor to read).
+    return torch.stack([torch.scalar_tensor(size, dtype=torch.long) for size in tensor.shape]) \
+        if tensor.dim() else torch.zeros(0, dtype=torch.long)
+
+
+# Ops the tracer records (torchvision calls them when tracing) that torch.export cannot run
+# with symbolic sizes, and the same computation in ops it can.
+_SYMBOLIC_REPLACEMENTS = {torch.ops.aten._shape_as_tensor.default: _shape_as_tensor}
+# The converter calls the ATen overloads of int arithmetic, which take plain ints only; Python's
+# operators also take the symbolic sizes torch.export passes.
+_SYMBOLIC_REPLACEMENTS.update({
+    getattr(torch.ops.aten, name).int: function
+    for name, function in [("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt),
+                           ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
+                           ("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                           ("floordiv", operator.floordiv), ("neg", operator.neg)]
+    if hasattr(getattr(torch.ops.aten, name), "int")
+})

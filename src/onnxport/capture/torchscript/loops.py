@@ -1,0 +1,74 @@
+"""Scripted ``for`` loops over a count of the run and ``while`` loops, converted to one
+:data:`prim_loop` call whose body is a subgraph (ONNX Loop in translation)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from onnxport.errors import CaptureError
+
+
+def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, condition: Any) -> None:
+    """A ``for`` loop whose count is a value of the run (``range(masks.size(0))`` in a function
+    torchvision scripts when traced: one iteration per detection), or a ``while`` loop (its
+    ``condition`` computed before it, then by the body), as one :data:`prim_loop` call, its
+    body a subgraph: ONNX Loop in translation."""
+    inputs = list(node.inputs())
+    where = _loop_line(node)
+    carried = [converter.get_fx_value_by_ir_value(value) for value in inputs[2:]]
+    names = list(converter._identify_inputs_as_arguments(node))
+    for block in node.blocks():
+        names += sorted(set(converter.blocks_to_lifted_attrs[block]) - set(names))
+    (body,), (body_converter,) = converter._convert_block_to_subgraph(node, names)
+    if body_converter.name_update_from_subblock_to_parent:
+        raise CaptureError(
+            f"a loop ({where}) writes in place to tensors made "
+            "before it, which ONNX Loop cannot express; return the updated tensors instead")
+    outer = [converter.get_fx_value_by_fqn(name) for name in names]
+    loop = converter.fx_graph.call_function(
+        prim_loop, (body, trip_count, tuple(carried), tuple(outer), condition))
+    for k, output in enumerate(node.outputs()):
+        converter.name_to_node[output.debugName()] = converter.fx_graph.call_function(
+            operator.getitem, (loop, k))
+
+
+def _loop_line(node: torch._C.Node) -> str:
+    return (node.sourceRange().splitlines() or ["?"])[0].strip()
+
+
+def _loop_condition(converter: Any, node: torch._C.Node) -> Any:
+    """None for a ``for`` loop (its condition is true throughout); for a ``while`` loop, whose
+    condition the body computes, the condition it starts with."""
+    inputs = list(node.inputs())
+    condition = next(next(node.blocks()).outputs())
+    start = converter.get_fx_value_by_ir_value(inputs[1])
+    if isinstance(start, (bool, int)) and start and (
+            condition.node().kind() == "prim::Constant" and condition.toIValue()
+            or condition.debugName() == inputs[1].debugName()):
+        return None
+    return start
+
+
+class _PrimLoop(torch._ops.HigherOrderOperator):
+    """``prim_loop(body, trip_count, carried, outer, condition)``: at most ``trip_count``
+    times, while the condition holds, ``body(*outer, i, *carried)`` returns (condition,
+    *carried); the last carried values are the results. Unlike torch's while_loop, the carried
+    tensors may change shape from one iteration to the next (torchvision grows its pasted
+    masks by one per iteration with cat), as in ONNX Loop."""
+
+    def __init__(self):
+        super().__init__("onnxport_prim_loop")
+
+    def __call__(self, body, trip_count, carried, outer, condition=True):
+        carried = list(carried)
+        i = 0
+        while i < int(trip_count) and bool(condition):
+            condition, *carried = body(*outer, i, *carried)[:1 + len(carried)]
+            i += 1
+        return tuple(carried)
+
+
+prim_loop = _PrimLoop()

@@ -1,0 +1,529 @@
+"""The converted graph made an ExportedProgram by one fake-tensor pass over it
+(:func:`_propagated`), loops and branches of scripted code included."""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from typing import Any, Mapping
+
+import torch
+import torch.utils._pytree as pytree
+from torch.fx.experimental import _config as fx_config
+
+from onnxport.capture.common import first_lines
+from onnxport.capture.torchscript.aten_graph import _aten_graph, _aten_module, _weight_kind
+from onnxport.capture.torchscript.constants import _fold_filled_constants
+from onnxport.capture.torchscript.convert import _TRACED_SHAPE, _TRACED_TYPE, _shape_as_tensor
+from onnxport.capture.torchscript.fx_helpers import _attribute, _eliminate_dead_code, _source_of
+from onnxport.capture.torchscript.loops import prim_loop
+from onnxport.capture.torchscript.sizes import (
+    _INDEX_TYPES, _NUMBER_READS, _ReadBackSizes, _fix_scalar_reads, _replace_uses, _shape_reads,
+    _size_number
+)
+from onnxport.errors import CaptureError
+
+
+def _propagated_static(graph_module: torch.fx.GraphModule, tensors: tuple,
+                       dynamic: list) -> torch.export.ExportedProgram | None:
+    """:func:`_propagated` without dynamic dims. Sizes read back from tensors are fixed to
+    this run's values first (exact: they depend on the shapes only, and no shape is dynamic):
+    propagation cannot follow them, and finding that out cost two fake runs of the model
+    (vit_b_16's one read: 0.9 s). A graph with a scripted branch (torchvision's batched NMS)
+    whose data propagation cannot follow either is left to torch.export (None), as before
+    such graphs were propagated at all."""
+    reads = _shape_reads(graph_module)
+    _fix_scalar_reads(graph_module, tensors, reads)
+    try:
+        return _propagated(graph_module, tensors, dynamic)
+    except CaptureError:
+        if not reads:
+            raise
+        return None
+
+
+def _run_keeping_inputs(target: Any, args: tuple, kwargs: dict) -> Any:
+    """``target(*args, **kwargs)`` on fake values, where an op that writes into its first
+    argument writes into a new alias of it: an in-place op that changes metadata (squeeze_,
+    transpose_, t_, resize_) would otherwise change the value recorded for the node that
+    made its argument, and that node was then translated with the new shape ([3] for the
+    [1, 3] of ``x.unsqueeze(0)`` before ``squeeze_(0)``: the squeeze was dropped)."""
+    schema = getattr(target, "_schema", None)
+    if schema is not None and schema.arguments and args and \
+            isinstance(args[0], torch.Tensor) and \
+            (alias := schema.arguments[0].alias_info) is not None and alias.is_write:
+        args = (args[0].detach(), *args[1:])
+    return target(*args, **kwargs)
+
+
+class _ReadsValues(Exception):
+    """The graph reads a tensor's value as a number: the tracer's types, which fix what
+    follows from it to this run's sizes, cannot stand for fake runs."""
+
+
+def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: list,
+                hints: Mapping[str, Any] | None = None, trust_trace: bool = True,
+                ) -> torch.export.ExportedProgram | None:
+    """The converted graph as an ExportedProgram without exporting it again: each node is run
+    once on fake tensors whose dynamic dims are symbols, which gives every node its
+    ``meta["val"]`` as torch.export would (the traced program is straight-line ATen calls
+    already, so tracing it again only costs time: 60-70% of a ``dynamo=False`` export).
+
+    Without dynamic dims, the type the tracer recorded for a node's result stands for its fake
+    run (:func:`_record_traced_type`), unless sizes in the graph depend on values
+    (``trust_trace`` False: when a read of a value is reached, the pass starts again so).
+
+    Returns None when the graph needs what only torch.export does (Python helpers to trace
+    through, sizes read back from tensors, a dynamic dim that the graph fixes or equates to
+    another), so that :func:`_export_traced` decides, with its errors.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
+    from torch.export.graph_signature import (
+        ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument)
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic, ShapeEnv, StatelessSymbolicContext)
+    from torch._export.verifier import TrainingIRVerifier
+
+    attributes: list[tuple[torch.fx.Node, str, torch.Tensor]] = []
+    graph = _aten_graph(graph_module, attributes)
+    if graph is None:
+        return None
+    bodies = {node.target: _aten_module(_attribute(graph_module, node.target))
+              for node in graph.nodes if node.op == "get_attr"
+              and isinstance(_attribute(graph_module, node.target), torch.fx.GraphModule)}
+    if None in bodies.values() or any(node.op == "get_attr" and node.target not in bodies
+                                      for node in graph.nodes):
+        return None  # (an attribute neither a tensor nor a loop body)
+    state_dict, constants, weight_specs, weight_values = {}, {}, [], []
+    weight_dtypes: dict[torch.fx.Node, torch.dtype] = {}
+    for placeholder, target, value in attributes:
+        kind, _ = _weight_kind(graph_module, target)
+        (constants if kind == InputKind.CONSTANT_TENSOR else state_dict)[target] = value
+        weight_dtypes[placeholder] = value.dtype
+        weight_specs.append(InputSpec(kind, TensorArgument(placeholder.name), target,
+                                      persistent=True if kind == InputKind.BUFFER else None))
+        weight_values.append(value)
+    inputs = [n for n in graph.nodes if n.op == "placeholder"][len(attributes):]
+    if len(inputs) != len(tensors):
+        return None
+    output = next(n for n in graph.nodes if n.op == "output")
+    results, out_spec = pytree.tree_flatten(output.args[0])
+    if not all(isinstance(result, torch.fx.Node) for result in results):
+        return None
+    output.args = (tuple(results),)  # flat, as in any exported program; out_spec nests them
+
+    oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
+                    for axis in axes)
+    shape_env = ShapeEnv()
+    kept_numbers = [  # the numbers the tracer kept as constant tensors (read before faking)
+        int(weight) if spec.kind == InputKind.CONSTANT_TENSOR and weight.dim() == 0
+        and weight.dtype in _INDEX_TYPES else None
+        for weight, spec in zip(weight_values, weight_specs)]
+    # A fake weight made from an empty meta tensor of its size costs a tenth of one made by
+    # FakeTensorMode.from_tensor (a fifth of densenet121's capture); constants, whose values
+    # the graph may read, and unusual tensors still go through from_tensor.
+    metas = [_meta_like(weight) if spec.kind != InputKind.CONSTANT_TENSOR else None
+             for weight, spec in zip(weight_values, weight_specs)]
+    # Without dynamic dims, the tracer's types are the fake results (a fake run of each op,
+    # its kernel and cache, was most of this pass); with them, sizes are computed as symbols.
+    # (Their meta tensors are made here: under the fake mode, each would be a fake op.)
+    traced = {} if not trust_trace or any(dynamic) or bodies or \
+        not _sizes_follow_from_sizes(graph, weight_dtypes) else {
+        node: _traced_meta(node.meta[_TRACED_TYPE]) for node in graph.nodes
+        if _TRACED_TYPE in node.meta}
+    try:
+        from torch._dispatch.python import enable_python_dispatcher
+
+        # (The python dispatcher lets composite ops take sizes read from tensors, as a graph
+        # with a loop has, or one whose read-back sizes are hinted symbols.)
+        with fx_config.patch(backed_size_oblivious=oblivious), torch.no_grad(), \
+                enable_python_dispatcher() if bodies or hints else contextlib.nullcontext(), \
+                FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True) as mode:
+            def fake(tensor, axes):  # only the dims asked for become symbols
+                if not axes and (meta := _meta_like(tensor)) is not None:  # as the weights
+                    return mode.fake_tensor_converter.from_meta_and_device(
+                        mode, meta, tensor.device)
+                return mode.from_tensor(tensor, symbolic_context=StatelessSymbolicContext(
+                    dynamic_sizes=[DimDynamic.DYNAMIC if axis in axes else DimDynamic.STATIC
+                                   for axis in range(tensor.dim())]))
+
+            fakes = [fake(tensor, dynamic[k] or {}) for k, tensor in enumerate(tensors)]
+            values: dict[torch.fx.Node, Any] = {}
+            numbers: dict[torch.fx.Node, Any] = {}  # 0-d integer tensors holding a size
+            read_backs = _ReadBackSizes(shape_env, hints)
+            weights = iter(zip(weight_values, kept_numbers, metas))
+            for node in graph.nodes:
+                if node.op == "placeholder" and len(values) < len(attributes):
+                    weight, number, meta = next(weights)
+                    value = (mode.from_tensor(weight, static_shapes=True) if meta is None else
+                             mode.fake_tensor_converter.from_meta_and_device(
+                                 mode, meta, weight.device))
+                    if number is not None:
+                        numbers[node] = number
+                elif node.op == "placeholder":
+                    value = fakes[len(values) - len(attributes)]
+                elif node.op == "get_attr":  # a loop body, propagated with its loop
+                    value = bodies[node.target]
+                elif node.target is prim_loop:
+                    args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+                    value = _propagate_loop(shape_env, *args)
+                elif node.target is torch.ops.higher_order.cond and bodies:
+                    args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+                    value = _propagate_cond(shape_env, *args)
+                elif node.op == "call_function":
+                    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
+                                                         lambda n: values[n])
+                    number = _size_number(node, args, kwargs, numbers)
+                    if traced and number is None and node.target in _NUMBER_READS:
+                        raise _ReadsValues()
+                    if node.target is torch.ops.aten._shape_as_tensor.default:
+                        value = _shape_as_tensor(*args)
+                    elif number is None and read_backs.has(node):
+                        value = read_backs.symbol(node)
+                    elif node.target in _NUMBER_READS and number is not None:
+                        value = number
+                        if isinstance(number, int):  # a static size: the number itself
+                            _replace_uses(node, number)
+                        else:  # a symbolic one: still read from the tensor at run time
+                            node.target = torch.ops.aten._local_scalar_dense.default
+                    elif number is None and node in traced and (
+                            value := _fake_of_type(mode, traced[node], args)) is not None:
+                        pass
+                    else:
+                        if _fixes_symbols(node.target, args, kwargs):
+                            value = _run_on_hints(node.target, args, kwargs)
+                        else:
+                            value = _run_keeping_inputs(node.target, args, kwargs)
+                        if number is not None:
+                            numbers[node] = number
+                else:
+                    continue
+                values[node] = value
+                if node.op != "get_attr":
+                    node.meta["val"] = value
+                read_backs.check(node)
+    except _ReadsValues:
+        return _propagated(graph_module, tensors, dynamic, hints, trust_trace=False)
+    except Exception as error:  # torch.export tells what is wrong, or copes
+        if bodies:  # torch.export cannot run a prim_loop: say what failed here
+            raise CaptureError(
+                f"the traced graph, which has a loop or branch of scripted code, could not be "
+                f"propagated at {node.format_node()} ({_source_of(node)}): "
+                f"{type(error).__name__}: {first_lines(str(error), 2)}") from error
+        return None
+    read_backs.warn(graph_module, tensors, dynamic)
+    for node in graph.nodes:
+        node.meta.pop(_TRACED_TYPE, None)
+        node.meta.pop(_TRACED_SHAPE, None)
+    for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
+        graph.erase_node(node)
+    constant_of = {spec.arg.name: constants[spec.target] for spec in weight_specs
+                   if spec.kind == InputKind.CONSTANT_TENSOR}
+    for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None, constant_of):
+        constants[name] = value
+        weight_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), name))
+        weight_values.append(value)
+    for node in list(graph.nodes):
+        # Dropout outside training (the tracer's flag is 0) is its input (functionalization's decompositions, which
+        # this graph may skip now, removed it; translated, it would leave an Identity).
+        if node.target in _DROPOUTS and len(node.args) == 3 \
+                and not isinstance(node.args[2], torch.fx.Node) and not node.args[2]:
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+    _eliminate_dead_code(graph)
+    # Symbols read from tensors are bound to the nodes that made them; translation's
+    # decompositions trace with this shape env again and must not find them pending.
+    shape_env.pending_fresh_unbacked_symbols.clear()
+    symbols = []
+    for k, axes in enumerate(dynamic):
+        for axis in axes or {}:
+            size = values[inputs[k]].shape[axis]
+            if not isinstance(size, torch.SymInt) or not size.node.expr.is_Symbol:
+                return None
+            symbols.append(size.node.expr)
+    if any(shape_env.replace(symbol) != symbol for symbol in symbols) or (any(
+            str(symbol).startswith("u") for symbol in shape_env.var_to_range) and not bodies):
+        # Fixed or equated by the graph, or read back from a tensor. (A graph with a loop
+        # has no other way: its sizes read back from tensors stay data-dependent.)
+        return None
+
+    results = list(output.args[0])  # (an output that was a Dropout is its input now)
+    user_specs = [InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None)
+                  for node in inputs]
+    output_specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None)
+                    for node in results]
+    in_spec = pytree.tree_flatten((tuple(tensors), {}))[1]
+    try:  # the weights are inputs now: the graph needs no attribute of a root module
+        with _code_generated_when_called(shape_env):
+            return torch.export.ExportedProgram(
+                dict(bodies), graph,
+                ExportGraphSignature(weight_specs + user_specs, output_specs), state_dict,
+                {symbol: shape_env.var_to_range[symbol] for symbol in symbols},
+                [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
+                constants=constants, verifiers=[TrainingIRVerifier])
+    except Exception:
+        return None
+
+
+_PLAIN_NUMBERS = {"IntType", "FloatType", "NumberType"}
+
+
+def _fixes_symbols(target: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether ``target``'s schema takes a plain number (``int``, not ``SymInt``) where the
+    graph gives a symbol: running it would fix that symbol, a dynamic dim, to the example's
+    value (``linspace(0, 1, steps=x.size(0))``, ``hann_window(n)``)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    given = dict(zip((a.name for a in schema.arguments), args)) | kwargs
+    for argument in schema.arguments:
+        value = given.get(argument.name)
+        kind = argument.real_type.kind()
+        if kind == "ListType":
+            values, kind = (value if isinstance(value, (list, tuple)) else []), \
+                argument.real_type.getElementType().kind()
+        else:
+            values = [value]
+        if kind in _PLAIN_NUMBERS and any(isinstance(v, (torch.SymInt, torch.SymFloat))
+                                          for v in values):
+            return True
+    return False
+
+
+def _run_on_hints(target: Any, args: tuple, kwargs: dict) -> Any:
+    """``target``'s fake result where its schema takes plain numbers for symbols: run on the
+    symbols' example values, then each result dim equal to one of those values is that symbol
+    again (a window of n values has n). A value two symbols share maps back to neither."""
+    symbols: dict[int, Any] = {}
+
+    def hint(value):
+        if isinstance(value, torch.SymInt) and value.node.has_hint():
+            known = symbols.setdefault(value.node.hint, value)
+            if known is not None and known.node.expr != value.node.expr:
+                symbols[value.node.hint] = None  # ambiguous
+            return value.node.hint
+        if isinstance(value, torch.SymFloat) and value.node.has_hint():
+            return value.node.hint
+        return value
+
+    concrete_args, concrete_kwargs = pytree.tree_map(hint, (args, kwargs))
+    result = _run_keeping_inputs(target, concrete_args, concrete_kwargs)
+    if not isinstance(result, torch.Tensor):
+        return result
+    # (No comparison of a symbol with a number here: it would be a guard fixing the symbol.)
+    sizes = [symbols[size] if isinstance(size, int) and symbols.get(size) is not None
+             else size for size in result.shape]
+    if all(a is b for a, b in zip(sizes, result.shape)):
+        return result
+    return result.new_empty(sizes)
+
+
+@contextlib.contextmanager
+def _code_generated_when_called(shape_env: Any):
+    """ExportedProgram wraps its graph in a torch.fx.GraphModule, which generates the Python
+    code of the whole graph at once (30 ms on convnext_tiny) though translation only walks the
+    graph; within this block it gets a lazy one, which generates its code when first run.
+    And it writes the guards of ``shape_env``, the one all the graph's fake values come
+    from, as code: with none (a static export has none), that is no code, without first
+    looking through every node's value for the shape env."""
+    from torch.export import exported_program
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    create = exported_program._create_graph_module_for_export
+    guards_to_code = exported_program._convert_guards_to_code
+    exported_program._create_graph_module_for_export = _LazyGraphModule
+    exported_program._convert_guards_to_code = \
+        lambda graph_module: guards_to_code(graph_module) if shape_env.guards else []
+    try:
+        yield
+    finally:
+        exported_program._create_graph_module_for_export = create
+        exported_program._convert_guards_to_code = guards_to_code
+
+
+_DROPOUTS = (torch.ops.aten.dropout.default, torch.ops.aten.feature_dropout.default,
+             torch.ops.aten.alpha_dropout.default, torch.ops.aten.feature_alpha_dropout.default)
+_DATA_DEPENDENT = {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
+
+
+def _sizes_follow_from_sizes(graph: torch.fx.Graph, weight_dtypes: dict) -> bool:
+    """True when every op of ``graph`` is an ATen op whose result sizes follow from its
+    inputs' sizes. Otherwise (a boolean index, nonzero, NMS, a value read back) the fake run
+    gives the sizes that depend on values as symbols, which the tracer's types fix to this
+    run's: the graph is then propagated op by op."""
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if target is torch.ops.aten.index.Tensor and _integer_indices(node, weight_dtypes) \
+                or target in _NUMBER_READS:
+            # (An index's size is its indices': swin's relative position bias. A read of a
+            # number is a size or stops the propagation from the trace when it is reached.)
+            continue
+        if isinstance(target, torch._ops.OpOverload):
+            if target.namespace != "aten" or _DATA_DEPENDENT.intersection(target.tags):
+                return False
+        elif isinstance(target, torch._ops.OperatorBase):
+            return False
+    return True
+
+
+def _integer_indices(node: torch.fx.Node, weight_dtypes: dict) -> bool:
+    """True when every index of an ``aten.index.Tensor`` node is an integer tensor (a traced
+    result or a weight; a boolean one selects a number of elements known only from values)."""
+    def dtype(index):
+        if index in weight_dtypes:
+            return weight_dtypes[index]
+        return index.meta[_TRACED_SHAPE][0] if _TRACED_SHAPE in index.meta else None
+
+    indices = node.args[1] if len(node.args) > 1 else None
+    return isinstance(indices, (list, tuple)) and all(
+        index is None or isinstance(index, torch.fx.Node) and dtype(index) in _INDEX_TYPES
+        for index in indices)
+
+
+def _traced_meta(traced: tuple) -> tuple:
+    """The type the tracer recorded as an empty meta tensor and its device; for an op writing
+    into its first argument, that type as recorded (compared with the argument's)."""
+    dtype, sizes, strides, device, in_place = traced
+    if in_place:
+        return traced
+    return torch.empty_strided(sizes, strides, dtype=dtype, device="meta"), device
+
+
+def _fake_of_type(mode: Any, traced: tuple, args: tuple) -> torch.Tensor | None:
+    """A fake tensor of the type the tracer recorded (:func:`_traced_meta`): a new one, or
+    for an op writing into its first argument that argument itself, when the write left its
+    type as recorded (else None: the op changed its metadata, and is run on fake tensors)."""
+    if len(traced) == 2:
+        meta, device = traced
+        return mode.fake_tensor_converter.from_meta_and_device(mode, meta, device)
+    dtype, sizes, strides, device, _ = traced
+    written = args[0] if args else None
+    if isinstance(written, torch.Tensor) and written.dtype == dtype and \
+            tuple(written.shape) == sizes and tuple(written.stride()) == strides and \
+            written.device == device:
+        return written
+    return None
+
+
+def _meta_like(tensor: torch.Tensor) -> torch.Tensor | None:
+    """An empty meta tensor with ``tensor``'s size, strides, dtype and requires_grad; None for
+    anything but a plain dense tensor or parameter."""
+    if type(tensor) not in (torch.Tensor, torch.nn.Parameter) or \
+            tensor.layout != torch.strided or tensor.is_quantized or tensor.is_meta:
+        return None
+    meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                               device="meta")
+    return meta.requires_grad_(tensor.requires_grad) if tensor.requires_grad else meta
+
+
+def _propagate_loop(shape_env: Any, body: torch.fx.GraphModule, trip_count: Any,
+                    carried: tuple, outer: tuple, condition: Any = True) -> tuple:
+    """What :data:`prim_loop` returns, on fake tensors; each body node gets its
+    ``meta["val"]``. A dim of a carried tensor that the body changes (a tensor grown by one
+    row per iteration) is a new symbol, in the body and in the results."""
+    index = shape_env.create_unbacked_symint()
+    torch._check_is_size(index)
+
+    def run(state):
+        return _run_subgraph(body, [*outer, index, *state])[1:1 + len(state)]
+
+    general = _generalized(shape_env, list(carried), run(list(carried)), "a loop")
+    if any(g is not c for g, c in zip(general, carried)):
+        run(general)
+    return tuple(general)
+
+
+def _propagate_cond(shape_env: Any, pred: Any, true_branch: torch.fx.GraphModule,
+                    false_branch: torch.fx.GraphModule, operands: tuple) -> tuple:
+    """What ``cond`` returns, on fake tensors, each branch's nodes given their
+    ``meta["val"]``: where the branches' results differ in size (an empty result for no
+    boxes), the size is a new symbol."""
+    return tuple(_generalized(shape_env, _run_subgraph(true_branch, list(operands)),
+                              _run_subgraph(false_branch, list(operands)), "a branch"))
+
+
+def _run_subgraph(module: torch.fx.GraphModule, inputs: list) -> list:
+    # The python dispatcher: composite ops (upsample to a size read from a tensor) take
+    # symbolic sizes only through it.
+    from torch._dispatch.python import enable_python_dispatcher
+
+    with enable_python_dispatcher():
+        return _run_nodes(module, inputs)
+
+
+def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
+    values: dict[torch.fx.Node, Any] = {}
+    inputs = iter(inputs)
+    for node in list(module.graph.nodes):
+        if node.target is torch.ops.aten.sym_size.default and len(node.args) == 1:
+            # x.size() as a whole (torch.ones(x.shape) in scripted code): one size per dim,
+            # which is how translation knows sizes.
+            with module.graph.inserting_before(node):
+                sizes = [module.graph.call_function(torch.ops.aten.sym_size.int,
+                                                    (node.args[0], dim))
+                         for dim in range(values[node.args[0]].dim())]
+            for size in sizes:
+                values[size] = size.meta["val"] = values[node.args[0]].shape[size.args[1]]
+            for user in list(node.users):
+                if user.target is operator.getitem:
+                    user.replace_all_uses_with(sizes[user.args[1]])
+                    module.graph.erase_node(user)
+            for user in list(node.users):
+                user.args, user.kwargs = torch.fx.node.map_arg(
+                    (user.args, user.kwargs), lambda n: sizes if n is node else n)
+            module.graph.erase_node(node)
+            continue
+        if node.op == "placeholder":
+            value = next(inputs)
+        elif node.op == "call_function":
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
+            try:
+                value = _run_keeping_inputs(node.target, args, kwargs)
+            except CaptureError:
+                raise
+            except Exception as error:
+                raise CaptureError(
+                    f"in a loop body or branch, {node.format_node()} failed: "
+                    f"{type(error).__name__}: {first_lines(str(error), 2)}") from error
+        elif node.op == "get_attr":  # a constant the converter lifted
+            value = _attribute(module, node.target)
+        elif node.op == "output":
+            results = torch.fx.node.map_arg(node.args[0], lambda n: values[n])
+            return list(results) if isinstance(results, (list, tuple)) else [results]
+        else:
+            raise CaptureError(f"a control-flow subgraph node {node.format_node()} is not "
+                               "supported")
+        values[node] = value
+        node.meta["val"] = value
+    raise CaptureError("a control-flow subgraph has no output")
+
+
+def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
+    """``first``, with a new symbol for each dim where ``second`` has another size."""
+    general = []
+    for before, after in zip(first, second):
+        if not isinstance(before, torch.Tensor):
+            general.append(_generalized_number(shape_env, before, after))
+            continue
+        if before.shape == after.shape:
+            general.append(before)
+            continue
+        if before.dim() != after.dim() or before.dtype != after.dtype:
+            raise CaptureError(f"{what} changes the rank or dtype of a tensor, which ONNX "
+                               "cannot express")
+        sizes = [b if b == a else shape_env.create_unbacked_symint()
+                 for b, a in zip(before.shape, after.shape)]
+        general.append(torch.empty(sizes, dtype=before.dtype, device=before.device))
+    return general
+
+
+def _generalized_number(shape_env: Any, before: Any, after: Any) -> Any:
+    """A number carried by a loop (a counter) or chosen by a branch: a new symbol when the
+    two runs give different values, so that it is never taken as a constant."""
+    if type(before) is int and not isinstance(after, bool) and isinstance(after, (int, torch.SymInt)) \
+            and (isinstance(after, torch.SymInt) or after != before):
+        return shape_env.create_unbacked_symint()
+    return before

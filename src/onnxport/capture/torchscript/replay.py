@@ -1,0 +1,71 @@
+"""torch.export over the traced program, when propagating it alone (:mod:`.propagate`) cannot
+make it an ExportedProgram."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import traceback as fx_traceback
+from torch.fx.experimental import _config as fx_config
+
+from onnxport.capture.common import first_lines
+from onnxport.capture.torchscript.fx_helpers import _source_of
+from onnxport.capture.torchscript.sizes import _shape_reads
+from onnxport.errors import CaptureError
+
+
+# ... and the prefix of the module that replays the converted graph for torch.export.
+_REPLAY_PREFIX = "graph."
+
+
+def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
+                   dynamic: list) -> torch.export.ExportedProgram:
+    """torch.export over the traced program.
+
+    The tracer keeps sizes as 0-d tensors, and some code (torchvision's resize and detection
+    heads, interpolate with recompute_scale_factor) computes sizes with tensor ops and reads
+    them back as ints, which torch.export cannot see through. With static shapes those reads
+    were fixed to this run's values (:func:`capture_tracing`; exact: they depend on the shapes
+    only); with dynamic axes they are symbols (:class:`_ReadBackSizes`), and this is reached
+    only when propagating them failed otherwise: an error says what to do when torch.export
+    cannot follow them either.
+    """
+    # torch.export specializes a dim of size 0 or 1 unless told to reason about it as any
+    # size; the traced program has no branch left that could tell them apart.
+    oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
+                    for axis in axes)
+
+    def export():
+        with fx_config.patch(backed_size_oblivious=oblivious):
+            return torch.export.export(_Replay(graph_module), tensors,
+                                       dynamic_shapes=(tuple(dynamic),), strict=False)
+
+    reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
+    try:
+        return export()
+    except Exception as error:
+        if reads and any(dynamic):
+            raise CaptureError(
+                f"the traced model computes {len(reads)} size(s) with tensor ops and reads "
+                f"them back as Python numbers (first at {_source_of(reads[0])}); torch.export "
+                "cannot keep those dynamic, and fixing them to this example's values would "
+                "contradict the dynamic axes asked for. Export without dynamic_axes (one model "
+                f"per input size), or use dynamo=True. torch.export's error: "
+                f"{type(error).__name__}: {first_lines(str(error), 3)}"
+            ) from error
+        raise CaptureError(
+            f"the traced graph could not be captured by torch.export: {type(error).__name__}: "
+            f"{first_lines(str(error))}\nThe stage that failed is capture (tracing)."
+        ) from error
+
+
+class _Replay(torch.nn.Module):
+    """Runs the converted graph node by node so that torch.export copies each node's
+    provenance onto the calls it records (running the generated code would not)."""
+
+    def __init__(self, graph_module: torch.fx.GraphModule):
+        super().__init__()
+        self.graph = graph_module
+
+    def forward(self, *tensors):
+        with fx_traceback.preserve_node_meta():
+            return torch.fx.Interpreter(self.graph).run(*tensors)

@@ -1,0 +1,53 @@
+"""A scripted model (``ScriptModule``, ``ScriptFunction``) as the converter takes it: frozen,
+inlined, its number inputs bound as constants."""
+
+from __future__ import annotations
+
+import torch
+
+from onnxport.capture.torchscript.trace import _ConverterState
+
+
+def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
+    """A scripted model with its attributes folded in (``self.training`` and the like are
+    then constants and their branches gone), parameters kept as parameters."""
+    if isinstance(model, torch.jit.ScriptFunction):
+        return model
+    # In the mode the export put it in: training=TRAINING keeps Dropout's training branch.
+    frozen = torch._C._freeze_module(model._c, preserveParameters=True)
+    return torch.jit._recursive.wrap_cpp_module(frozen)
+
+
+_NUMBERS = (bool, int, float, str, type(None))
+
+
+def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
+                  args: tuple = ()) -> _ConverterState:
+    """A scripted model's inlined graph, with its parameters and buffers known by name (not by
+    comparing values, which takes a buffer equal to a parameter for that parameter), and the
+    numbers among ``args`` bound as constants, as tracing fixes a model's number inputs."""
+    is_module = isinstance(scripted, torch.jit.ScriptModule)
+    graph = scripted.inlined_graph if is_module else scripted.graph.copy()
+    _bind_numbers(graph, args, 1 if is_module else 0)
+    return _ConverterState(
+        ts_model=scripted, ts_graph=graph,
+        name_to_param=dict(scripted.named_parameters()) if is_module else {},
+        name_to_buffer=dict(scripted.named_buffers()) if is_module else {},
+        name_to_non_tensor_attributes={}, name_to_constant={})
+
+
+def _bind_numbers(graph: torch._C.Graph, args: tuple, first: int) -> None:
+    """Replace the graph inputs that ``args`` gives numbers, bools, strings or None (after the
+    ``first`` inputs, the module itself) with constants of those values."""
+    inputs = list(graph.inputs())[first:]
+    bound = [k for k, arg in enumerate(args) if not isinstance(arg, torch.Tensor)]
+    if not bound:
+        return
+    with graph.insert_point_guard(next(iter(graph.nodes()), graph.return_node())):
+        for k in bound:
+            inputs[k].replaceAllUsesWith(graph.insertConstant(args[k]))
+    for k in reversed(bound):
+        graph.eraseInput(first + k)
+    # Branches on those values (``if flag and mode == "scale"``) are decided now, as tracing
+    # decides them.
+    torch._C._jit_pass_constant_propagation(graph)

@@ -1,0 +1,169 @@
+"""One run of the TorchScript tracer over the model (:func:`_trace`), its tensor inputs only
+(:class:`_TracedCall`), and the values that run fixed reported at their lines."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import warnings
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from onnxport.capture.common import first_lines
+from onnxport.capture.packed_sequences import packed_sequences_as_padded
+from onnxport.capture.pytree_names import bookkeeping_outputs, output_names as output_names_of
+from onnxport.errors import CaptureError, TracingWarning
+
+
+# The name the traced wrapper gives the model; stripped again from the weights' names.
+_PREFIX = "model."
+
+
+@dataclasses.dataclass
+class _ConverterState:
+    """The attributes of the traced module, sorted as torch's graph converter wants them."""
+
+    ts_model: Any
+    ts_graph: Any
+    name_to_param: dict
+    name_to_buffer: dict
+    name_to_non_tensor_attributes: dict
+    name_to_constant: dict
+
+
+class _TracedCall(torch.nn.Module):
+    """Calls the model on its tensor inputs only: every other input (a number, a string, the
+    keys of a dict) is fixed to the example's value, as the TorchScript tracer does."""
+
+    def __init__(self, model: Any, leaves: list, spec: pytree.TreeSpec, tensor_positions: list[int]):
+        super().__init__()
+        self.model = model
+        self._leaves = leaves
+        self._spec = spec
+        self._positions = tensor_positions
+        self.output_names: list[str | None] = []  # readable names of the outputs kept
+
+    def forward(self, *tensors):
+        leaves = list(self._leaves)
+        for position, tensor in zip(self._positions, tensors):
+            leaves[position] = tensor
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        output = self.model(*args, **kwargs)
+        # A dict comes out as its values, strings are dropped and numbers become constants,
+        # the TorchScript exporter's rules for outputs.
+        leaves, spec = pytree.tree_flatten(output)
+        names = output_names_of(spec)
+        if len(names) != len(leaves):
+            names = [None] * len(leaves)
+        dropped = bookkeeping_outputs(spec)  # a KV cache's token count and window
+        results, self.output_names = [], []
+        for leaf, name in [(leaf, name) for k, (leaf, name) in enumerate(zip(leaves, names))
+                           if k not in dropped]:
+            if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, torch.Tensor):
+                leaf = torch.tensor(leaf)
+            if isinstance(leaf, torch.Tensor):
+                results.append(leaf)
+                self.output_names.append(name)
+        return tuple(results)
+
+
+def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
+    """One run of the tracer, as torch.jit.trace does but without wrapping every submodule in
+    a ScriptModule (most of its time on a model of many small modules): the graph's inputs are
+    the tensors, then every parameter and buffer, named by its path."""
+    from torch.jit._trace import _create_interpreter_name_lookup_fn
+
+    state = torch.jit._unique_state_dict(wrapper, keep_vars=True)
+    # The module paths the tracer records as each call's scope (torch.jit.trace's own names).
+    scopes: dict[torch.nn.Module, str] = {}
+
+    def name_children(module, prefix):
+        for name, child in module.named_children():
+            scopes[child] = f"{prefix}.{name}"
+            name_children(child, scopes[child])
+
+    name_children(wrapper, "__module")
+    count = len(tensors)
+    previous = torch.jit._trace._trace_module_map
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            torch.jit._trace._trace_module_map = scopes
+            # Not under no_grad: with gradients off, nn.MultiheadAttention and the
+            # Transformer layers take their fused inference kernels (one
+            # aten::_native_multi_head_attention), which have no ONNX translation.
+            with _warn_on_index(), packed_sequences_as_padded():
+                graph, _ = torch._C._create_graph_by_tracing(
+                    lambda *inputs: wrapper(*inputs[:count]),
+                    [*tensors, *state.values()], _create_interpreter_name_lookup_fn(),
+                    False, False)
+        except Exception as error:
+            raise CaptureError(
+                f"torch.jit.trace could not run the model: {type(error).__name__}: "
+                f"{first_lines(str(error))}\nThe stage that failed is capture (tracing)."
+            ) from error
+        finally:
+            torch.jit._trace._trace_module_map = previous
+    _report_fixed_values(caught)
+    # Functions the model scripts inside a trace (torchvision's batched_nms, through
+    # _script_if_tracing) are calls in this graph; the converter takes them inlined, as
+    # torch.jit.trace's inlined_graph has them.
+    torch._C._jit_pass_inline(graph)
+    values = list(graph.inputs())[count:]
+    for value, name in zip(values, state):
+        value.setDebugName(name)
+    if [value.debugName() for value in values] != list(state):
+        raise CaptureError(f"the tracer renamed the model's weights ({', '.join(state)}); "
+                           "this is a bug of onnxport's tracing, please report it")
+    parameters = {n: t for n, t in state.items() if isinstance(t, torch.nn.Parameter)}
+    return _ConverterState(None, graph, parameters,
+                           {n: t for n, t in state.items() if n not in parameters}, {}, {})
+
+
+@contextlib.contextmanager
+def _warn_on_index():
+    """The tracer fixes a tensor used as an index or a count (``range(t)``) silently; it warns
+    for ``int(t)`` and ``bool(t)``. Warn for those too, from the line that does it."""
+    original = torch.Tensor.__index__
+    torch_folder = os.path.dirname(torch.__file__) + os.sep
+
+    def index(tensor):
+        # torch's own calls (a size list given to an op) are traced as values, not fixed.
+        if torch.jit.is_tracing() and not sys._getframe(1).f_code.co_filename.startswith(
+                torch_folder):
+            warnings.warn("Using a tensor as a Python index or count might cause the trace to "
+                          "be incorrect: its value is treated as a constant",
+                          torch.jit.TracerWarning, stacklevel=2)
+        return original(tensor)
+
+    torch.Tensor.__index__ = index
+    try:
+        yield
+    finally:
+        torch.Tensor.__index__ = original
+
+
+def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
+    """One TracingWarning per place where the trace fixed a value, at that place; other
+    warnings the model raised are passed on unchanged, torch's deprecation notice for
+    ``torch.jit.trace`` dropped (the user did not call it)."""
+    seen = set()
+    for record in caught:
+        if issubclass(record.category, torch.jit.TracerWarning):
+            key = (record.filename, record.lineno, str(record.message))
+            if key in seen:
+                continue
+            seen.add(key)
+            warnings.warn_explicit(
+                f"tracing recorded a value of this example as a constant: "
+                f"{record.message} (at {record.filename}:{record.lineno})",
+                TracingWarning, record.filename, record.lineno)
+        elif issubclass(record.category, FutureWarning) and "torch.jit.trace" in str(record.message):
+            continue
+        else:
+            warnings.warn_explicit(record.message, record.category, record.filename,
+                                   record.lineno)
