@@ -742,3 +742,41 @@ def test_tracing_warning_is_still_importable_from_the_torchscript_capture():
     from onnxport.capture.torchscript import TracingWarning as where_it_was
 
     assert where_it_was is TracingWarning
+
+
+class _ZeroWhenPositive(torch.nn.Module):
+    def forward(self, x, i):
+        if bool(x.sum() > 0):
+            x[i] = 0.0
+        else:
+            x.add_(1)
+        return x * 2
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_index_put_inside_a_scripted_branch_writes_the_tensor_after_it(dynamo):
+    # The write became an If output (capture/script_mutations.py); the branch wrote nowhere
+    # before (every element wrong), then the converter refused it.
+    model = torch.jit.script(_ZeroWhenPositive())
+    i = torch.tensor([0, 2])
+    program = onnxport.export(model, (torch.rand(4, 3), i), dynamo=dynamo)
+    for x in (torch.rand(4, 3), -torch.rand(4, 3)):
+        _close(program(x.clone(), i)[0], model(x.clone(), i))
+
+
+class _AddInALoop(torch.nn.Module):
+    def forward(self, x):
+        y = x.clone()
+        for k in range(x.size(0)):
+            y.add_(k)
+        return y
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_an_in_place_write_inside_a_scripted_loop_is_a_carried_value(dynamo):
+    model = torch.jit.script(_AddInALoop())
+    program = onnxport.export(model, (torch.rand(3, 2),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}})
+    for n in (3, 5):
+        x = torch.rand(n, 2)
+        _close(program(x)[0], model(x))

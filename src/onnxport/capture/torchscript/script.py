@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from onnxport.capture.script_mutations import functionalize_writes
 from onnxport.capture.torchscript.trace import _ConverterState
 
 
@@ -29,11 +30,35 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     is_module = isinstance(scripted, torch.jit.ScriptModule)
     graph = scripted.inlined_graph if is_module else scripted.graph.copy()
     _bind_numbers(graph, args, 1 if is_module else 0)
+    _fold_dtypes(graph, [arg for arg in args if isinstance(arg, torch.Tensor)],
+                 1 if is_module else 0)
+    functionalize_writes(graph)
     return _ConverterState(
         ts_model=scripted, ts_graph=graph,
         name_to_param=dict(scripted.named_parameters()) if is_module else {},
         name_to_buffer=dict(scripted.named_buffers()) if is_module else {},
         name_to_non_tensor_attributes={}, name_to_constant={})
+
+
+def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int) -> None:
+    """Reads of the tensor inputs' dtype and device (``prim::dtype(x)``, which ``x[i] = 0.0``
+    makes) become constants of the example's: the converter's own helper for them cannot run
+    inside a branch or loop body."""
+    from onnxport._type_utils import JitScalarType
+
+    inputs = list(graph.inputs())[first:]
+    if len(inputs) != len(tensors):
+        return
+    for value, tensor in zip(inputs, tensors):
+        for use in list(value.uses()):
+            reader = use.user
+            if reader.kind() not in ("prim::dtype", "prim::device"):
+                continue
+            known = int(JitScalarType.from_dtype(tensor.dtype)) if \
+                reader.kind() == "prim::dtype" else tensor.device
+            with graph.insert_point_guard(reader):
+                reader.output().replaceAllUsesWith(graph.insertConstant(known))
+            reader.destroy()
 
 
 def _bind_numbers(graph: torch._C.Graph, args: tuple, first: int) -> None:

@@ -11,6 +11,8 @@ import warnings
 from typing import Any
 
 import torch
+
+from onnxport.capture.script_mutations import functionalize_writes
 import torch.utils._pytree as pytree
 
 from onnxport.capture.common import first_lines
@@ -113,6 +115,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
     # _script_if_tracing) are calls in this graph; the converter takes them inlined, as
     # torch.jit.trace's inlined_graph has them.
     torch._C._jit_pass_inline(graph)
+    functionalize_writes(graph)  # (writes in the scripted functions' branches and loops)
     values = list(graph.inputs())[count:]
     for value, name in zip(values, state):
         value.setDebugName(name)
