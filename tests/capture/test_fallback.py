@@ -174,3 +174,45 @@ def test_a_scripted_loop_inside_a_traced_model_on_the_default_path():
     with torch.no_grad():
         for value, count in ((x, 3), (torch.randn(5, 3), 7)):  # the count stays an input
             _close(program(value, torch.tensor(count))[0], model(value, torch.tensor(count)))
+
+
+class _WindowOfTheLength(torch.nn.Module):
+    def forward(self, x):
+        return torch.linspace(0, 1, x.size(0)) * x
+
+
+class _WindowAndParity(torch.nn.Module):
+    def forward(self, x):  # tracing fixes the parity to the example's; eager's changes
+        return torch.linspace(0, 1, x.size(0)) * x + float(x.shape[0] % 2)
+
+
+def test_a_dim_torch_export_fixes_is_traced_instead_on_the_default_path():
+    # linspace takes steps as a plain int: torch.export fixed the dynamic axis to 5 (an ONNX
+    # model for size 5 only, with a warning); tracing keeps it dynamic and computes eager's
+    # results at other sizes, so the default path takes it.
+    model = _WindowOfTheLength()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(model, (torch.randn(5),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "n"}})
+    assert program.capture_strategy == "tracing"
+    assert any(issubclass(w.category, FallbackWarning) and "fixed to 5" in str(w.message)
+               for w in caught)
+    for n in (5, 9):
+        x = torch.randn(n)
+        _close(program(x)[0], model(x))
+
+
+def test_a_dim_torch_export_fixes_stays_fixed_with_fallback_false_or_dynamo_true():
+    for options in ({"fallback": False}, {"dynamo": True}):
+        with pytest.warns(onnxport.errors.DynamicDimensionFixedWarning):
+            program = onnxport.export(_WindowOfTheLength(), (torch.randn(5),),
+                                      input_names=["x"], dynamic_axes={"x": {0: "n"}}, **options)
+        assert program.capture_strategy.startswith("torch.export")
+
+
+def test_a_trace_that_computes_other_results_at_other_sizes_is_not_taken():
+    with pytest.warns(onnxport.errors.DynamicDimensionFixedWarning):
+        program = onnxport.export(_WindowAndParity(), (torch.randn(5),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "n"}})
+    assert program.capture_strategy.startswith("torch.export")

@@ -166,9 +166,6 @@ def test_behaviour(name, dynamo):
     if name == "item as a size" and dynamo is False:
         # The tracer itself fixes a number read with .item() (torch.onnx's trace too).
         others = []
-    if name == "linspace of a size" and dynamo is None:
-        pytest.xfail("torch.export fixes a size given to an int parameter (linspace's steps) "
-                     "to the example's; the default path does not yet trace instead")
     _export_and_compare(_module(function, inputs), inputs, others, axes, dynamo)
 
 

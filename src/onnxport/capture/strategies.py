@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -11,7 +12,8 @@ import torch.utils._pytree as pytree
 from onnxport.capture.common import warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
-from onnxport.errors import CaptureError, FallbackWarning
+from onnxport.errors import (CaptureError, DynamicDimensionFixedWarning, FallbackWarning,
+                             TracingWarning)
 
 
 def capture_with_fallback(
@@ -21,6 +23,7 @@ def capture_with_fallback(
     fallback: bool,
     trace_name: str = "tracing",
     warn_on_fallback: bool = False,
+    check_trace: Callable[[CapturedProgram], bool] | None = None,
 ) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
     """The captured program, the name of the strategy that produced it, and the (strategy,
     reason) of each one that failed before it.
@@ -34,9 +37,22 @@ def capture_with_fallback(
     if capture_export is None:
         return capture_trace(), trace_name, []
     try:
-        captured = capture_export()
-        return captured, _export_strategy(captured.strategy), [
-            (_export_strategy(name), reason) for name, reason in captured.failed_strategies]
+        with warnings.catch_warnings(record=True) as held:
+            warnings.simplefilter("always")
+            captured = capture_export()
+        attempts = [(_export_strategy(name), reason)
+                    for name, reason in captured.failed_strategies]
+        fixed = [d for d in captured.fixed_dims if d.upper is None]
+        traced = _traced_keeping(fixed, capture_trace, check_trace) \
+            if fixed and fallback and check_trace is not None else None
+        if traced is None:
+            _replay(held)
+            return captured, _export_strategy(captured.strategy), attempts
+        attempts.append((_export_strategy(captured.strategy), "; ".join(
+            str(w.message) for w in held if issubclass(w.category, DynamicDimensionFixedWarning))))
+        if warn_on_fallback:
+            _warn_fallback(attempts)
+        return traced, "tracing", attempts
     except CaptureError as error:
         if not fallback:
             raise
@@ -54,6 +70,71 @@ def capture_with_fallback(
     if warn_on_fallback:
         _warn_fallback(attempts)
     return captured, "tracing", attempts
+
+
+def _traced_keeping(fixed: list, capture_trace: Callable[[], CapturedProgram],
+                    check: Callable[[CapturedProgram], bool]) -> CapturedProgram | None:
+    """The traced program, when torch.export fixed dims the user asked to be dynamic
+    (``fixed``: linspace's steps, which its schema takes as a plain int), tracing keeps them
+    dynamic and ``check`` finds it computes eager's results at other sizes; else None. Not
+    for an example size of 0 or 1: a trace there records what holds at that size only (a
+    squeeze, a broadcast), which the check at a larger size cannot see in the ONNX graph."""
+    if any(dim.size <= 1 for dim in fixed):
+        return None
+    try:
+        with warnings.catch_warnings(record=True) as held:
+            warnings.simplefilter("always")
+            traced = capture_trace()
+    except CaptureError:
+        return None
+    nodes = {node.name: node for node in traced.exported_program.graph.nodes}
+    for dim in fixed:
+        value = nodes[traced.user_inputs[dim.position]].meta.get("val")
+        if value is None or not isinstance(value.shape[dim.axis], torch.SymInt):
+            return None
+    if not check(traced):
+        return None
+    _replay(held)
+    return traced
+
+
+def _computes_eager_results_when_grown(model: Any, args: tuple, kwargs: dict,
+                                       dim_names: dict) -> Callable[[CapturedProgram], bool]:
+    """A check that a traced program computes what eager does with every dynamic axis grown
+    by about half (the trace was made at the example's sizes only)."""
+    def check(traced: CapturedProgram) -> bool:
+        from onnxport.capture.torchscript.sizes import _other_sizes
+
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        dynamic = [{axis for (k, axis) in dim_names if k == position} or None
+                   for position in range(len(positions))]
+        grown = _other_sizes(tuple(leaves[i] for i in positions), dynamic)
+        for i, tensor in zip(positions, grown):
+            leaves[i] = tensor
+        try:
+            with torch.no_grad():
+                grown_args, grown_kwargs = pytree.tree_unflatten(leaves, spec)
+                expected = [t for t in pytree.tree_leaves(model(*grown_args, **grown_kwargs))
+                            if isinstance(t, torch.Tensor)]
+                actual = traced.exported_program.module()(*grown)
+            actual = [t for t in pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
+            actual = [actual[k] for k in traced.user_outputs] if \
+                len(actual) != len(expected) and traced.user_outputs else actual
+            if len(actual) != len(expected):
+                return False
+            for a, e in zip(actual, expected):
+                torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+        except Exception:  # noqa: BLE001 - any failure: keep torch.export's program
+            return False
+        return True
+
+    return check
+
+
+def _replay(caught: list[warnings.WarningMessage]) -> None:
+    for record in caught:
+        warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)
 
 
 def _warn_fallback(attempts: list[tuple[str, str]]) -> None:
@@ -93,7 +174,9 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
         return capture_with_fallback(
             export, lambda: capture_tracing(model, args, kwargs, **options), fallback=fallback,
             trace_name="torchscript" if scripted else "tracing",
-            warn_on_fallback=warn_on_fallback)
+            warn_on_fallback=warn_on_fallback,
+            check_trace=_computes_eager_results_when_grown(
+                model, args, kwargs, options.get("dim_names") or {}))
     except CaptureError as error:
         failure = eager_failure(model, args, kwargs)
         if failure is None:
