@@ -257,13 +257,32 @@ def test_script_function_number_input():
     _close(onnxport.export(times, (x, 4))(x)[0], x * 4)
 
 
-def test_script_module_with_a_list_input_is_refused_clearly():
-    class Total(torch.nn.Module):
-        def forward(self, x, ys: list[torch.Tensor]):
-            return x + ys[0]
+class _Sequences(torch.nn.Module):
+    def forward(self, x, ys: list[torch.Tensor], k: int, z: tuple[torch.Tensor, torch.Tensor]):
+        for y in ys:
+            x = x + y * k
+        return x * z[0] - z[1]
 
-    with pytest.raises(InvalidExportOptionsError, match="lists, dicts and keyword"):
-        onnxport.export(torch.jit.script(Total()), (torch.randn(2), [torch.randn(2)]))
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_script_module_list_and_tuple_inputs_are_one_input_per_tensor(dynamo):
+    # A List[Tensor] or tuple input (refused before) is its tensors, flattened in order.
+    model = torch.jit.script(_Sequences())
+    inputs = (torch.randn(3), [torch.randn(3), torch.randn(3)], 2, (torch.randn(3),) * 2)
+    program = onnxport.export(model, inputs, dynamo=dynamo)
+    assert [value.name for value in program.model.graph.inputs] == \
+        ["x", "ys.0", "ys.1", "z.0", "z.1"]
+    other = (torch.randn(3), [torch.randn(3), torch.randn(3)], 2, (torch.randn(3),) * 2)
+    _close(program(other[0], *other[1], *other[3])[0], model(*other))
+
+
+def test_script_module_with_a_dict_input_is_refused_clearly():
+    class Total(torch.nn.Module):
+        def forward(self, x, ys: dict[str, torch.Tensor]):
+            return x + ys["a"]
+
+    with pytest.raises(InvalidExportOptionsError, match="dicts, nested lists and keyword"):
+        onnxport.export(torch.jit.script(Total()), (torch.randn(2), {"a": torch.randn(2)}, {}))
 
 
 def test_scripted_data_dependent_branch_keeps_both_branches():

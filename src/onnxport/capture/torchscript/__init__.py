@@ -25,7 +25,8 @@ from onnxport.capture.torch_export import CapturedProgram, capture_torch_export,
 from onnxport.capture.torchscript.convert import _to_fx
 from onnxport.capture.torchscript.propagate import _propagated, _propagated_static
 from onnxport.capture.torchscript.replay import _REPLAY_PREFIX, _export_traced
-from onnxport.capture.torchscript.script import _NUMBERS, _frozen, _script_state
+from onnxport.capture.torchscript.script import (_NUMBERS, _frozen, _script_state,
+                                                is_tensor_sequence)
 from onnxport.capture.torchscript.sizes import _drop_runtime_asserts, _read_back_hints
 from onnxport.capture.torchscript.trace import _PREFIX, _TracedCall, _trace
 from onnxport.errors import CaptureError, InvalidExportOptionsError, TracingWarning
@@ -68,12 +69,13 @@ def capture_tracing(
         raise CaptureError(f"tracing found {len(tensors)} tensor inputs, expected {len(slots)}")
     readable: list[str | None] = []
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
-        if kwargs or not all(isinstance(arg, (torch.Tensor, *_NUMBERS)) for arg in args):
+        if kwargs or not all(isinstance(arg, (torch.Tensor, *_NUMBERS))
+                             or is_tensor_sequence(arg) for arg in args):
             raise InvalidExportOptionsError(
                 "a scripted model (ScriptModule, ScriptFunction) takes its example inputs as "
-                "positional tensors, numbers, bools and strings; lists, dicts and keyword "
-                "arguments cannot be bound: pass the original nn.Module, or script a wrapper "
-                "that takes them apart")
+                "positional tensors, lists or tuples of tensors, numbers, bools and strings; "
+                "dicts, nested lists and keyword arguments cannot be bound: pass the original "
+                "nn.Module, or script a wrapper that takes them apart")
         graph_module = _to_fx(_script_state(_frozen(model), args))
     else:
         wrapper = _TracedCall(model, leaves, spec, positions)

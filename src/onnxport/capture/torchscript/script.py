@@ -22,6 +22,12 @@ def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
 _NUMBERS = (bool, int, float, str, type(None))
 
 
+def is_tensor_sequence(value) -> bool:
+    """A list or tuple of tensors, which a scripted model's graph takes as one input."""
+    return isinstance(value, (list, tuple)) and bool(value) and \
+        all(isinstance(item, torch.Tensor) for item in value)
+
+
 def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
                   args: tuple = ()) -> _ConverterState:
     """A scripted model's inlined graph, with its parameters and buffers known by name (not by
@@ -30,8 +36,9 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     is_module = isinstance(scripted, torch.jit.ScriptModule)
     graph = scripted.inlined_graph if is_module else scripted.graph.copy()
     _bind_numbers(graph, args, 1 if is_module else 0)
-    _fold_dtypes(graph, [arg for arg in args if isinstance(arg, torch.Tensor)],
-                 1 if is_module else 0)
+    tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
+               if isinstance(t, torch.Tensor)]
+    _fold_dtypes(graph, tensors, 1 if is_module else 0)
     functionalize_writes(graph)
     return _ConverterState(
         ts_model=scripted, ts_graph=graph,
@@ -63,16 +70,34 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int) -> None:
 
 def _bind_numbers(graph: torch._C.Graph, args: tuple, first: int) -> None:
     """Replace the graph inputs that ``args`` gives numbers, bools, strings or None (after the
-    ``first`` inputs, the module itself) with constants of those values."""
+    ``first`` inputs, the module itself) with constants of those values, and a list or tuple
+    of tensors with one input per tensor, in the order the tensors are flattened."""
     inputs = list(graph.inputs())[first:]
-    bound = [k for k, arg in enumerate(args) if not isinstance(arg, torch.Tensor)]
-    if not bound:
-        return
+    order = list(graph.inputs())[:first]
+    replaced = []
     with graph.insert_point_guard(next(iter(graph.nodes()), graph.return_node())):
-        for k in bound:
-            inputs[k].replaceAllUsesWith(graph.insertConstant(args[k]))
-    for k in reversed(bound):
-        graph.eraseInput(first + k)
+        for value, arg in zip(inputs, args):
+            if isinstance(arg, torch.Tensor):
+                order.append(value)
+                continue
+            if is_tensor_sequence(arg):
+                elements = [graph.addInput() for _ in arg]
+                for element in elements:
+                    element.setType(torch._C.TensorType.get())
+                kind = "prim::ListConstruct" if isinstance(arg, list) else "prim::TupleConstruct"
+                built = graph.insertNode(graph.create(kind, elements))
+                built.output().setType(value.type())
+                value.replaceAllUsesWith(built.output())
+                order += elements
+            else:
+                value.replaceAllUsesWith(graph.insertConstant(arg))
+            replaced.append(value)
+    if not replaced:
+        return
+    for value in replaced:
+        graph.eraseInput(list(graph.inputs()).index(value))
+    current = list(graph.inputs())
+    graph.permuteInputs([current.index(value) for value in order])
     # Branches on those values (``if flag and mode == "scale"``) are decided now, as tracing
     # decides them.
     torch._C._jit_pass_constant_propagation(graph)
