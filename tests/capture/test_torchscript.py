@@ -799,3 +799,38 @@ def test_an_in_place_write_inside_a_scripted_loop_is_a_carried_value(dynamo):
     for n in (3, 5):
         x = torch.rand(n, 2)
         _close(program(x)[0], model(x))
+
+
+class _ScaledSteps(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        for i in range(x.size(0)):
+            x = x + self.weight * i
+        return x
+
+
+class _WithAScriptedPart(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.steps = torch.jit.script(_ScaledSteps())
+
+    def forward(self, x):
+        return self.steps(self.linear(x)) + 1
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_scripted_submodule_of_a_traced_model_keeps_its_loop(dynamo):
+    # The tracer refused the call ("not part of the active trace"): the scripted submodule is
+    # now called as a function of its frozen graph, its loop an ONNX Loop over the run's size.
+    model = _WithAScriptedPart().eval()
+    program = onnxport.export(model, (torch.randn(3, 4),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}})
+    assert isinstance(model.steps, torch.jit.ScriptModule)  # put back
+    for n in (3, 6):
+        x = torch.randn(n, 4)
+        with torch.no_grad():
+            _close(program(x)[0], model(x))

@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 
-from onnxport.capture.script_mutations import functionalize_writes
 import torch.utils._pytree as pytree
 
 from onnxport.capture.common import first_lines
 from onnxport.capture.packed_sequences import packed_sequences_as_padded
+from onnxport.capture.script_mutations import functionalize_writes
 from onnxport.capture.pytree_names import bookkeeping_outputs, output_names as output_names_of
 from onnxport.errors import CaptureError, TracingWarning
 
@@ -98,7 +98,8 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
             # Not under no_grad: with gradients off, nn.MultiheadAttention and the
             # Transformer layers take their fused inference kernels (one
             # aten::_native_multi_head_attention), which have no ONNX translation.
-            with _warn_on_index(), packed_sequences_as_padded():
+            with _warn_on_index(), packed_sequences_as_padded(), \
+                    _scripted_children_as_functions(wrapper) as called:
                 graph, _ = torch._C._create_graph_by_tracing(
                     lambda *inputs: wrapper(*inputs[:count]),
                     [*tensors, *state.values()], _create_interpreter_name_lookup_fn(),
@@ -114,7 +115,8 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
     # Functions the model scripts inside a trace (torchvision's batched_nms, through
     # _script_if_tracing) are calls in this graph; the converter takes them inlined, as
     # torch.jit.trace's inlined_graph has them.
-    torch._C._jit_pass_inline(graph)
+    torch._C._jit_pass_inline(graph)  # (``called`` holds the functions inlined until now)
+    del called
     functionalize_writes(graph)  # (writes in the scripted functions' branches and loops)
     values = list(graph.inputs())[count:]
     for value, name in zip(values, state):
@@ -125,6 +127,56 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
     parameters = {n: t for n, t in state.items() if isinstance(t, torch.nn.Parameter)}
     return _ConverterState(None, graph, parameters,
                            {n: t for n, t in state.items() if n not in parameters}, {}, {})
+
+
+class _ScriptedCall(torch.nn.Module):
+    """A scripted submodule as the tracer can call it: its frozen graph as a function (the
+    tracer records a call of a function, inlined later; a call of a module's scripted method
+    needs that module in the trace, which a trace of a function has not)."""
+
+    def __init__(self, function: Any):
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args):
+        return self.function(*args)
+
+
+def _as_function(module: torch.jit.ScriptModule) -> Any | None:
+    """``module``'s forward as a scripted function with its weights folded in as constants;
+    None when its graph still reads the module (an attribute freezing could not fold)."""
+    try:
+        frozen = torch._C._freeze_module(module._c, preserveParameters=False)
+    except Exception:  # noqa: BLE001 - left as it is; the tracer says what fails
+        return None
+    graph = frozen._get_method("forward").graph.copy()
+    torch._C._jit_pass_inline(graph)
+    this = next(graph.inputs())
+    if this.uses():
+        return None
+    graph.eraseInput(0)
+    return torch._C._create_function_from_graph(f"{module.original_name}_forward", graph)
+
+
+@contextlib.contextmanager
+def _scripted_children_as_functions(root: torch.nn.Module):
+    """Scripted submodules of a Python model called as functions while it is traced; yields
+    those functions, which must outlive the inlining of the traced graph's calls of them."""
+    swapped = []
+    for parent in list(root.modules()):
+        if isinstance(parent, torch.jit.ScriptModule):
+            continue
+        for name, child in list(parent.named_children()):
+            if isinstance(child, torch.jit.ScriptModule):
+                function = _as_function(child)
+                if function is not None:
+                    swapped.append((parent, name, child))
+                    parent._modules[name] = _ScriptedCall(function)
+    try:
+        yield [parent._modules[name].function for parent, name, _ in swapped]
+    finally:
+        for parent, name, child in swapped:
+            parent._modules[name] = child
 
 
 @contextlib.contextmanager
