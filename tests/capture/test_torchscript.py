@@ -834,3 +834,34 @@ def test_a_scripted_submodule_of_a_traced_model_keeps_its_loop(dynamo):
         x = torch.randn(n, 4)
         with torch.no_grad():
             _close(program(x)[0], model(x))
+
+
+class _BranchInALoop(torch.nn.Module):
+    def forward(self, x):
+        for k in range(x.size(0)):
+            if bool(x[k].sum() > 0):
+                x = x * 2
+            else:
+                x = x - 1
+        return x
+
+
+class _LoopInALoop(torch.nn.Module):
+    def forward(self, x):
+        for k in range(x.size(0)):
+            for j in range(2):
+                x = x + k * j
+        return x
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+@pytest.mark.parametrize("cls", [_BranchInALoop, _LoopInALoop])
+def test_scripted_control_flow_nested_in_a_loop(cls, dynamo):
+    # Refused before ("a loop in a loop, a branch in a loop: not yet"): inner bodies are
+    # converted and propagated as the outer ones are.
+    model = torch.jit.script(cls())
+    program = onnxport.export(model, (torch.randn(3, 2),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}})
+    for n in (3, 5):
+        x = torch.randn(n, 2)
+        _close(program(x)[0], model(x))

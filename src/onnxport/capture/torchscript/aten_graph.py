@@ -120,11 +120,26 @@ def _returns_several(module: torch.fx.GraphModule) -> bool:
 
 
 def _aten_module(body: torch.fx.GraphModule) -> torch.fx.GraphModule | None:
+    """A loop body or branch on its ATen calls, the loops and branches inside it likewise
+    (their bodies its attributes); None when some call is no ATen op."""
     graph = _aten_graph(body)
-    if graph is None or any(node.op == "get_attr" and not isinstance(
-            _attribute(body, node.target), torch.Tensor) for node in graph.nodes):
-        return None  # (a loop in a loop, a branch in a loop: not yet)
-    return torch.fx.GraphModule(body, graph)
+    if graph is None:
+        return None
+    inner = {}
+    for node in graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = _attribute(body, node.target)
+        if isinstance(value, torch.fx.GraphModule):
+            inner[node.target] = _aten_module(value)
+            if inner[node.target] is None:
+                return None
+        elif not isinstance(value, torch.Tensor):
+            return None
+    module = torch.fx.GraphModule(body, graph)
+    for target, converted in inner.items():
+        setattr(module, target, converted)
+    return module
 
 
 def _overload_of(node: torch.fx.Node) -> Any:

@@ -478,6 +478,13 @@ def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
             continue
         if node.op == "placeholder":
             value = next(inputs)
+        elif node.op == "call_function" and node.target in (prim_loop,
+                                                            torch.ops.higher_order.cond):
+            # A loop or branch inside the body: propagated as the outer ones are.
+            args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+            shape_env = _shape_env_of(list(values.values()))
+            value = _propagate_loop(shape_env, *args) if node.target is prim_loop else \
+                _propagate_cond(shape_env, *args)
         elif node.op == "call_function":
             args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
             try:
@@ -499,6 +506,18 @@ def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
         values[node] = value
         node.meta["val"] = value
     raise CaptureError("a control-flow subgraph has no output")
+
+
+def _shape_env_of(values: list) -> Any:
+    """The shape environment of the fake tensors or symbols among ``values``."""
+    for value in values:
+        if isinstance(value, torch.SymInt | torch.SymBool | torch.SymFloat):
+            return value.node.shape_env
+        mode = getattr(value, "fake_mode", None)
+        if mode is not None and mode.shape_env is not None:
+            return mode.shape_env
+    raise CaptureError("a loop or branch inside a loop body or branch has no fake input to "
+                       "propagate with")
 
 
 def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:

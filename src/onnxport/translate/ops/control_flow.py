@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import onnx_ir as ir
+from onnx_ir.tensor_adapters import from_torch_dtype
 import torch
 
 from onnxport.errors import TranslationError
@@ -38,10 +39,26 @@ def _condition(g, pred: Any) -> ir.Value:
 
 
 def _branch(g, subgraph, operands: list, name: str) -> ir.Graph:
+    """A branch as an If's subgraph, each output in the dtype torch gave the cond's result (a
+    scripted ``a and b`` returns the bool b from one branch and the constant False, made an
+    int64 constant, from the other: both branches must agree)."""
     branch = g.subgraph(name)
-    for output in subgraph.translate(branch, operands):
+    expected = g.expected if isinstance(g.expected, (tuple, list)) else [g.expected]
+    outputs = subgraph.translate(branch, operands)
+    for k, output in enumerate(outputs):
+        dtype = _dtype_of(expected[k]) if k < len(expected) else None
+        if dtype is not None and isinstance(output, ir.Value) and output.dtype != dtype:
+            output = cast(branch, output, dtype)
         branch.add_output(output)
     return branch.graph
+
+
+def _dtype_of(meta: Any) -> ir.DataType | None:
+    if isinstance(meta, torch.Tensor):
+        return from_torch_dtype(meta.dtype)
+    return {torch.SymBool: ir.DataType.BOOL, torch.SymInt: ir.DataType.INT64,
+            torch.SymFloat: ir.DataType.DOUBLE, bool: ir.DataType.BOOL,
+            int: ir.DataType.INT64}.get(type(meta))
 
 
 @translates("higher_order::cond")
