@@ -21,7 +21,7 @@ from onnxport._arguments import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F40
 from onnxport.capture import parameter_names
 from onnxport.capture.torch_export import var_positional
 from onnxport.capture.dynamic import resolve_dynamic
-from onnxport.capture.autograd_functions import has_symbolic, keep_autograd_functions
+from onnxport.capture.quirks.autograd_functions import has_symbolic, keep_autograd_functions
 from onnxport.capture.strategies import capture_model
 from onnxport._enums import OperatorExportTypes
 from onnxport._model_mode import module_modes, restore_module_modes, set_module_mode

@@ -24,7 +24,7 @@ def unconvertible_ops(model: Any, args: Any, training: Any = None,
     export stops at the translation stage."""
     from onnxport import _arguments
     from onnxport.api import _EXPORT_LOCK, _keeps_function
-    from onnxport.capture.autograd_functions import keep_autograd_functions
+    from onnxport.capture.quirks.autograd_functions import keep_autograd_functions
     from onnxport.capture.strategies import capture_model
     from onnxport.errors import UnsupportedOpsError
     from onnxport.translate import TranslationContext, default_registry

@@ -1,5 +1,6 @@
-"""Helpers both front ends (capture/torch_export.py, capture/torchscript/) use: the aliases of an
-FX node, the first lines of an error for a message, a warning at the user's call."""
+"""Helpers that both front ends (capture/torch_export.py, capture/torchscript/) use: the
+aliases of an FX node, the first lines of an error for a message, a warning at the user's
+call."""
 
 from __future__ import annotations
 

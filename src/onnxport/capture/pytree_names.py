@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import torch
 import torch.utils._pytree as pytree
 
-from onnxport.capture import hf_cache
+from onnxport.capture.quirks import hf_cache
 
 # A cache given as ``past_key_values`` comes back updated; ONNX models call that one ``present``
 # (transformers 5.24 returns it as ``cache``: see hf_cache.CACHE_FIELDS).

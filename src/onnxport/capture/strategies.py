@@ -162,7 +162,7 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
     ``options`` are those both captures take (dim_names, input_names, output_names...)."""
     scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
     if not scripted:  # tracing cannot read quantized modules' packed weights either
-        from onnxport.capture.quantized_modules import as_reference
+        from onnxport.capture.quirks.quantized_modules import as_reference
 
         model = as_reference(model)
     export = None

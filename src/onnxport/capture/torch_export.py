@@ -20,9 +20,9 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from onnxport.capture.common import aliases, first_lines, warn_at_caller
 from onnxport.capture.dynamic import as_auto, map_dims, requested_dims, tensor_input_slots
-from onnxport.capture import quantized_modules
+from onnxport.capture.quirks import patched_for_torch_export, quantized_modules
 from onnxport.capture.data_dependent import DataDependentArguments
-from onnxport.capture.packed_sequences import packed_sequences_as_padded
+from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
 from onnxport.capture.specialization import (FixedDim, describe, failure_location,
                                               fixed_dims, recording_guards, static_size)
 from onnxport.capture.pytree_names import bookkeeping_outputs
@@ -142,7 +142,7 @@ def capture_torch_export(
 
         oblivious = bool(program.graph_module.meta.get("backed_size_oblivious"))
         # Functionalizing traces the graph again: as it was captured, with the same patches.
-        with shapes_config.patch(backed_size_oblivious=oblivious), _patched_for_export():
+        with shapes_config.patch(backed_size_oblivious=oblivious), patched_for_torch_export():
             program = functionalize(program, keep_op or (lambda op: False))
         program.graph_module.meta["backed_size_oblivious"] = oblivious
     drop_runtime_asserts(program.graph_module)
@@ -309,7 +309,7 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
     if not strict:
         rewrites.enter_context(DataDependentArguments())
         rewrites.enter_context(packed_sequences_as_padded())
-    with _patched_for_export(), recording_guards() as guards, rewrites, \
+    with patched_for_torch_export(), recording_guards() as guards, rewrites, \
             shapes_config.patch(backed_size_oblivious=oblivious), \
             contextlib.redirect_stderr(io.StringIO()):
         program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes,
@@ -519,22 +519,6 @@ def functionalize(program: ExportedProgram, keep_op: Callable[[Any], bool]) -> E
 
 def _none_note(count: int) -> str:
     return f" (and returns None {count} time(s), which has no ONNX output)" if count else ""
-
-
-@contextlib.contextmanager
-def _patched_for_export():
-    """Register pytree support for transformers' cache classes when transformers is loaded,
-    and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic), and
-    linalg_lstsq with its static output shapes, and nn.Transformer's masks without reading
-    their values."""
-    from onnxport.capture import hf_cache
-    from onnxport.capture.lstsq_shapes import static_lstsq_shapes
-    from onnxport.capture.recurrent_shapes import shape_only_recurrent_layers
-    from onnxport.capture.transformer_masks import causal_hint_as_given
-
-    hf_cache.register_if_loaded()
-    with shape_only_recurrent_layers(), static_lstsq_shapes(), causal_hint_as_given():
-        yield
 
 
 def _describe(program, dim_names, input_names, output_names, output_dim_names,

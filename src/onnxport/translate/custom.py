@@ -131,11 +131,11 @@ def call_symbolic(symbolic_fn: Callable, g: GraphBuilder, inputs: list, kwargs: 
     return returned[0].ir_value
 
 
-# -- torch.autograd.Function (kept whole by capture/autograd_functions.py) ----------------------
+# -- torch.autograd.Function (kept whole by capture/quirks/autograd_functions.py) ---------------
 @translates("onnxport::autograd_function")
 def autograd_function(g: GraphBuilder, tensors: list, call_name: str) -> Any:
     """autograd_function(Tensor[] tensors, str call) -> Tensor[]"""
-    from onnxport.capture.autograd_functions import call_named, has_symbolic
+    from onnxport.capture.quirks.autograd_functions import call_named, has_symbolic
 
     call = call_named(call_name)
     cls = call.cls

@@ -1,4 +1,4 @@
-"""Quantized models (ops/quantized.py, capture/quantized_modules.py): torch.ao dynamic and
+"""Quantized models (ops/quantized.py, capture/quirks/quantized_modules.py): torch.ao dynamic and
 eager-mode static quantization, and PT2E's quantize/dequantize calls, exported as ONNX Q/DQ,
 run in ONNX Runtime and compared with eager's quantized kernels within quantization error."""
 

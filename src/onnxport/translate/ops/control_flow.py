@@ -145,7 +145,7 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
     """onnxport_prim_loop(GraphModule body, SymInt trip_count, Tensor[] carried,
     Any[] outer, SymBool condition=True) -> Tensor[]
 
-    A TorchScript ``for i in range(n)`` or ``while`` loop (capture/torchscript.py): the body
+    A TorchScript ``for i in range(n)`` or ``while`` loop (capture/torchscript/loops.py): the body
     takes the outer values, the iteration number and the carried values, and returns the
     condition to go on (always true in a ``for``) and the next carried values, whose shapes
     may change from one iteration to the next (ONNX Loop allows that; torch's while_loop does

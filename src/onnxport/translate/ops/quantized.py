@@ -1,5 +1,5 @@
 """Quantization: PT2E's ``quantized_decomposed`` quantize/dequantize calls (also what the
-reference form of torch.ao's quantized modules calls, capture/quantized_modules.py) as ONNX
+reference form of torch.ao's quantized modules calls, capture/quirks/quantized_modules.py) as ONNX
 QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear. Q/DQ pairs stay in the graph: ONNX
 Runtime fuses them with their neighbours (QLinearConv, MatMulInteger) itself."""
 

@@ -210,7 +210,7 @@ def rnn_relu(g, input, hx, params, has_biases, num_layers, dropout, train, bidir
                       bidirectional, batch_first, "Relu")
 
 
-# -- packed sequences: the padded batch and its lengths (capture/packed_sequences.py) -----------
+# -- packed sequences: the padded batch and its lengths (capture/quirks/packed_sequences.py) ----
 @translates("onnxport::packed_lstm", since_opset=7)
 def packed_lstm(g, input, lengths, hx, params, has_biases, num_layers, bidirectional):
     """packed_lstm(Tensor input, Tensor lengths, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional) -> (Tensor, Tensor, Tensor)"""

@@ -1,4 +1,4 @@
-"""Shape-only recurrent kernels while capturing (capture/recurrent_shapes.py): fake calls get
+"""Shape-only recurrent kernels while capturing (capture/quirks/recurrent_shapes.py): fake calls get
 their shapes without fixing the sequence length, real calls and torch after the capture are
 untouched."""
 
@@ -9,7 +9,7 @@ import torch
 from torch._C import DispatchKey
 from torch._decomp import decomposition_table
 
-from onnxport.capture.recurrent_shapes import shape_only_recurrent_layers
+from onnxport.capture.quirks.recurrent_shapes import shape_only_recurrent_layers
 
 LSTM = torch.ops.aten.lstm.input
 

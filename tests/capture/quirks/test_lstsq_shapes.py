@@ -1,4 +1,4 @@
-"""linalg_lstsq's fake kernel while torch.export traces (capture/lstsq_shapes.py)."""
+"""linalg_lstsq's fake kernel while torch.export traces (capture/quirks/lstsq_shapes.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import DynamicOutputShapeException
 
-from onnxport.capture.lstsq_shapes import static_lstsq_shapes
+from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
 
 
 class Lstsq(torch.nn.Module):

@@ -37,7 +37,7 @@ def static_lstsq_shapes():
     from torch._library.fake_impl import Kernel
 
     holder = simple_registry.singleton.find("aten::linalg_lstsq").fake_impl
-    kernel = Kernel(_lstsq_shapes, "onnxport.capture.lstsq_shapes")
+    kernel = Kernel(_lstsq_shapes, "onnxport.capture.quirks.lstsq_shapes")
     holder.kernels.append(kernel)
     try:
         yield
