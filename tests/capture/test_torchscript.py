@@ -865,3 +865,24 @@ def test_scripted_control_flow_nested_in_a_loop(cls, dynamo):
     for n in (3, 5):
         x = torch.randn(n, 2)
         _close(program(x)[0], model(x))
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_no_node_names_a_line_of_onnxport_as_its_source(dynamo):
+    # Ops that onnxport's replay of a trace or its packed-sequence quirk runs named those
+    # files ("onnxport/capture/torchscript.py:1799 in forward") instead of the model's line.
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    class Packed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.LSTM(4, 5)
+
+        def forward(self, x, lengths):
+            return pad_packed_sequence(self.rnn(pack_padded_sequence(x, lengths))[0])[0]
+
+    program = onnxport.export(Packed(), (torch.randn(5, 3, 4), torch.tensor([5, 4, 2])),
+                              dynamo=dynamo)
+    sources = {node.metadata_props.get("onnxport.source", "") for node in program.model.graph}
+    assert not [s for s in sources if "onnxport" in s], sources
+    assert any("test_torchscript.py" in s for s in sources)

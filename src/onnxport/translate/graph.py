@@ -652,12 +652,19 @@ def _innermost_frame(trace: str) -> tuple[str, str, str] | None:
     # The innermost frame outside torch itself: the user's (or the model library's) line.
     # torch.cond's and while_loop's subgraphs add frames of code dynamo generated
     # ("<eval_with_key>.12", numbered per process): never the user's line, never deterministic.
+    # onnxport's own frames (the replay of a trace, a quirk's replacement of a torch
+    # function) are never the user's line either.
     outside_torch = [m for m in matches if not m[0].startswith(_TORCH_FOLDER)
+                     and not m[0].startswith(_ONNXPORT_FOLDER)
                      and not m[0].startswith("<eval_with_key>")]
-    return (outside_torch or matches)[-1]
+    if outside_torch:
+        return outside_torch[-1]
+    ours = [m for m in matches if not m[0].startswith(_ONNXPORT_FOLDER)]
+    return ours[-1] if ours else None
 
 
 _TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
+_ONNXPORT_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 TranslationFunction = Callable[..., Any]
