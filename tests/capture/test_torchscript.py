@@ -886,3 +886,21 @@ def test_no_node_names_a_line_of_onnxport_as_its_source(dynamo):
     sources = {node.metadata_props.get("onnxport.source", "") for node in program.model.graph}
     assert not [s for s in sources if "onnxport" in s], sources
     assert any("test_torchscript.py" in s for s in sources)
+
+
+class _WhileBoth(torch.nn.Module):
+    def forward(self, x):
+        steps = 0
+        while bool(x.sum() < 10) and steps < 20:
+            x = x + 1
+            steps += 1
+        return x
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_while_loop_on_two_conditions(dynamo):
+    # `a and b` is a branch inside the loop body whose one side is the constant False.
+    model = torch.jit.script(_WhileBoth())
+    program = onnxport.export(model, (torch.randn(3),), dynamo=dynamo)
+    for x in (torch.randn(3), torch.randn(3) - 50, torch.full((3,), 100.0)):
+        _close(program(x)[0], model(x))

@@ -47,7 +47,9 @@ def _branch(g, subgraph, operands: list, name: str) -> ir.Graph:
     outputs = subgraph.translate(branch, operands)
     for k, output in enumerate(outputs):
         dtype = _dtype_of(expected[k]) if k < len(expected) else None
-        if dtype is not None and isinstance(output, ir.Value) and output.dtype != dtype:
+        if dtype is not None and isinstance(output, (bool, int, float)):
+            output = branch.const([output], dtype)  # (a number is a 1-D [1] value)
+        elif dtype is not None and isinstance(output, ir.Value) and output.dtype != dtype:
             output = cast(branch, output, dtype)
         branch.add_output(output)
     return branch.graph
