@@ -53,7 +53,15 @@ def _run_keeping_inputs(target: Any, args: tuple, kwargs: dict) -> Any:
             isinstance(args[0], torch.Tensor) and \
             (alias := schema.arguments[0].alias_info) is not None and alias.is_write:
         args = (args[0].detach(), *args[1:])
+    if target in _QUANTIZING:  # fake tensors have no quantized kind: its integers' shape
+        return args[0].new_empty(args[0].shape)
     return target(*args, **kwargs)
+
+
+# Ops whose quantized result a fake tensor cannot hold; as torch.export's fake run does, the
+# result is a float tensor of the input's shape (translation makes it QuantizeLinear's).
+_QUANTIZING = {torch.ops.aten.quantize_per_tensor.default,
+               torch.ops.aten.quantize_per_tensor.tensor_qparams}
 
 
 class _ReadsValues(Exception):
@@ -389,6 +397,8 @@ def _traced_meta(traced: tuple) -> tuple:
     dtype, sizes, strides, device, in_place = traced
     if in_place:
         return traced
+    if dtype in (torch.quint8, torch.qint8, torch.qint32):  # (as _QUANTIZING gives it)
+        dtype = torch.float32
     return torch.empty_strided(sizes, strides, dtype=dtype, device="meta"), device
 
 
