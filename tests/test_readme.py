@@ -40,7 +40,7 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 # Runs one page's blocks: Python blocks exec'd in one namespace, shell blocks through bash.
 DRIVER = r'''
-import json, os, subprocess, sys, traceback
+import json, linecache, os, subprocess, sys, traceback
 blocks = json.load(open(sys.argv[1]))
 namespace = {"__name__": "__main__"}
 prelude = ('onnxport() { "$ONNXPORT_PYTHON" -m onnxport "$@"; }\n'
@@ -49,6 +49,9 @@ for block in blocks:
     where = f"{block['page']}, the {block['language']} block at line {block['line']}"
     print(f"== {where}", flush=True)
     if block["language"] == "python":
+        # Its source known by its name, as a file's is: torch.jit.script reads it.
+        lines = block["code"].splitlines(keepends=True)
+        linecache.cache[where] = (len(block["code"]), None, lines, where)
         try:
             exec(compile(block["code"], where, "exec"), namespace)
         except BaseException:

@@ -904,3 +904,25 @@ def test_a_while_loop_on_two_conditions(dynamo):
     program = onnxport.export(model, (torch.randn(3),), dynamo=dynamo)
     for x in (torch.randn(3), torch.randn(3) - 50, torch.full((3,), 100.0)):
         _close(program(x)[0], model(x))
+
+
+class _ListLoopAfterAWhile(torch.nn.Module):
+    def forward(self, x, ys: list[torch.Tensor], scale: float):
+        steps = 0
+        while bool(x.abs().sum() > 1) and steps < 50:
+            x = x / 2
+            steps += 1
+        for y in ys:
+            x = x + y * scale
+        return x
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_loop_over_a_list_input_beside_a_while_loop(dynamo):
+    # The list's loop (known count) is unrolled by torch's converter into calls of its body,
+    # which are inlined so that the graph is propagated here: the while loop needs that.
+    model = torch.jit.script(_ListLoopAfterAWhile())
+    ys = [torch.randn(3), torch.randn(3)]
+    program = onnxport.export(model, (torch.randn(3) * 8, ys, 0.5), dynamo=dynamo)
+    for x in (torch.randn(3) * 8, torch.randn(3) * 0.1):
+        _close(program(x, *ys)[0], model(x, ys, 0.5))

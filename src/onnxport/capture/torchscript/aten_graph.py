@@ -8,6 +8,7 @@ import operator
 from typing import Any
 
 import torch
+from torch._export.converter import execute_subgraph_from_prim_loop
 
 from onnxport.capture.torchscript.convert import _shape_as_tensor, _tensor
 from onnxport.capture.torchscript.fx_helpers import _attribute
@@ -39,24 +40,65 @@ def _aten_graph(graph_module: torch.fx.GraphModule,
     graph is copied rather than copied and then replaced (a tenth of the propagation of a
     model of many weights)."""
     graph = torch.fx.Graph()
-    remap: dict[torch.fx.Node, torch.fx.Node] = {}
-    first_input = None
-    for node in graph_module.graph.nodes:
+    if _copy_nodes(graph, graph_module, {}, weights) is _REFUSED:
+        return None
+    for node in list(graph.nodes):  # (the bodies of loops inlined above)
+        if node.op == "get_attr" and not node.users:
+            graph.erase_node(node)
+    return graph
+
+
+_REFUSED = object()  # a call that is no ATen op: the graph cannot be propagated here
+
+
+def _copy_nodes(graph: torch.fx.Graph, module: torch.fx.GraphModule, remap: dict,
+                weights: list | None, inlined: bool = False) -> Any:
+    """Copy ``module``'s nodes into ``graph`` as :func:`_aten_graph` describes; ``remap``
+    holds the values of an inlined body's inputs. Returns what an inlined body returns,
+    ``_REFUSED`` when a call is no ATen op."""
+    first = [next((n for n in graph.nodes if n.op == "placeholder"), None)]
+    for node in module.graph.nodes:
         if weights is not None and node.op == "get_attr":
-            value = _attribute(graph_module, node.target)
+            value = _attribute(module, node.target)
             if isinstance(value, torch.Tensor):
-                _, prefix = _weight_kind(graph_module, node.target)
-                with graph.inserting_before(first_input) if first_input is not None else \
+                _, prefix = _weight_kind(module, node.target)
+                with graph.inserting_before(first[0]) if first[0] is not None else \
                         contextlib.nullcontext():  # (before any input: in order, at the end)
                     remap[node] = graph.placeholder(prefix + node.target.replace(".", "_"))
                 weights.append((remap[node], node.target, value))
                 continue
+        if node.op == "placeholder" and node in remap:
+            continue  # an inlined body's input: its value is known
+        if node.op == "get_attr" and inlined:
+            return _REFUSED  # (an attribute of the body, which the graph's module has not)
+        if node.op == "output" and inlined:
+            return torch.fx.node.map_arg(node.args[0], lambda n: remap[n])
         if node.target is operator.getitem and isinstance(node.args[0], (list, tuple)):
             # An item of a list the converter built (a list unpacked): that item itself.
             item = node.args[0][node.args[1]]
             if not isinstance(item, torch.fx.Node):
-                return None
+                return _REFUSED
             remap[node] = remap[item]
+            continue
+        if node.target is operator.getitem and isinstance(remap.get(node.args[0]), (list, tuple)):
+            index = remap.get(node.args[1]) if isinstance(node.args[1], torch.fx.Node) \
+                else node.args[1]
+            if not isinstance(index, int):
+                return _REFUSED
+            remap[node] = remap[node.args[0]][index]  # of a list or an inlined body
+            continue
+        if node.target is execute_subgraph_from_prim_loop:
+            # An iteration of a loop of known count, which torch's converter unrolls into
+            # calls of its body: the body's calls, inlined.
+            body = _attribute(module, node.args[0].target)
+            iteration, local_count = node.args[1], node.args[2]
+            values = torch.fx.node.map_arg(list(node.args[3:]), lambda n: remap[n])
+            inputs = [*values[local_count:], iteration, *values[:local_count]]
+            inner = dict(zip([n for n in body.graph.nodes if n.op == "placeholder"], inputs))
+            result = _copy_nodes(graph, body, inner, None, inlined=True)
+            if result is _REFUSED:
+                return _REFUSED
+            remap[node] = result
             continue
         size = _size_read_back(node)
         if size is not None:
@@ -75,25 +117,25 @@ def _aten_graph(graph_module: torch.fx.GraphModule,
                       torch.ops.aten._shape_as_tensor.default
                       if node.target is _shape_as_tensor else _overload_of(node))
             if target is None:
-                return None
+                return _REFUSED
         elif node.op not in ("placeholder", "get_attr", "output"):
-            return None  # a call_module: a branch or loop body of a scripted model
+            return _REFUSED  # a call_module: a branch or loop body of a scripted model
         if node.op == "call_function" and target is torch.ops.aten.IntImplicit.default:
             # A tensor's value as an int (a box's size in torchvision's paste loop): on fake
             # tensors IntImplicit guards on the value, _local_scalar_dense makes it a symbol.
             target = torch.ops.aten._local_scalar_dense.default
         remap[node] = graph.node_copy(node, lambda n: remap[n])
-        if node.op == "placeholder" and first_input is None:
-            first_input = remap[node]
+        if node.op == "placeholder" and first[0] is None:
+            first[0] = remap[node]
         if node.op == "call_function":
             remap[node].target = target
-        if node.target is torch.cond and not _returns_several(_attribute(graph_module,
+        if node.target is torch.cond and not _returns_several(_attribute(module,
                                                                          node.args[1].target)):
             # The converter uses a one-output cond as that output; torch's cond returns a
             # tuple.
             with graph.inserting_after(remap[node]):
                 remap[node] = graph.call_function(operator.getitem, (remap[node], 0))
-    return graph
+    return None
 
 
 def _scalar_tensor_call(node: torch.fx.Node) -> tuple[tuple, dict] | None:

@@ -111,6 +111,12 @@ def _converter_class():
         TS2FXGraphConverter, get_op_overload, ir_name_to_func_name)
 
     class Converter(TS2FXGraphConverter):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            # torch's converter sets a handler on each instance for its standard operators;
+            # this class's own for len wins.
+            self.__dict__.pop("convert_aten_len", None)
+
         def convert(self) -> torch.fx.GraphModule:
             # TS2FXGraphConverter.convert, less two code generations of the whole graph (a
             # tenth of a second each on a mid-size model): the module generates its code when
@@ -139,6 +145,17 @@ def _converter_class():
             if isinstance(trip_count, int) and condition is None:
                 return super().convert_prim_Loop(node)  # unrolled, as torch's converter does
             _convert_loop(self, node, trip_count, True if condition is None else condition)
+
+        def convert_aten_len(self, node):
+            # The length of a list the graph built (a scripted model's list input) is known:
+            # a number, so a loop over the list is unrolled as torch's converter unrolls one
+            # of a known count, instead of indexing a list by the iteration.
+            items = self.get_fx_value_by_ir_value(node.input())
+            if isinstance(items, (list, tuple)):
+                name = node.output().debugName()
+                self.name_to_node[name] = self.name_to_constant[name] = len(items)
+                return
+            self._convert_standard_operators(node)
 
         def convert_call_function_op(self, node):
             # TS2FXGraphConverter.convert_call_function_op, the overload and its arguments'
