@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from onnxport.fuzz.program import InputSpec, Line, Program, evaluate
+from onnxport_fuzz.program import InputSpec, Line, Program, evaluate
 
 
 @dataclasses.dataclass
