@@ -438,9 +438,9 @@ def _save_exported_program(program, path: str) -> None:
 @contextlib.contextmanager
 def _collection_paused():
     """Python's cyclic garbage collector off during an export: the many objects an export
-    makes (graph nodes, fake tensors, ONNX values) trigger collections that walk the whole
-    heap, torch's objects included (a full one took 0.1-1 s once every few exports of a
-    mid-size model); what the export leaves is collected after it, at most once."""
+    makes (graph nodes, fake tensors, ONNX values) trigger full collections that walk the
+    whole heap, torch's objects included, and find little to free (timings in
+    benchmarks/README.md); what the export leaves is collected after it, at most once."""
     enabled = gc.isenabled()
     gc.disable()
     try:

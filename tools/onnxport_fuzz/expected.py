@@ -34,21 +34,6 @@ def _uses(pattern: str) -> Callable[[Program], bool]:
     return lambda program: re.search(pattern, _text(program)) is not None
 
 
-def _dynamic(program: Program) -> bool:
-    return bool(program.dynamic_symbols())
-
-
-def _has_float16(program: Program) -> bool:
-    return ("float16" in [i.dtype for i in program.inputs] + [p.dtype for p in program.params]
-            or "torch.float16" in _text(program))
-
-
-def _has_bool(program: Program) -> bool:
-    return ("bool" in [i.dtype for i in program.inputs]
-            or re.search(r"torch\.bool|torch\.(eq|ne|lt|le|gt|ge|isnan|isinf|logical_\w+)\(|[<>]=?",
-                         _text(program)) is not None)
-
-
 def _operands_of(program: Program, call: str) -> list[list[torch.Tensor]]:
     """The eager tensor operands of each application of ``call`` (e.g. "F.max_pool2d") in the
     program, at the example sizes and, when it has dynamic axes, at the second sizes."""

@@ -11,7 +11,7 @@ import functools
 import operator
 import os
 import re
-from typing import Any, Callable
+from typing import Any
 
 import onnx_ir as ir
 import sympy
@@ -36,14 +36,6 @@ _IGNORED_TARGETS = {
 }
 
 _SOURCE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-
-
-@dataclasses.dataclass
-class GraphInput:
-    """A user input of the captured program."""
-
-    name: str  # placeholder name in the FX graph
-    onnx_name: str
 
 
 @dataclasses.dataclass
@@ -636,6 +628,3 @@ def _innermost_frame(trace: str) -> tuple[str, str, str] | None:
 
 
 _TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
-
-
-TranslationFunction = Callable[..., Any]

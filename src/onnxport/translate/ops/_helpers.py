@@ -44,10 +44,6 @@ def cast(g, value: ir.Value, dtype: ir.DataType | torch.dtype) -> ir.Value:
     return g.op("Cast", value, to_i=int(dtype))
 
 
-def is_value(x: Any) -> bool:
-    return isinstance(x, ir.Value)
-
-
 def rank(x: ir.Value) -> int:
     if x.shape is None:
         raise ValueError(f"rank of {x.name} is unknown")
@@ -117,26 +113,6 @@ def as_1d(g, value: ir.Value) -> ir.Value:
     out = g.op("Reshape", cast(g, value, ir.DataType.INT64), g.const([1]))
     out.dtype = ir.DataType.INT64
     return out
-
-
-def sym_key(value: Any) -> str | None:
-    """The symbolic expression a SymInt value stands for, as text, to compare sizes."""
-    if isinstance(value, ir.Value):
-        meta = value.meta.get("symint")
-        if meta is not None:
-            return str(meta.node.expr)
-    return None
-
-
-def input_dim_key(x: ir.Value, axis: int, g) -> str | None:
-    """The symbolic expression of ``x``'s dimension ``axis``, when the translator knows it."""
-    meta = getattr(x, "meta", {}).get("fake")
-    if meta is None:
-        return None
-    dim = meta.shape[axis]
-    if isinstance(dim, torch.SymInt):
-        return str(dim.node.expr)
-    return None
 
 
 def reduce(g, op_type: str, x: ir.Value, axes: Sequence[int] | None, keepdims: bool,

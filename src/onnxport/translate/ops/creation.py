@@ -39,10 +39,6 @@ def _filled(g, size, fill, dtype: ir.DataType):
     return out
 
 
-def _expected_size(g):
-    return [d if isinstance(d, int) else None for d in g.expected.shape]
-
-
 @translates("aten::full")
 def full(g, size, fill_value, **_):
     """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""

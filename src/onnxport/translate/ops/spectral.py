@@ -42,12 +42,6 @@ def is_complex(x) -> bool:
     return isinstance(x, ir.Value) and bool(x.meta.get("complex"))
 
 
-def _rank(x: ir.Value) -> int:
-    if x.shape is None:
-        raise TranslationError(f"the rank of {x.name} is unknown; the FFT needs it")
-    return len(x.shape)
-
-
 def _length(shape: list, axis: int, name: str) -> int:
     if not isinstance(shape[axis], int):
         raise TranslationError(f"{name}: the signal length along a transformed axis must be "
