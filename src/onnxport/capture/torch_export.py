@@ -28,8 +28,8 @@ from onnxport.capture.data_dependent import DataDependentArguments
 from onnxport.capture.packed_sequences import packed_sequences_as_padded
 from onnxport.capture.specialization import (FixedDim, describe, failure_location,
                                               fixed_dims, recording_guards, static_size)
-from onnxport.capture.pytree_names import bookkeeping_outputs
-from onnxport.capture.pytree_names import output_names as output_names_of
+from onnxport.pytree_names import bookkeeping_outputs
+from onnxport.pytree_names import output_names as output_names_of
 from onnxport.errors import CaptureError, DynamicDimensionFixedWarning, InvalidExportOptionsError
 
 
@@ -554,7 +554,7 @@ def _patched_for_export():
     and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic), and
     linalg_lstsq with its static output shapes, and nn.Transformer's masks without reading
     their values."""
-    from onnxport.capture import hf_cache
+    from onnxport import hf_cache
     from onnxport.capture.lstsq_shapes import static_lstsq_shapes
     from onnxport.capture.recurrent_shapes import shape_only_recurrent_layers
     from onnxport.capture.transformer_masks import causal_hint_as_given

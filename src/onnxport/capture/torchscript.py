@@ -22,8 +22,8 @@ from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.packed_sequences import packed_sequences_as_padded
-from onnxport.capture.pytree_names import bookkeeping_outputs
-from onnxport.capture.pytree_names import output_names as output_names_of
+from onnxport.pytree_names import bookkeeping_outputs
+from onnxport.pytree_names import output_names as output_names_of
 from onnxport.capture.torch_export import (
     CapturedProgram, _aliases, _first_lines, _is_view, capture_torch_export, parameter_names,
 )
