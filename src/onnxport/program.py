@@ -81,7 +81,7 @@ class ONNXProgram:
 
     def save_diagnostics(self, destination: str | os.PathLike) -> None:
         """Write what the export reported as a SARIF 2.1.0 log (JSON)."""
-        from onnxport import __version__
+        from onnxport._version import __version__
 
         write_sarif(self.diagnostics, destination, tool_version=__version__)
 
