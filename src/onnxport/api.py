@@ -22,7 +22,6 @@ from onnxport.capture import parameter_names
 from onnxport.capture.dynamic import resolve_dynamic
 from onnxport.capture.autograd_functions import keep_autograd_functions, record_calls
 from onnxport.capture.torchscript import capture_model
-from onnxport._enums import OperatorExportTypes  # noqa: F401 (kept public)
 from onnxport._model_mode import module_modes, restore_module_modes, set_module_mode
 from onnxport.translate.fallback import fallback_registry
 from onnxport.diagnostics import report as reports
@@ -183,10 +182,10 @@ def export(
                 check_structure(onnx_model, "translation")
             if optimize:
                 with stage("optimize"):
-                    passes.optimize(onnx_model, fused_ops=fused_ops)
+                    passes.run_preset(onnx_model, "default", fused_ops=fused_ops)
             # Not an optimization: without it a bfloat16 Conv (before opset 22) is invalid ONNX.
             # Before the functions are outlined: it rewrites the main graph only.
-            passes.CastUnsupportedTypes()(onnx_model)
+            passes.run_preset(onnx_model, "required-only")
             if module_functions:
                 with stage("functions"):
                     _export_modules_as_functions(onnx_model, module_functions, captured.weights)

@@ -233,7 +233,7 @@ class ONNXProgram:
         again is harmless)."""
         from onnxport import passes
 
-        passes.optimize(self.model)
+        passes.run_preset(self.model, "default")
         self.release()
 
     def apply_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
