@@ -32,7 +32,7 @@ def run_one(name: str) -> dict:
     import torch
 
     import onnxport
-    from onnxport.capture.pytree_names import exported_leaves
+    from onnxport.pytree_names import exported_leaves
 
     model_zoo = _zoo()
     row = {"model": name, "status": "", "diff_batch1": None, "diff_batch3": None,

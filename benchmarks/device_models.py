@@ -49,7 +49,7 @@ def tolerance(model, args, kwargs, dtype) -> tuple[float, float]:
 
 
 def eager_leaves(model, args, kwargs) -> list[torch.Tensor]:
-    from onnxport.capture.pytree_names import exported_leaves
+    from onnxport.pytree_names import exported_leaves
 
     with torch.no_grad():
         outputs = model(*copy.deepcopy(args), **copy.deepcopy(kwargs))

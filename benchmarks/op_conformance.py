@@ -24,6 +24,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))  # onnxport_conformance: test tooling
 
 
 def _worker(tasks, answers) -> None:
@@ -34,7 +35,7 @@ def _worker(tasks, answers) -> None:
 
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    from onnxport.conformance import results
+    from onnxport_conformance import results
 
     while True:
         task = tasks.get()
@@ -123,7 +124,7 @@ def main(argv=None) -> int:
                              "these results (reasons already in the table are kept)")
     options = parser.parse_args(argv)
 
-    from onnxport.conformance import results, samples
+    from onnxport_conformance import results, samples
 
     opsets = [int(o) for o in options.opsets.split(",") if o]
     torch_opsets = [int(o) for o in options.torch_onnx_opsets.split(",") if o]
@@ -167,8 +168,8 @@ def main(argv=None) -> int:
 
 def _write_expected(path: str, by_op: dict) -> None:
     """The side table as Python source: one line per failing (op, dtype), with its reason."""
-    from onnxport.conformance import results
-    from onnxport.conformance.expected import EXPECTED_FAILURES
+    from onnxport_conformance import results
+    from onnxport_conformance.expected import EXPECTED_FAILURES
 
     lines = []
     for op in sorted(by_op):
@@ -200,7 +201,7 @@ def _reason(kind: str, detail: str) -> str:
 
 
 def _summaries(results, by_op: dict, plan, dtypes=()) -> dict:
-    from onnxport.conformance.samples import COUNTED_DTYPES
+    from onnxport_conformance.samples import COUNTED_DTYPES
 
     summary = {}
     for exporter, opsets in plan:

@@ -12,12 +12,12 @@ import sys
 import pytest
 import torch
 
-from onnxport.fuzz.campaign import run_case
-from onnxport.fuzz.expected import TABLE
-from onnxport.fuzz.generator import generate
-from onnxport.fuzz.program import InputSpec, Line, Program
-from onnxport.fuzz.reducer import reduce, reproducer_source
-from onnxport.fuzz.runner import FAILURES, MISMATCH, PASS, Outcome, run
+from onnxport_fuzz.campaign import run_case
+from onnxport_fuzz.expected import TABLE
+from onnxport_fuzz.generator import generate
+from onnxport_fuzz.program import InputSpec, Line, Program
+from onnxport_fuzz.reducer import reduce, reproducer_source
+from onnxport_fuzz.runner import FAILURES, MISMATCH, PASS, Outcome, run
 
 SEED = 0
 # Cases per opset, in chunks so that a failure names a small range; the three opsets of the
@@ -36,7 +36,7 @@ def test_fuzz_cases_match_eager_or_are_expected(opset, chunk):
                               f"{result.program.forward_source()}")
     assert not unexpected, (
         f"{len(unexpected)} unexpected failure(s); reproduce and reduce with `python -m "
-        f"onnxport.fuzz --seed {SEED} --start <case> --cases 1 --opset {opset}`:\n"
+        f"onnxport_fuzz --seed {SEED} --start <case> --cases 1 --opset {opset}`:\n"
         + "\n".join(unexpected))
 
 
@@ -48,7 +48,7 @@ def test_expected_failures_still_fail(entry):
         outcome = run(entry.witness, opset)
         assert outcome.kind != PASS, (
             f"{entry.name} now passes at opset {opset}: remove it from "
-            "onnxport/fuzz/expected.py (the table only shrinks)")
+            "tools/onnxport_fuzz/expected.py (the table only shrinks)")
         assert entry.matches(entry.witness), f"{entry.name}'s pattern does not match its witness"
 
 
@@ -60,7 +60,7 @@ def test_generation_is_deterministic_per_seed_and_index():
 
 
 def test_the_pool_has_the_ops_of_the_issue():
-    from onnxport.fuzz.ops import OPS
+    from onnxport_fuzz.ops import OPS
 
     assert len(OPS) >= 60
     sources = "\n".join(generate(0, i).forward_source() for i in range(300))
@@ -145,8 +145,8 @@ def test_reducer_shrinks_a_failure_and_writes_a_runnable_reproducer(tmp_path, ca
 
 
 def test_cli_summary_and_exit_code(tmp_path, capsys, monkeypatch):
-    from onnxport.fuzz import __main__ as cli
-    from onnxport.fuzz import campaign
+    from onnxport_fuzz import __main__ as cli
+    from onnxport_fuzz import campaign
 
     assert cli.main(["--cases", "3", "--seed", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -21,9 +21,8 @@ from onnxport._arguments import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # noqa: F40
 from onnxport.capture import parameter_names
 from onnxport.capture.torch_export import var_positional
 from onnxport.capture.dynamic import resolve_dynamic
-from onnxport.capture.quirks.autograd_functions import has_symbolic, keep_autograd_functions
+from onnxport.capture.quirks.autograd_functions import keep_autograd_functions, record_calls
 from onnxport.capture.strategies import capture_model
-from onnxport._enums import OperatorExportTypes
 from onnxport._model_mode import module_modes, restore_module_modes, set_module_mode
 from onnxport.translate.fallback import fallback_registry
 from onnxport.diagnostics import report as reports
@@ -31,14 +30,15 @@ from onnxport.errors import OnnxExporterError, UnsupportedOpsError, Verification
 from onnxport.program import ONNXProgram
 from onnxport.verification.validity import check_model, check_structure
 from onnxport.translate import TranslationContext, default_registry, functions, translate_graph
-from onnxport.translate.custom import check_custom_opsets
+from onnxport.translate.custom import check_custom_opsets, kept_autograd_functions
 from onnxport.translate.registry import aten_name
 
 # torch.export is not thread-safe: it keeps process-wide state (the dispatch mode stack, the
 # fake-tensor and tracing contexts, patched functions) that two captures running at once
 # corrupt, and the failure then reads as the model's fault. One export runs at a time; an
 # RLock so that a model whose forward exports (or a callback that does) does not deadlock.
-_EXPORT_LOCK = threading.RLock()
+# Every front door that captures (export, utils.unconvertible_ops) holds it.
+EXPORT_LOCK = threading.RLock()
 _logger = logging.getLogger("onnxport")  # stage timings; shown by enable_log()
 _state = threading.local()
 
@@ -139,14 +139,14 @@ def export(
         verbosity_level=getattr(settings, "verbosity_level", logging.INFO))
     artifacts = dict(report=report, profile=profile, dump_exported_program=dump_exported_program,
                      artifacts_dir=artifacts_dir, name=reports.artifact_name(model))
-    with _EXPORT_LOCK, _collection_paused(), \
+    with EXPORT_LOCK, _collection_paused(), \
             _diagnosing(recorder, timings, settings, **artifacts) as session:
         outer = is_in_onnx_export()
         _state.in_export = True
         try:
             set_module_mode(model, training)
             with stage("capture"), keep_autograd_functions(
-                    _keeps_function(registry, opset, operator_export_type)):
+                    kept_autograd_functions(opset, operator_export_type)):
                 captured, strategy, attempts = capture_model(
                     model, args, kwargs, dynamo=dynamo, fallback=fallback,
                     warn_on_fallback=warn_on_fallback,
@@ -155,6 +155,7 @@ def export(
                     output_dim_names=dynamic.output_dim_names,
                     keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None,
                 )
+                record_calls(captured.exported_program.graph_module)
             session.exported_program = captured.exported_program
             _name_weights(captured, model, input_names)
             if hasattr(registry, "prepare"):  # operator_export_type's FallbackRegistry
@@ -184,10 +185,10 @@ def export(
                 check_structure(onnx_model, "translation")
             if optimize:
                 with stage("optimize"):
-                    passes.optimize(onnx_model, fused_ops=fused_ops)
+                    passes.run_preset(onnx_model, "default", fused_ops=fused_ops)
             # Not an optimization: without it a bfloat16 Conv (before opset 22) is invalid ONNX.
             # Before the functions are outlined: it rewrites the main graph only.
-            passes.CastUnsupportedTypes()(onnx_model)
+            passes.run_preset(onnx_model, "required-only")
             if module_functions:
                 with stage("functions"):
                     _export_modules_as_functions(onnx_model, module_functions, captured.weights)
@@ -279,16 +280,6 @@ def _name_weights(captured, model: Any, input_names: Sequence[str] | None) -> No
     # In that order too as graph inputs (keep_initializers_as_inputs=True).
     captured.weights = {by_name[name]: (renamed.get(name, name), captured.weights[by_name[name]][1])
                         for name in order}
-
-
-def _keeps_function(registry, opset: int, operator_export_type) -> Callable[[type], bool]:
-    """Which autograd Functions capture keeps as one call: those with a ``symbolic``, all when
-    a ``prim::PythonOp`` symbolic is registered or when they may stay one node; the others are
-    inlined into their ops."""
-    keep_all = operator_export_type in (OperatorExportTypes.ONNX_FALLTHROUGH,
-                                        OperatorExportTypes.ONNX_ATEN_FALLBACK) or \
-        default_registry().custom.lookup("prim::PythonOp", opset) is not None
-    return lambda cls: keep_all or has_symbolic(cls)
 
 
 @contextlib.contextmanager
@@ -441,9 +432,9 @@ def _save_exported_program(program, path: str) -> None:
 @contextlib.contextmanager
 def _collection_paused():
     """Python's cyclic garbage collector off during an export: the many objects an export
-    makes (graph nodes, fake tensors, ONNX values) trigger collections that walk the whole
-    heap, torch's objects included (a full one took 0.1-1 s once every few exports of a
-    mid-size model); what the export leaves is collected after it, at most once."""
+    makes (graph nodes, fake tensors, ONNX values) trigger full collections that walk the
+    whole heap, torch's objects included, and find little to free (timings in
+    benchmarks/README.md); what the export leaves is collected after it, at most once."""
     enabled = gc.isenabled()
     gc.disable()
     try:

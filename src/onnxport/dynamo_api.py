@@ -11,7 +11,6 @@ import warnings
 from typing import Any, Iterator, Protocol, runtime_checkable
 
 import onnx_ir as ir
-import onnx_ir.passes.common as common
 import torch
 import torch.utils._pytree as pytree
 from onnx_ir.tensor_adapters import TorchTensor
@@ -19,7 +18,7 @@ from onnx_ir.tensor_adapters import TorchTensor
 from onnxport import api
 from onnxport.checkpoints import DescribedTensor
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
-from onnxport.passes import optimize_without_weights
+from onnxport.passes import run_preset
 from onnxport.program import ONNXProgram
 from onnxport.registry_api import OnnxRegistry
 from onnxport.translate import functions
@@ -183,7 +182,7 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
         raise wrapped from error
     if fake:
         _drop_fake_weights(program.model)
-        optimize_without_weights(program.model)
+        run_preset(program.model, "weight-free")
         program = _with_class(program, FakeModeProgram)
     program.diagnostic_options = export_options.diagnostic_options
     return program

@@ -81,7 +81,7 @@ class ONNXProgram:
 
     def save_diagnostics(self, destination: str | os.PathLike) -> None:
         """Write what the export reported as a SARIF 2.1.0 log (JSON)."""
-        from onnxport import __version__
+        from onnxport._version import __version__
 
         write_sarif(self.diagnostics, destination, tool_version=__version__)
 
@@ -233,7 +233,7 @@ class ONNXProgram:
         again is harmless)."""
         from onnxport import passes
 
-        passes.optimize(self.model)
+        passes.run_preset(self.model, "default")
         self.release()
 
     def apply_weights(self, state_dict: dict[str, torch.Tensor]) -> None:

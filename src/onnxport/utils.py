@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import onnx_ir as ir
 import torch
 
 from onnxport._model_mode import select_model_mode_for_export
@@ -23,13 +22,13 @@ def unconvertible_ops(model: Any, args: Any, training: Any = None,
     ``opset_version``, without translating anything: all of them at once, where a failed
     export stops at the translation stage."""
     from onnxport import _arguments
-    from onnxport.api import _EXPORT_LOCK, _keeps_function
+    from onnxport.api import EXPORT_LOCK
     from onnxport.capture.quirks.autograd_functions import keep_autograd_functions
     from onnxport.capture.strategies import capture_model
     from onnxport.errors import UnsupportedOpsError
     from onnxport.translate import TranslationContext, default_registry
-    from onnxport.translate.builder import GraphBuilder
-    from onnxport.translate.graph import _Translator
+    from onnxport.translate.custom import kept_autograd_functions
+    from onnxport.translate.graph import missing_translations
     from onnxport.translate.registry import aten_name
 
     opset = _arguments.check_opset(opset_version)
@@ -39,8 +38,8 @@ def unconvertible_ops(model: Any, args: Any, training: Any = None,
     operator_export_type = _arguments.check_operator_export_type(None)
     # Under the export lock: capture is not thread-safe (torch.export's state, the
     # Function.apply patch).
-    with _EXPORT_LOCK, select_model_mode_for_export(model, mode), \
-            keep_autograd_functions(_keeps_function(registry, opset, operator_export_type)):
+    with EXPORT_LOCK, select_model_mode_for_export(model, mode), \
+            keep_autograd_functions(kept_autograd_functions(opset, operator_export_type)):
         captured, _, _ = capture_model(
             model, args, kwargs, dynamo=False, fallback=False,
             keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None)
@@ -49,9 +48,4 @@ def unconvertible_ops(model: Any, args: Any, training: Any = None,
         user_inputs=captured.user_inputs, onnx_input_names=captured.input_names,
         weights=captured.weights, user_outputs=captured.user_outputs,
         onnx_output_names=captured.output_names, symbol_names=captured.symbol_names)
-    builder = GraphBuilder(ir.Graph([], [], nodes=[], opset_imports={"": opset}), opset)
-    try:
-        _Translator(context, registry, builder).check_supported()
-    except UnsupportedOpsError as error:
-        return captured.exported_program.graph, list(error.missing)
-    return captured.exported_program.graph, []
+    return captured.exported_program.graph, missing_translations(context, registry, opset)

@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from onnxport.conformance import results, runner, samples
-from onnxport.conformance.expected import EXPECTED_FAILURES
+from onnxport_conformance import results, runner, samples
+from onnxport_conformance.expected import EXPECTED_FAILURES
 
 OPSET = 18
 # Every STRIDE-th op in name order: deterministic, spread over the alphabet (so over op

@@ -10,8 +10,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
-from onnxport.capture.quirks import hf_cache
-from onnxport.capture.pytree_names import tensor_leaves
+from onnxport import hf_cache
+from onnxport.pytree_names import tensor_leaves
 from onnxport.errors import InvalidExportOptionsError
 
 

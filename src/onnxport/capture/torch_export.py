@@ -25,8 +25,8 @@ from onnxport.capture.data_dependent import DataDependentArguments
 from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
 from onnxport.capture.specialization import (FixedDim, describe, failure_location,
                                               fixed_dims, recording_guards, static_size)
-from onnxport.capture.pytree_names import bookkeeping_outputs
-from onnxport.capture.pytree_names import output_names as output_names_of
+from onnxport.pytree_names import bookkeeping_outputs
+from onnxport.pytree_names import output_names as output_names_of
 from onnxport.errors import CaptureError, DynamicDimensionFixedWarning, InvalidExportOptionsError
 
 

@@ -1,10 +1,10 @@
-"""Passes: ONNX-to-ONNX rewrites, each in its own module, run in a fixed order; after each, the
-model must still be valid ONNX (unique names, opset imports), or the error names the pass."""
+"""Passes: ONNX-to-ONNX rewrites, each in its own module, run in a fixed order by the named
+presets of ``presets.py``; after each, the model must still be valid ONNX (unique names, opset
+imports), or the error names the pass."""
 
 from __future__ import annotations
 
 import onnx_ir as ir
-import onnx_ir.passes.common as common
 
 from onnxport.passes.attention_3d import Attention3D
 from onnxport.passes.attention_grouped_heads import AttentionGroupedHeads
@@ -35,68 +35,17 @@ from onnxport.passes.split_after_head_transpose import SplitAfterHeadTranspose
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 from onnxport.passes.where_before_bias import WhereBeforeBias
 from onnxport.passes.zero_masked_rows import ZeroMaskedRows
-from onnxport.verification.validity import check_structure
-
-
-def run_passes(model: ir.Model, passes: list) -> ir.Model:
-    """Run ``passes`` over ``model`` in place, in order, checking its structure after each."""
-    for rewrite in passes:
-        model = rewrite(model).model
-        check_structure(model, f"the pass {type(rewrite).__name__}")
-    return model
+from onnxport.passes.presets import PRESETS, passes_of, run_passes, run_preset
 
 
 def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
-    """Run the clean-up passes over ``model`` in place and return it. ``fused_ops=False`` keeps
-    opset 23's RMSNormalization and RotaryEmbedding out (the decomposed, portable forms)."""
-    fusions = [FuseRMSNormalization(), FuseRotaryEmbedding()] if fused_ops else []
-    return run_passes(
-        model,
-        [
-            FoldWeightTranspose(),
-            FuseConvBatchNorm(),
-            FoldConstants(),
-            DropNeverTakenWhere(),
-            GatherNDAsReshape(),
-            WhereBeforeBias(),
-            FuseDynamicQuantizedMatMul(),
-            FuseConsecutiveUnsqueeze(),
-            ReciprocalToDiv(),
-            *fusions,
-            RotateHalfMatMul(),  # after FuseRotaryEmbedding, which takes the whole embedding
-            AttentionGroupedHeads(),
-            SharedMaskBias(),
-            MergeReshapes(),
-            Attention3D(),
-            AttentionPresentOutputs(),
-            TransposeRowsAroundGemm(),
-            FlatRowwise(),
-            FlatSplit(),
-            FoldScaleIntoGemm(),
-            SplitAfterHeadTranspose(),
-            MergeTransposes(),
-            FlattenConcats(),
-            MergeReshapes(),
-            ShapeOfGraphInput(),
-            common.RemoveUnusedNodesPass(),
-            ZeroMaskedRows(),  # on the final chain of each attention, dead branches gone
-            GroupedQueryMatMul(),  # after ZeroMaskedRows, which reads the ungrouped chain
-            CommonSubexpressions(),
-            common.RemoveUnusedNodesPass(),
-            common.RemoveUnusedOpsetsPass(),
-        ],
-    )
+    """Run the clean-up passes (the ``default`` preset) over ``model`` in place and return it."""
+    return run_preset(model, "default", fused_ops=fused_ops)
 
 
 def optimize_without_weights(model: ir.Model) -> ir.Model:
-    """The clean-up passes that never read a weight's value (a model exported in fake mode)."""
-    return run_passes(model, [
-        FuseConsecutiveUnsqueeze(),
-        common.RemoveUnusedNodesPass(),
-        CommonSubexpressions(),
-        common.RemoveUnusedNodesPass(),
-        common.RemoveUnusedOpsetsPass(),
-    ])
+    """The clean-up passes that never read a weight's value (the ``weight-free`` preset)."""
+    return run_preset(model, "weight-free")
 
 
 __all__ = [
@@ -107,5 +56,6 @@ __all__ = [
     "FuseRotaryEmbedding", "GatherNDAsReshape", "GroupedQueryMatMul",
     "MergeReshapes", "MergeTransposes", "ReciprocalToDiv", "RotateHalfMatMul",
     "ShapeOfGraphInput", "SharedMaskBias", "SplitAfterHeadTranspose", "TransposeRowsAroundGemm",
-    "WhereBeforeBias", "ZeroMaskedRows", "optimize", "optimize_without_weights", "run_passes",
+    "WhereBeforeBias", "ZeroMaskedRows", "PRESETS", "optimize", "optimize_without_weights",
+    "passes_of", "run_passes", "run_preset",
 ]

@@ -4,11 +4,10 @@ Precondition: x float or double with a static, even last axis D <= MAX_HEAD_SIZE
 in the MatMul would be nan where the Concat copied).
 
 Rotary embeddings below opset 23 (no RotaryEmbedding op) rotate each query and key this way. For
-small heads the three data-moving ops cost more than one small matrix product: measured in ONNX
-Runtime on one thread, [2, 4, 16, 16] rotates in 5.96 us with the MatMul against 7.35 us (with
-the Muls and Add of the embedding), [2, 4, 16, 32] in 7.05 against 7.68 us, while at D = 64 the
-MatMul's D multiply-adds per element lose (60 against 40 us for [1, 8, 128, 64]). Each output is
-one x times +-1 plus exact zeros, so the numbers do not change."""
+small heads the three data-moving ops cost more than one small matrix product; from D = 64 the
+MatMul's D multiply-adds per element cost more than they save (ONNX Runtime timings in
+benchmarks/README.md). Each output is one x times +-1 plus exact zeros, so the numbers do not
+change."""
 
 from __future__ import annotations
 

@@ -79,6 +79,9 @@ class GraphBuilder:
         # place of nodes), for the few translations that need more than a value's dtype and
         # shape (as_strided reads its input's strides).
         self.arguments: Any = ()
+        # The captured call's metadata beyond ``expected`` (an autograd Function's call, which
+        # capture records on the node).
+        self.node_meta: dict = {}
         # Maps a torch size (int or SymInt) to an ONNX dim (int or named SymbolicDim).
         self.dim: Any = lambda size: size if isinstance(size, int) else ir.SymbolicDim(str(size))
         self._node_names: dict[str, int] = {}

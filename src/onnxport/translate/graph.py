@@ -11,7 +11,7 @@ import functools
 import operator
 import os
 import re
-from typing import Any, Callable
+from typing import Any
 
 import onnx_ir as ir
 import sympy
@@ -20,6 +20,7 @@ import torch.fx
 from onnx_ir.tensor_adapters import from_torch_dtype
 
 from onnxport import diagnostics
+from onnxport._version import __version__
 from onnxport.diagnostics.recorder import relative_path
 from onnxport.errors import TranslationError, UnsupportedOpsError
 from onnxport.translate import decompose
@@ -38,14 +39,6 @@ _IGNORED_TARGETS = {
 _QUANTIZED_AS = {torch.quint8: torch.uint8, torch.qint8: torch.int8, torch.qint32: torch.int32}
 
 _SOURCE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-
-
-@dataclasses.dataclass
-class GraphInput:
-    """A user input of the captured program."""
-
-    name: str  # placeholder name in the FX graph
-    onnx_name: str
 
 
 @dataclasses.dataclass
@@ -84,22 +77,27 @@ def translate_graph(
     for domain, version in g.custom_opsets.items():
         graph.opset_imports.setdefault(domain, version)
     model = ir.Model(graph, ir_version=_ir_version(opset), producer_name="onnxport",
-                     producer_version=_version())
+                     producer_version=__version__)
     for identifier, function in g.functions.items():
         model.functions[identifier] = function
     return model
+
+
+def missing_translations(context: TranslationContext, registry: Registry, opset: int) -> list[str]:
+    """The ops of the captured graph (or of the decompositions of its ops) that have no
+    translation at ``opset``, all of them, without translating anything."""
+    g = GraphBuilder(ir.Graph([], [], nodes=[], opset_imports={"": opset}), opset)
+    try:
+        _Translator(context, registry, g).check_supported()
+    except UnsupportedOpsError as error:
+        return list(error.missing)
+    return []
 
 
 def _ir_version(opset: int) -> int:
     if opset >= 23:
         return 11
     return 10 if opset >= 21 else 8
-
-
-def _version() -> str:
-    from onnxport import __version__
-
-    return __version__
 
 
 class _Translator:
@@ -284,6 +282,7 @@ class _Translator:
             result = self._translate_by_decomposition(node, name)
         else:
             g.arguments = torch.fx.node.map_arg(node.args, lambda n: n.meta.get("val"))
+            g.node_meta = node.meta
             try:
                 result = translation.function(g, *args, **kwargs)
             except UnsupportedOpsError:
@@ -446,13 +445,13 @@ class Subgraph:
         translator = self._translator
         outer = translator.g
         # Translating sets what ``g`` knows of the call at hand: the caller's call resumes after.
-        saved = (g.provenance, g.expected, g.arguments)
+        saved = (g.provenance, g.expected, g.arguments, g.node_meta)
         translator.g = g
         try:
             result = translate_subgraph(translator, self._node, self.module, inputs)
         finally:
             translator.g = outer
-            g.provenance, g.expected, g.arguments = saved
+            g.provenance, g.expected, g.arguments, g.node_meta = saved
         return list(result) if isinstance(result, (tuple, list)) else [result]
 
     def set_meta(self, value: ir.Value, meta: Any) -> None:
@@ -665,6 +664,3 @@ def _innermost_frame(trace: str) -> tuple[str, str, str] | None:
 
 _TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
 _ONNXPORT_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-TranslationFunction = Callable[..., Any]

@@ -43,6 +43,22 @@ class Registry:
                 t for t in self._translations[name] if t.since_opset != since_opset
             ]
 
+    def alias(self, target: str, *names: str) -> None:
+        """Register ``target``'s translations, at every opset they cover, for ``names`` too
+        (ops that mean the same and take the same arguments)."""
+        for translation in self._translations.get(normalize_name(target), ()):
+            for name in names:
+                self.register(name, translation.function, translation.since_opset)
+
+    def wrap(self, name: str, wrapper: Callable[[Callable], Callable]) -> bool:
+        """Replace each of ``name``'s translations by ``wrapper(translation)`` at the same
+        opset (a translation that handles more, handing the rest to the one it wraps).
+        Returns whether ``name`` had any translation to wrap."""
+        entries = list(self._translations.get(normalize_name(name), ()))
+        for entry in entries:
+            self.register(name, wrapper(entry.function), entry.since_opset)
+        return bool(entries)
+
     def lookup(self, name: str, opset: int) -> Translation | None:
         """The translation for ``name`` at ``opset``; an exact overload wins over the packet."""
         name = normalize_name(name)
@@ -118,6 +134,16 @@ def translates(*names: str, since_opset: int = 1):
         return function
 
     return decorator
+
+
+def alias(target: str, *names: str) -> None:
+    """Register the library's translations of ``target`` for ``names`` too."""
+    _DEFAULT.alias(target, *names)
+
+
+def wrap_translations(name: str, wrapper: Callable[[Callable], Callable]) -> bool:
+    """Wrap the library's translations of ``name`` (see ``Registry.wrap``)."""
+    return _DEFAULT.wrap(name, wrapper)
 
 
 @functools.cache

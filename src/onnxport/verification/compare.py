@@ -107,7 +107,7 @@ def eager_outputs(model: Any, args: tuple, kwargs: dict) -> list[Output]:
     exporter does: tensors and numbers in order, None skipped (it is no ONNX output)."""
     from torch.export import ExportedProgram
 
-    from onnxport.capture.pytree_names import exported_leaves
+    from onnxport.pytree_names import exported_leaves
 
     function = model.module() if isinstance(model, ExportedProgram) else model
     # The model may write into its inputs; ONNX Runtime must see them as they were given.

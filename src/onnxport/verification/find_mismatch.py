@@ -1,4 +1,4 @@
-"""``find_mismatch``: find the smallest parts of an exported graph whose ONNX translation
+"""What ``find_mismatch`` runs: find the smallest parts of an exported graph whose ONNX translation
 disagrees with PyTorch, by running parts of the ONNX graph in isolation on PyTorch's own
 intermediate values and bisecting the graph into halves."""
 
@@ -373,29 +373,23 @@ def _tree_lines(info: GraphInfo) -> list[str]:
     return lines
 
 
-def find_mismatch(model, input_args, do_constant_folding: bool = True, training: Any = None,
-                  opset_version: int | None = None, keep_initializers_as_inputs: bool = True,
-                  verbose: bool = False, options: VerificationOptions | None = None) -> GraphInfo:
-    """Find the smallest parts of ``model``'s exported graph whose ONNX translation disagrees
-    with PyTorch; prints what it found and returns the tree as a ``GraphInfo``.
-
-    Experimental, as in ``torch.onnx``. The model is exported once (unoptimized, so that every
-    call keeps its ONNX value); each part is then run alone in ONNX Runtime on PyTorch's values
-    of its inputs, so that a wrong translation is found even after an earlier one."""
-    from onnxport import api
+def checked_options(options: Any) -> VerificationOptions:
+    """``options`` as given to ``find_mismatch``: None for the defaults."""
     from onnxport.errors import InvalidExportOptionsError
 
     if options is None:
-        options = VerificationOptions()
-    elif not isinstance(options, VerificationOptions):
+        return VerificationOptions()
+    if not isinstance(options, VerificationOptions):
         raise InvalidExportOptionsError(
             f"options must be an onnxport.verification.VerificationOptions, got "
             f"{type(options).__name__}")
-    args, kwargs = api._arguments.check_args(input_args, None)
-    program = api.export(model, args, kwargs=kwargs, opset_version=opset_version,
-                         do_constant_folding=do_constant_folding, training=training,
-                         keep_initializers_as_inputs=keep_initializers_as_inputs,
-                         verbose=verbose, optimize=False)
+    return options
+
+
+def mismatch_tree(program, args: tuple, kwargs: dict, options: VerificationOptions) -> GraphInfo:
+    """The parts of ``program`` (exported unoptimized from a model called with ``args`` and
+    ``kwargs``) whose ONNX values disagree with PyTorch's, found and printed; the tree as a
+    ``GraphInfo``. ``onnxport.verification.find_mismatch`` exports and calls this."""
     root = _tree_of(program, args, kwargs, options)
     root.find_mismatch()
     root.pretty_print_mismatch()

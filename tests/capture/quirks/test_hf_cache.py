@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from onnxport._versions import torch_at_least
-from onnxport.capture.quirks import hf_cache
-from onnxport.capture.pytree_names import (
+from onnxport import hf_cache
+from onnxport.pytree_names import (
     bookkeeping_outputs, exported_leaves, output_names, tensor_leaves)
 
 transformers = pytest.importorskip("transformers")

@@ -25,7 +25,7 @@ def patched_for_torch_export():
     and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic), and
     linalg_lstsq with its static output shapes, and nn.Transformer's masks without reading
     their values."""
-    from onnxport.capture.quirks import hf_cache
+    from onnxport import hf_cache
     from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
     from onnxport.capture.quirks.recurrent_shapes import shape_only_recurrent_layers
     from onnxport.capture.quirks.transformer_masks import causal_hint_as_given

@@ -5,15 +5,14 @@ Both torch.export and the tracer otherwise record the ops of its ``forward``: wh
 runs, ``Function.apply`` of such a Function calls ``onnxport::autograd_function`` instead, a
 torch.library op whose kernel is the Function's own forward. The op takes the tensor inputs
 and the name of a *call* (the Function class and its non-tensor arguments, kept here), and the
-translation (``translate/custom.py``) hands the call to the symbolic.
+translation (``translate/custom.py``) hands the call, which ``record_calls`` puts on the node,
+to the symbolic.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import threading
-import warnings
 from typing import Any, Callable
 
 import torch
@@ -43,8 +42,19 @@ def _ORIGINAL_APPLY(cls, *args, **kwargs):  # noqa: N802
     return _ORIGINAL_DESCRIPTOR.__get__(None, cls)(*args, **kwargs)
 
 
-def call_named(name: str) -> FunctionCall:
-    return _CALLS[name]
+# The node meta key of a kept call's FunctionCall: translation reads the call from its node.
+CALL_META = "onnxport_autograd_function"
+
+
+def record_calls(graph_module: torch.fx.GraphModule) -> None:
+    """Put on each ``onnxport::autograd_function`` node of a captured graph (subgraphs
+    included) its FunctionCall, so that translation needs nothing of this module."""
+    for module in graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.target is torch.ops.onnxport.autograd_function.default:
+                node.meta[CALL_META] = _CALLS[node.args[1]]
 
 
 def _run_forward(call: FunctionCall, tensors: list) -> list[torch.Tensor]:
@@ -112,36 +122,6 @@ def _inlined(cls, args: tuple, kwargs: dict):
     ctx = FunctionCtx()
     ctx.needs_input_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
     return cls.forward(ctx, *args, **kwargs)
-
-
-def has_symbolic(cls: type) -> bool:
-    """True when ``cls`` has a static ``symbolic`` that can run on onnxport's ``g``."""
-    symbolic = getattr(cls, "symbolic", None)
-    if not callable(symbolic):
-        return False
-    if _calls_torch_onnx(symbolic):
-        warnings.warn(
-            f"{cls.__qualname__}.symbolic calls torch.onnx's own functions (written for "
-            f"torch.onnx's TorchScript graph), which onnxport does not run: the ops of its "
-            f"forward are exported instead. To choose the ONNX ops, register a symbolic for "
-            f"'prim::PythonOp' with onnxport.register_custom_op_symbolic.",
-            UserWarning, stacklevel=4)  # the line that applies the Function
-        return False
-    return True
-
-
-def _calls_torch_onnx(function: Callable) -> bool:
-    """Whether ``function`` imports or reads ``torch.onnx`` (its symbolic_opsetN functions
-    take torch's own graph objects; transformers' XSoftmax and XDropout call them)."""
-    code = getattr(inspect.unwrap(function), "__code__", None)
-    if code is None:
-        return False
-    codes, names = [code], set()
-    while codes:
-        current = codes.pop()
-        names.update(current.co_names)
-        codes.extend(c for c in current.co_consts if hasattr(c, "co_names"))
-    return "onnx" in names or any(name.startswith("torch.onnx") for name in names)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ import torch.utils._pytree as pytree
 from onnxport.capture.common import first_lines
 from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
 from onnxport.capture.script_mutations import functionalize_writes
-from onnxport.capture.pytree_names import bookkeeping_outputs, output_names as output_names_of
+from onnxport.pytree_names import bookkeeping_outputs, output_names as output_names_of
 from onnxport.errors import CaptureError, TracingWarning
 
 

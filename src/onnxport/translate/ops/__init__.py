@@ -28,6 +28,7 @@ from onnxport.translate.ops import (  # noqa: F401
     selection,
     shape,
     special,
+    squeeze,
     spectral,
     symbolic,
     torchvision_ops,

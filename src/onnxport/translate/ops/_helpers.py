@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import onnx_ir as ir
 import torch
-from onnx_ir.tensor_adapters import from_torch_dtype
+from onnx_ir.tensor_adapters import TorchTensor, from_torch_dtype
 
 FLOAT_TYPES = {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
 
@@ -42,10 +43,6 @@ def cast(g, value: ir.Value, dtype: ir.DataType | torch.dtype) -> ir.Value:
         # Small constants are re-made in the right dtype instead of being cast at run time.
         return g.const(torch.from_numpy(value.const_value.numpy().copy()), dtype)
     return g.op("Cast", value, to_i=int(dtype))
-
-
-def is_value(x: Any) -> bool:
-    return isinstance(x, ir.Value)
 
 
 def rank(x: ir.Value) -> int:
@@ -119,26 +116,6 @@ def as_1d(g, value: ir.Value) -> ir.Value:
     return out
 
 
-def sym_key(value: Any) -> str | None:
-    """The symbolic expression a SymInt value stands for, as text, to compare sizes."""
-    if isinstance(value, ir.Value):
-        meta = value.meta.get("symint")
-        if meta is not None:
-            return str(meta.node.expr)
-    return None
-
-
-def input_dim_key(x: ir.Value, axis: int, g) -> str | None:
-    """The symbolic expression of ``x``'s dimension ``axis``, when the translator knows it."""
-    meta = getattr(x, "meta", {}).get("fake")
-    if meta is None:
-        return None
-    dim = meta.shape[axis]
-    if isinstance(dim, torch.SymInt):
-        return str(dim.node.expr)
-    return None
-
-
 def reduce(g, op_type: str, x: ir.Value, axes: Sequence[int] | None, keepdims: bool,
            **attrs) -> ir.Value:
     """``ReduceX`` over ``axes`` (all when None), with axes as input or attribute by opset."""
@@ -187,3 +164,84 @@ def _to_torch(dtype: ir.DataType) -> torch.dtype:
     from onnx_ir.tensor_adapters import to_torch_dtype
 
     return to_torch_dtype(dtype)
+
+
+# Filled tensors up to this many elements are stored as constants; larger ones are made at
+# run time by ConstantOfShape so that the file stays small.
+CONSTANT_LIMIT = 1024
+
+
+def filled(g, size, fill, dtype: ir.DataType):
+    """A tensor of ``size`` (ints or values) filled with ``fill`` (a number or a value)."""
+    from onnx_ir.tensor_adapters import to_torch_dtype
+
+    if isinstance(fill, ir.Value):
+        # A symbolic fill (a 1-D [1] SymInt/SymFloat/SymBool value) spread by Expand, which
+        # unlike an Add of zeros also takes bools.
+        scalar = g.op("Reshape", cast(g, fill, dtype), g.const([], ir.DataType.INT64))
+        if not size:
+            return scalar
+        return g.op("Expand", scalar, shape_list(g, list(size)))
+    if all(isinstance(s, int) for s in size):
+        count = 1
+        for s in size:
+            count *= s
+        if count <= CONSTANT_LIMIT:
+            return g.const(torch.full(tuple(size), fill, dtype=to_torch_dtype(dtype)))
+    if dtype == ir.DataType.BFLOAT16 and g.opset < 20:
+        # ConstantOfShape takes a bfloat16 value from opset 20 on: fill in float, then Cast.
+        return cast(g, filled(g, size, fill, ir.DataType.FLOAT), dtype)
+    value = TorchTensor(torch.tensor([fill], dtype=to_torch_dtype(dtype)))
+    out = g.op("ConstantOfShape", shape_list(g, list(size)), value=value)
+    out.dtype = dtype
+    return out
+
+
+# -- the gamma functions, shared by special.py (lgamma, digamma) and incomplete_gamma.py -------
+GAMMA_SHIFT = 8  # lgamma/digamma move x up by this many steps before the asymptotic series
+
+
+def double_const(g, value: float) -> ir.Value:
+    """A double constant: the gamma functions compute in double."""
+    return g.const(float(value), ir.DataType.DOUBLE)
+
+
+def nonpositive_integer(g, x) -> ir.Value:
+    return g.op("And", g.op("LessOrEqual", x, double_const(g, 0.0)),
+                g.op("Equal", x, g.op("Floor", x)))
+
+
+def reflected_at_half(g, x):
+    """(x < 0.5, y): y = 1 - x below 0.5, else x, so that y >= 0.5."""
+    below = g.op("Less", x, double_const(g, 0.5))
+    return below, g.op("Where", below, g.op("Sub", double_const(g, 1.0), x), x)
+
+
+def lgamma_positive(g, y) -> ir.Value:
+    """lgamma(y) for y >= 0.5: lgamma(y + 8) - log(y (y+1) ... (y+7)), Stirling's series."""
+    logs = [g.op("Log", g.op("Add", y, double_const(g, k)) if k else y)
+            for k in range(GAMMA_SHIFT)]
+    z = g.op("Add", y, double_const(g, GAMMA_SHIFT))
+    inverse = g.op("Reciprocal", z)
+    inverse2 = g.op("Mul", inverse, inverse)
+    series = double_const(g, -1.0 / 1680)
+    for coefficient in (1.0 / 1260, -1.0 / 360, 1.0 / 12):
+        series = g.op("Add", g.op("Mul", series, inverse2), double_const(g, coefficient))
+    stirling = g.op("Add", g.op("Sub", g.op("Mul", g.op("Sub", z, double_const(g, 0.5)),
+                                            g.op("Log", z)), z),
+                    g.op("Add", double_const(g, 0.5 * math.log(2 * math.pi)),
+                         g.op("Mul", series, inverse)))
+    return g.op("Sub", stirling, g.op("Sum", *logs) if len(logs) > 1 else logs[0])
+
+
+def lgamma_double(g, x) -> ir.Value:
+    """lgamma of a double ``x``, poles (0, -1, -2, ... and -inf) at inf."""
+    below, y = reflected_at_half(g, x)
+    positive = lgamma_positive(g, y)
+    # Reflection: lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x).
+    sine = g.op("Abs", g.op("Sin", g.op("Mul", x, double_const(g, math.pi))))
+    reflected = g.op("Sub", g.op("Log", g.op("Div", double_const(g, math.pi), sine)), positive)
+    result = g.op("Where", below, reflected, positive)
+    # Poles at 0, -1, -2...; lgamma(-inf) is inf too.
+    pole = g.op("Or", nonpositive_integer(g, x), g.op("IsInf", x))
+    return g.op("Where", pole, double_const(g, float("inf")), result)

@@ -6,56 +6,23 @@ import math
 
 import onnx_ir as ir
 import torch
-from onnx_ir.tensor_adapters import TorchTensor
 
-from onnxport.translate.ops._helpers import as_tensor, cast, expected_dtype, shape_list
+from onnxport.translate.ops._helpers import (
+    CONSTANT_LIMIT, as_tensor, cast, expected_dtype, filled, shape_list,
+)
 from onnxport.translate.registry import translates
-
-# Filled tensors up to this many elements are stored as constants; larger ones are made at
-# run time by ConstantOfShape so that the file stays small.
-_CONSTANT_LIMIT = 1024
-
-
-def _filled(g, size, fill, dtype: ir.DataType):
-    from onnx_ir.tensor_adapters import to_torch_dtype
-
-    if isinstance(fill, ir.Value):
-        # A symbolic fill (a 1-D [1] SymInt/SymFloat/SymBool value) spread by Expand, which
-        # unlike an Add of zeros also takes bools.
-        scalar = g.op("Reshape", cast(g, fill, dtype), g.const([], ir.DataType.INT64))
-        if not size:
-            return scalar
-        return g.op("Expand", scalar, shape_list(g, list(size)))
-    if all(isinstance(s, int) for s in size):
-        count = 1
-        for s in size:
-            count *= s
-        if count <= _CONSTANT_LIMIT:
-            return g.const(torch.full(tuple(size), fill, dtype=to_torch_dtype(dtype)))
-    if dtype == ir.DataType.BFLOAT16 and g.opset < 20:
-        # ConstantOfShape takes a bfloat16 value from opset 20 on: fill in float, then Cast.
-        return cast(g, _filled(g, size, fill, ir.DataType.FLOAT), dtype)
-    value = TorchTensor(torch.tensor([fill], dtype=to_torch_dtype(dtype)))
-    out = g.op("ConstantOfShape", shape_list(g, list(size)), value=value)
-    out.dtype = dtype
-    return out
-
-
-def _expected_size(g):
-    return [d if isinstance(d, int) else None for d in g.expected.shape]
-
 
 @translates("aten::full")
 def full(g, size, fill_value, **_):
     """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    return _filled(g, list(size), fill_value, expected_dtype(g))
+    return filled(g, list(size), fill_value, expected_dtype(g))
 
 
 @translates("aten::zeros", "aten::empty", "aten::ones")
 def zeros(g, size, *_, **__):
     """zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
     fill = 1 if "ones" in g.provenance.aten else 0
-    return _filled(g, list(size), fill, expected_dtype(g))
+    return filled(g, list(size), fill, expected_dtype(g))
 
 
 @translates("aten::new_zeros", "aten::new_ones", "aten::new_empty", "aten::new_full")
@@ -63,7 +30,7 @@ def new_zeros(g, self, size, *rest, **__):
     """new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
     name = g.provenance.aten
     fill = rest[0] if "new_full" in name else (1 if "new_ones" in name else 0)
-    return _filled(g, list(size), fill, expected_dtype(g))
+    return filled(g, list(size), fill, expected_dtype(g))
 
 
 @translates("aten::zeros_like", "aten::ones_like", "aten::empty_like", "aten::full_like")
@@ -74,7 +41,7 @@ def zeros_like(g, self, *rest, **__):
     dtype = expected_dtype(g)
     shape = g.static_shape(self)
     if shape is not None:
-        return _filled(g, shape, fill, dtype)
+        return filled(g, shape, fill, dtype)
     from onnx_ir.tensor_adapters import to_torch_dtype
 
     out = g.op("ConstantOfShape", g.op("Shape", self),
@@ -89,7 +56,7 @@ def fill(g, self, value):
     dtype = self.dtype
     shape = g.static_shape(self)
     if shape is not None and not isinstance(value, ir.Value):
-        return _filled(g, shape, value, dtype)
+        return filled(g, shape, value, dtype)
     fill_value = as_tensor(g, value, self)
     return g.op("Expand", fill_value, g.op("Shape", self))
 
@@ -226,7 +193,7 @@ def _eye(g, n, m):
     from onnx_ir.tensor_adapters import to_torch_dtype
 
     dtype = expected_dtype(g)
-    if isinstance(n, int) and isinstance(m, int) and n * m <= _CONSTANT_LIMIT:
+    if isinstance(n, int) and isinstance(m, int) and n * m <= CONSTANT_LIMIT:
         return g.const(torch.eye(n, m, dtype=to_torch_dtype(dtype)))
     # Sizes known at run time (or large): EyeLike of a tensor of that shape.
     zeros = g.op("ConstantOfShape", shape_list(g, [n, m]),

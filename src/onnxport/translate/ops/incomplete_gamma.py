@@ -10,9 +10,9 @@ import math
 import onnx_ir as ir
 import torch
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype
+from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, lgamma_double
+from onnxport.translate.ops._helpers import double_const as _c
 from onnxport.translate.ops.elementwise import expm1, log1p
-from onnxport.translate.ops.special import _c, _lgamma_double
 from onnxport.translate.registry import translates
 
 _D = ir.DataType.DOUBLE
@@ -256,7 +256,7 @@ def _lanczos_sum_expg_scaled(g, a):
 
 def _prefactor(g, a, x, maxlog):
     """_igam_helper_fac: x^a e^-x / Gamma(a)."""
-    ax = _op(g, "Sub", _op(g, "Sub", _op(g, "Mul", a, g.op("Log", x)), x), _lgamma_double(g, a))
+    ax = _op(g, "Sub", _op(g, "Sub", _op(g, "Mul", a, g.op("Log", x)), x), lgamma_double(g, a))
     direct = g.op("Where", _op(g, "Less", ax, -maxlog), _c(g, 0.0), g.op("Exp", ax))
     fac = _op(g, "Add", a, _LANCZOS_G - 0.5)
     res = _op(g, "Div", g.op("Sqrt", _op(g, "Div", fac, math.e)), _lanczos_sum_expg_scaled(g, a))
@@ -366,7 +366,7 @@ def _upper_series(g, a, x):
         term = _op(g, "Div", fac, _op(g, "Add", a, float(n)))
         total = term if total is None else g.op("Add", total, term)
     log_x = g.op("Log", x)
-    lgamma_a = _lgamma_double(g, a)
+    lgamma_a = lgamma_double(g, a)
     lgamma_1a = _op(g, "Sub", lgamma_a, g.op("Neg", g.op("Log", a)))  # lgamma(1 + a)
     head = g.op("Neg", expm1(g, _op(g, "Sub", _op(g, "Mul", a, log_x), lgamma_1a)))
     return _op(g, "Sub", head, _op(g, "Mul", g.op("Exp", _op(g, "Sub", _op(g, "Mul", a, log_x),

@@ -8,8 +8,7 @@ import math
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, shape_list
-from onnxport.translate.ops.creation import _filled
+from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, filled, shape_list
 from onnxport.translate.registry import translates
 
 
@@ -33,9 +32,9 @@ def _uniform_like(g, like: ir.Value, low: float, high: float) -> ir.Value:
     # knows), making two draws one: each draw drops a tensor filled with its own number.
     draw = getattr(g, "_random_draws", 0) + 1
     g._random_draws = draw
-    filled = g.op("ConstantOfShape", bit_shape,
-                  value=ir.tensor([float(draw)], dtype=ir.DataType.FLOAT))
-    _, mask = g.op("Dropout", filled, g.const(0.5, ir.DataType.FLOAT), g.const(True),
+    numbered = g.op("ConstantOfShape", bit_shape,
+                    value=ir.tensor([float(draw)], dtype=ir.DataType.FLOAT))
+    _, mask = g.op("Dropout", numbered, g.const(0.5, ir.DataType.FLOAT), g.const(True),
                    outputs=2)
     weights = g.const([2.0 ** -(k + 1) for k in range(_MANTISSA_BITS)], ir.DataType.FLOAT)
     unit = g.op("MatMul", cast(g, mask, ir.DataType.FLOAT), weights)
@@ -157,7 +156,7 @@ def empty_strided(g, *args, **_):
     # Uninitialized memory in torch: any values will do, zeros are the cheapest. (The size is
     # the first list argument: new_empty_strided's first argument is a tensor.)
     size = next(a for a in args if isinstance(a, (list, tuple)))
-    return _filled(g, list(size), 0, expected_dtype(g))
+    return filled(g, list(size), 0, expected_dtype(g))
 
 
 def _gumbel(g, like: ir.Value) -> ir.Value:

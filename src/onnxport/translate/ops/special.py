@@ -9,9 +9,11 @@ import onnx_ir as ir
 import torch
 
 from onnxport.translate.ops._helpers import (
-    FLOAT_TYPES, cast, expected_dtype, normalize_axis, reduce,
+    FLOAT_TYPES, GAMMA_SHIFT, cast, expected_dtype, lgamma_double, nonpositive_integer,
+    normalize_axis, reduce, reflected_at_half,
 )
-from onnxport.translate.registry import translates
+from onnxport.translate.ops._helpers import double_const as _c
+from onnxport.translate.registry import alias, translates
 
 
 def _float_of(g, x: ir.Value) -> ir.Value:
@@ -161,16 +163,6 @@ def copysign(g, self, other):
     return g.op("Where", negative, g.op("Neg", magnitude), magnitude)
 
 
-def _alias(target: str, *names: str) -> None:
-    """Register the library's translation of ``target`` for ``names`` too (prims that torch's
-    decompositions produce and that mean the same)."""
-    from onnxport.translate.registry import _DEFAULT
-
-    for translation in _DEFAULT._translations.get(target, ()):
-        for name in names:
-            _DEFAULT.register(name, translation.function, translation.since_opset)
-
-
 # prims with the same meaning (and arguments) as the ATen op. Not prims::div: it truncates
 # integers, aten::div does not.
 for _name in ["abs", "sqrt", "rsqrt", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
@@ -178,12 +170,11 @@ for _name in ["abs", "sqrt", "rsqrt", "bitwise_and", "bitwise_or", "bitwise_xor"
               "sinh", "cosh", "tanh", "neg", "sign", "trunc", "round", "erf", "sigmoid",
               "atan2", "fmod", "remainder", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
               "ge", "pow", "isfinite", "mul", "sub", "add", "reciprocal"]:
-    _alias(f"aten::{_name}", f"prims::{_name}")
+    alias(f"aten::{_name}", f"prims::{_name}")
 
 
 # -- gamma family: computed in double (shift up, then the asymptotic series) ---------------
 _D = ir.DataType.DOUBLE
-_SHIFT = 8  # lgamma/digamma move x up by this many steps before the asymptotic series
 
 
 def _in_double(g, self) -> tuple[ir.Value, ir.DataType]:
@@ -192,58 +183,18 @@ def _in_double(g, self) -> tuple[ir.Value, ir.DataType]:
     return cast(g, self, _D), out
 
 
-def _c(g, value: float) -> ir.Value:
-    return g.const(float(value), _D)
-
-
-def _nonpositive_integer(g, x) -> ir.Value:
-    return g.op("And", g.op("LessOrEqual", x, _c(g, 0.0)), g.op("Equal", x, g.op("Floor", x)))
-
-
-def _reflected(g, x):
-    """(x < 0.5, y): y = 1 - x below 0.5, else x, so that y >= 0.5."""
-    below = g.op("Less", x, _c(g, 0.5))
-    return below, g.op("Where", below, g.op("Sub", _c(g, 1.0), x), x)
-
-
-def _lgamma_positive(g, y) -> ir.Value:
-    """lgamma(y) for y >= 0.5: lgamma(y + 8) - log(y (y+1) ... (y+7)), Stirling's series."""
-    logs = [g.op("Log", g.op("Add", y, _c(g, k)) if k else y) for k in range(_SHIFT)]
-    z = g.op("Add", y, _c(g, _SHIFT))
-    inverse = g.op("Reciprocal", z)
-    inverse2 = g.op("Mul", inverse, inverse)
-    series = _c(g, -1.0 / 1680)
-    for coefficient in (1.0 / 1260, -1.0 / 360, 1.0 / 12):
-        series = g.op("Add", g.op("Mul", series, inverse2), _c(g, coefficient))
-    stirling = g.op("Add", g.op("Sub", g.op("Mul", g.op("Sub", z, _c(g, 0.5)), g.op("Log", z)), z),
-                    g.op("Add", _c(g, 0.5 * math.log(2 * math.pi)), g.op("Mul", series, inverse)))
-    return g.op("Sub", stirling, g.op("Sum", *logs) if len(logs) > 1 else logs[0])
-
-
 @translates("aten::lgamma", "prims::lgamma")
 def lgamma(g, self):
     """lgamma(Tensor self) -> Tensor"""
     x, out = _in_double(g, self)
-    return cast(g, _lgamma_double(g, x), out)
-
-
-def _lgamma_double(g, x) -> ir.Value:
-    below, y = _reflected(g, x)
-    positive = _lgamma_positive(g, y)
-    # Reflection: lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x).
-    sine = g.op("Abs", g.op("Sin", g.op("Mul", x, _c(g, math.pi))))
-    reflected = g.op("Sub", g.op("Log", g.op("Div", _c(g, math.pi), sine)), positive)
-    result = g.op("Where", below, reflected, positive)
-    # Poles at 0, -1, -2...; lgamma(-inf) is inf too.
-    pole = g.op("Or", _nonpositive_integer(g, x), g.op("IsInf", x))
-    return g.op("Where", pole, _c(g, float("inf")), result)
+    return cast(g, lgamma_double(g, x), out)
 
 
 def _digamma_double(g, x) -> ir.Value:
-    below, y = _reflected(g, x)
+    below, y = reflected_at_half(g, x)
     # digamma(y) = digamma(y + 8) - sum 1 / (y + k); the asymptotic series at y + 8.
-    steps = [g.op("Reciprocal", g.op("Add", y, _c(g, k)) if k else y) for k in range(_SHIFT)]
-    z = g.op("Add", y, _c(g, _SHIFT))
+    steps = [g.op("Reciprocal", g.op("Add", y, _c(g, k)) if k else y) for k in range(GAMMA_SHIFT)]
+    z = g.op("Add", y, _c(g, GAMMA_SHIFT))
     inverse2 = g.op("Reciprocal", g.op("Mul", z, z))
     series = _c(g, -1.0 / 132)
     for coefficient in (1.0 / 240, -1.0 / 252, 1.0 / 120, -1.0 / 12):
@@ -258,7 +209,7 @@ def _digamma_double(g, x) -> ir.Value:
                                            g.op("Sin", angle)))
     result = g.op("Where", below, reflected, positive)
     # torch: -inf at 0, NaN at the negative integers.
-    result = g.op("Where", _nonpositive_integer(g, x), _c(g, float("nan")), result)
+    result = g.op("Where", nonpositive_integer(g, x), _c(g, float("nan")), result)
     return g.op("Where", g.op("Equal", x, _c(g, 0.0)), _c(g, float("-inf")), result)
 
 
@@ -297,7 +248,7 @@ def _hurwitz_zeta(g, s, q) -> ir.Value:
     result = g.op("Add", g.op("Sum", *terms), tail)
     # cephes: inf at s == 1 and at the poles q = 0, -1, ...; NaN for s < 1, and for q < 0
     # with a fractional s.
-    result = g.op("Where", _nonpositive_integer(g, q), _c(g, float("inf")), result)
+    result = g.op("Where", nonpositive_integer(g, q), _c(g, float("inf")), result)
     fractional = g.op("Not", g.op("Equal", s, g.op("Floor", s)))
     nan = g.op("Or", g.op("Less", s, _c(g, 1.0)),
                g.op("And", g.op("Less", q, _c(g, 0.0)), fractional))

@@ -11,7 +11,7 @@ import torch
 
 from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import cast, squeeze, unsqueeze
-from onnxport.translate.registry import _DEFAULT, COMPLEX_LAYOUT_OPS, translates
+from onnxport.translate.registry import COMPLEX_LAYOUT_OPS, translates, wrap_translations
 
 
 def _spectral(*names: str, identity_on_real: bool = False):
@@ -40,12 +40,6 @@ def _needs_opset_17(name: str, identity_on_real: bool = False):
 
 def is_complex(x) -> bool:
     return isinstance(x, ir.Value) and bool(x.meta.get("complex"))
-
-
-def _rank(x: ir.Value) -> int:
-    if x.shape is None:
-        raise TranslationError(f"the rank of {x.name} is unknown; the FFT needs it")
-    return len(x.shape)
 
 
 def _length(shape: list, axis: int, name: str) -> int:
@@ -350,14 +344,16 @@ def _or_complex(name: str, complex_translation) -> None:
     """Keep the library's translation of ``name`` for real tensors and use
     ``complex_translation`` for complex ones."""
     COMPLEX_LAYOUT_OPS.add(name)
-    for entry in list(_DEFAULT._translations.get(name, ())):
-        def translation(g, self, *args, _real=entry.function, **kwargs):
+
+    def either(real_translation):
+        def translation(g, self, *args, **kwargs):
             if is_complex(self) or any(is_complex(a) for a in args):
                 return complex_translation(g, self, *args, **kwargs)
-            return _real(g, self, *args, **kwargs)
-        translation.__doc__ = entry.function.__doc__
-        _DEFAULT.register(name, translation, max(entry.since_opset, 1))
-    if not _DEFAULT._translations.get(name):
+            return real_translation(g, self, *args, **kwargs)
+        translation.__doc__ = real_translation.__doc__
+        return translation
+
+    if not wrap_translations(name, either):
         translates(name)(complex_translation)
 
 
@@ -392,15 +388,16 @@ def _or_complex_axis(name: str) -> None:
     """``name`` (an op taking ``dim`` second) on a complex tensor: the real translation with
     the dim of the layout."""
     COMPLEX_LAYOUT_OPS.add(name.split(".")[0])
-    for entry in list(_DEFAULT._translations.get(name, ())):
-        real_translation = entry.function
 
-        def translation(g, self, dim=0, *args, _real=real_translation, **kwargs):
+    def with_layout_dim(real_translation):
+        def translation(g, self, dim=0, *args, **kwargs):
             if is_complex(self) and dim < 0:
                 dim -= 1  # the layout's extra last axis
-            return _real(g, self, dim, *args, **kwargs)
+            return real_translation(g, self, dim, *args, **kwargs)
         translation.__doc__ = real_translation.__doc__
-        _DEFAULT.register(name, translation, entry.since_opset)
+        return translation
+
+    wrap_translations(name, with_layout_dim)
 
 
 for _name in ("aten::slice", "aten::select", "aten::narrow", "aten::unsqueeze"):

@@ -1,6 +1,7 @@
 """Readable names for the tensors nested in inputs and outputs (a KV cache, dicts, lists,
 ModelOutputs), built from their pytree paths: ``past_key_values.0.key``, ``logits``,
-``present.1.value``."""
+``present.1.value``. Used by capture (graph input and output names) and by verification (eager
+outputs lined up with the ONNX outputs), so it belongs to neither."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, Iterator
 import torch
 import torch.utils._pytree as pytree
 
-from onnxport.capture.quirks import hf_cache
+from onnxport import hf_cache
 
 # A cache given as ``past_key_values`` comes back updated; ONNX models call that one ``present``
 # (transformers 5.24 returns it as ``cache``: see hf_cache.CACHE_FIELDS).

@@ -11,8 +11,8 @@ from typing import Callable
 
 import torch
 
-from onnxport.fuzz.program import Program, referenced, rename
-from onnxport.fuzz.runner import Outcome, run, tolerances
+from onnxport_fuzz.program import Program, referenced, rename
+from onnxport_fuzz.runner import Outcome, run, tolerances
 
 
 def reduce(program: Program, opset: int, kind: str, *, budget: int = 80) -> Program:

@@ -1,5 +1,6 @@
-"""``python -m onnxport.fuzz --cases N --seed S --opset 18 [--out DIR] [--jobs J]``: a fuzz
-campaign with a summary; exits 1 when a failure is not in the expected-failures table."""
+"""``PYTHONPATH=tools python -m onnxport_fuzz --cases N --seed S --opset 18 [--out DIR]
+[--jobs J]``: a fuzz campaign with a summary; exits 1 when a failure is not in the
+expected-failures table."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import re
 import sys
 import time
 
-from onnxport.fuzz.campaign import reduce_and_write, run_cases, summarize
-from onnxport.fuzz.expected import expected_for
-from onnxport.fuzz.runner import CLEAR_ERROR, ILL_CONDITIONED
+from onnxport_fuzz.campaign import reduce_and_write, run_cases, summarize
+from onnxport_fuzz.expected import expected_for
+from onnxport_fuzz.runner import CLEAR_ERROR, ILL_CONDITIONED
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m onnxport.fuzz", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m onnxport_fuzz", description=__doc__)
     parser.add_argument("--cases", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0, help="index of the first case")
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
     known = collections.Counter(r.expected for r in results if r.expected)
     if known:
-        table = Table(title="expected failures (onnxport/fuzz/expected.py), by entry")
+        table = Table(title="expected failures (tools/onnxport_fuzz/expected.py), by entry")
         table.add_column("cases", justify="right")
         table.add_column("entry")
         for name, count in known.most_common():

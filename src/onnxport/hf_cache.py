@@ -1,7 +1,7 @@
 """transformers' cache objects (DynamicCache...) as pytrees, so that models returning or taking
 a KV cache can be captured: their tensors become flat graph outputs/inputs, named after the
 layer and role of each tensor (``0.key``, ``0.value``; ``0.decoder.key`` in an encoder-decoder
-cache)."""
+cache). Used by capture and, through pytree_names, by verification."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import torch
 
-from onnxport.conformance.samples import Case
+from onnxport_conformance.samples import Case
 
 PASS, CLEAR_ERROR, MISMATCH, CRASH, UNTESTABLE = (
     "pass", "clear-error", "mismatch", "crash", "untestable")

@@ -16,7 +16,7 @@ import torch
 import onnxport
 from onnxport.errors import (CaptureError, InvalidExportOptionsError, TranslationError,
                              UnsupportedOpsError)
-from onnxport.fuzz.program import Line, Program, evaluate
+from onnxport_fuzz.program import Line, Program, evaluate
 
 PASS, MISMATCH, INVALID, CLEAR_ERROR, CRASH, EAGER_FAILS = (
     "pass", "mismatch", "invalid-model", "clear-error", "crash", "eager-fails")

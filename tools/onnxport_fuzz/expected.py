@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from onnxport.fuzz.program import InputSpec, Line, Program, evaluate
+from onnxport_fuzz.program import InputSpec, Line, Program, evaluate
 
 
 @dataclasses.dataclass
@@ -32,21 +32,6 @@ def _text(program: Program) -> str:
 
 def _uses(pattern: str) -> Callable[[Program], bool]:
     return lambda program: re.search(pattern, _text(program)) is not None
-
-
-def _dynamic(program: Program) -> bool:
-    return bool(program.dynamic_symbols())
-
-
-def _has_float16(program: Program) -> bool:
-    return ("float16" in [i.dtype for i in program.inputs] + [p.dtype for p in program.params]
-            or "torch.float16" in _text(program))
-
-
-def _has_bool(program: Program) -> bool:
-    return ("bool" in [i.dtype for i in program.inputs]
-            or re.search(r"torch\.bool|torch\.(eq|ne|lt|le|gt|ge|isnan|isinf|logical_\w+)\(|[<>]=?",
-                         _text(program)) is not None)
 
 
 def _operands_of(program: Program, call: str) -> list[list[torch.Tensor]]:

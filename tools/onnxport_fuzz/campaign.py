@@ -10,10 +10,10 @@ import multiprocessing
 import os
 from typing import Callable, Iterable
 
-from onnxport.fuzz.expected import expected_for
-from onnxport.fuzz.generator import generate
-from onnxport.fuzz.program import Program
-from onnxport.fuzz.runner import EAGER_FAILS, FAILURES, Outcome, run
+from onnxport_fuzz.expected import expected_for
+from onnxport_fuzz.generator import generate
+from onnxport_fuzz.program import Program
+from onnxport_fuzz.runner import EAGER_FAILS, FAILURES, Outcome, run
 
 REGENERATE = 5  # tries with another sub-seed when torch itself refuses the program
 
@@ -90,7 +90,7 @@ def summarize(results: list[CaseResult]) -> tuple[collections.Counter, dict[str,
 
 def reduce_and_write(result: CaseResult, seed: int, opset: int, out: str,
                      budget: int = 60) -> tuple[str, Program, Outcome]:
-    from onnxport.fuzz.reducer import reduce, reproducer_source
+    from onnxport_fuzz.reducer import reduce, reproducer_source
 
     reduced = reduce(result.program, opset, result.kind, budget=budget)
     outcome = run(reduced, opset)
@@ -101,5 +101,5 @@ def reduce_and_write(result: CaseResult, seed: int, opset: int, out: str,
     path = os.path.join(out, name)
     with open(path, "w") as f:
         f.write(reproducer_source(reduced, opset, outcome,
-                                  f"Found by `python -m onnxport.fuzz --seed {seed}` (case {result.index})."))
+                                  f"Found by `PYTHONPATH=tools python -m onnxport_fuzz --seed {seed}` (case {result.index})."))
     return path, reduced, outcome

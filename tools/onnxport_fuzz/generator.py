@@ -11,8 +11,8 @@ import warnings
 
 import torch
 
-from onnxport.fuzz.ops import OPS, Context, Value
-from onnxport.fuzz.program import (DTYPE_NAMES, InputSpec, Line, Param, Program, make_tensor,
+from onnxport_fuzz.ops import OPS, Context, Value
+from onnxport_fuzz.program import (DTYPE_NAMES, InputSpec, Line, Param, Program, make_tensor,
                                    referenced)
 
 ALLOWED_DTYPES = (torch.float32, torch.float16, torch.int64, torch.bool)

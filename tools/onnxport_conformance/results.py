@@ -3,7 +3,7 @@ passes when every testable sample in every counted dtype passes."""
 
 from __future__ import annotations
 
-from onnxport.conformance import runner, samples
+from onnxport_conformance import runner, samples
 
 # The worst outcome of a (op, dtype) names its status.
 SEVERITY = {runner.PASS: 0, runner.CLEAR_ERROR: 1, runner.MISMATCH: 2, runner.CRASH: 3}

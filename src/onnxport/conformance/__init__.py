@@ -1,2 +1,0 @@
-"""The op conformance suite: PyTorch's OpInfo samples exported one by one and compared with
-eager, shared by tests/conformance and benchmarks/op_conformance.py."""

@@ -1,1 +1,0 @@
-"""Differential fuzzer: random small programs exported with onnxport and compared with eager."""

@@ -1,0 +1,99 @@
+"""The shape of the house (../shared/STYLE.md) as checks on src/: imports follow the pipeline,
+the installed package runs no generated source, and modules stay readable in one sitting."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "onnxport"
+MAX_MODULE_LINES = 800
+# Modules over MAX_MODULE_LINES today, with their length then: each may only shrink, and leaves
+# the list when it is short enough. (None since capture/torchscript.py became a package.)
+LONG_MODULES: dict[str, int] = {}
+# Stages and what they never import: translation and the passes know nothing of capture;
+# verification and diagnostics are used by every stage and depend on none of them, nor on a
+# front door.
+_FRONT_DOORS = ["onnxport.api", "onnxport.dynamo_api", "onnxport.utils", "onnxport.cli"]
+_STAGES = ["onnxport.capture", "onnxport.translate", "onnxport.passes", "onnxport.program"]
+FORBIDDEN_IMPORTS = {
+    "translate": ["onnxport.capture", *_FRONT_DOORS],
+    "passes": ["onnxport.capture", "onnxport.translate", *_FRONT_DOORS],
+    "verification": _STAGES + _FRONT_DOORS,
+    "diagnostics": _STAGES + _FRONT_DOORS,
+}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside a function, as absolute names
+    (``from onnxport import api`` counts as ``onnxport.api``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = ".".join(path.relative_to(SRC).with_suffix("").parts[:-1])
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("stage", sorted(FORBIDDEN_IMPORTS))
+def test_no_import_against_the_pipeline(stage):
+    wrong = []
+    for path in _modules():
+        if _name(path).split("/")[0] != stage:
+            continue
+        for name in sorted(_imported(path)):
+            if any(name == f or name.startswith(f + ".") for f in FORBIDDEN_IMPORTS[stage]):
+                wrong.append(f"{_name(path)} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_exec_or_eval_in_the_package():
+    # Test tooling that runs generated source (the fuzzer, the conformance runner) lives in
+    # tools/, outside the installed package.
+    found = [f"{_name(path)}:{node.lineno} {node.func.id}()"
+             for path in _modules() for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+             and node.func.id in ("exec", "eval")]
+    assert not found, found
+
+
+def test_modules_are_short():
+    lengths = {_name(path): len(path.read_text().splitlines()) for path in _modules()}
+    too_long = {name: n for name, n in lengths.items()
+                if n > MAX_MODULE_LINES and n > LONG_MODULES.get(name, 0)}
+    assert not too_long, (f"modules over {MAX_MODULE_LINES} lines (split them, or if one is "
+                          f"on LONG_MODULES, make it no longer): {too_long}")
+    # An entry that is short enough now, or whose module is gone, leaves the list.
+    stale = {name for name in LONG_MODULES if lengths.get(name, 0) <= MAX_MODULE_LINES}
+    assert not stale, f"remove from LONG_MODULES: {sorted(stale)}"
+
+
+def test_the_torchscript_package_imports_no_private_name_of_another_capture_module():
+    private = []
+    for path in (PACKAGE / "capture" / "torchscript").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and \
+                    node.module.startswith("onnxport.capture.") and \
+                    not node.module.startswith("onnxport.capture.torchscript"):
+                private += [f"{path.name}: {node.module}.{alias.name}" for alias in node.names
+                            if alias.name.startswith("_")]
+    assert not private, private
