@@ -26,8 +26,10 @@ def check_structure(model: ir.Model, stage: str) -> None:
     graphs += [(f"function {key[0]}::{key[1]}", function, function.opset_imports or
                 model.opset_imports) for key, function in model.functions.items()]
     for where, graph, opsets in graphs:
-        problems += _duplicates(where, graph)
-        problems += _missing_opsets(where, graph, opsets)
+        domains: dict[str, str] = {}
+        problems += _duplicates(where, graph, domains)
+        problems += [f"{where}: no opset import for domain {domain!r} (used by {op_type})"
+                     for domain, op_type in sorted(domains.items()) if domain not in opsets]
     if problems:
         raise InvalidModelError(_message(model, stage, problems))
 
@@ -95,7 +97,9 @@ def _message(model: ir.Model, stage: str, problems: list[str]) -> str:
     return f"The exported ONNX model is invalid. After {stage}:\n  " + "\n  ".join(shown) + whose
 
 
-def _duplicates(where: str, graph: ir.Graph | ir.Function) -> list[str]:
+def _duplicates(where: str, graph: ir.Graph | ir.Function, domains: dict[str, str]) -> list[str]:
+    """Duplicate node and value names; ``domains`` gets each domain a node uses (with an op
+    of it), in the same walk: ONNX Runtime refuses a domain without an opset import."""
     node_names: set[str] = set()
     value_names: set[str] = set()
     problems = []
@@ -114,6 +118,7 @@ def _duplicates(where: str, graph: ir.Graph | ir.Function) -> list[str]:
             if not v.is_graph_input():
                 value(v)
     for node in ir.traversal.RecursiveGraphIterator(graph):
+        domains.setdefault(node.domain, node.op_type)
         if node.name:
             if node.name in node_names:
                 problems.append(f"{where}: two nodes named {node.name!r} ({node.op_type})")
@@ -133,16 +138,6 @@ def _duplicates(where: str, graph: ir.Graph | ir.Function) -> list[str]:
                 for v in subgraph.initializers.values():
                     value(v)
     return problems
-
-
-def _missing_opsets(where: str, graph, opsets) -> list[str]:
-    """A node of a domain (a function's too) without an opset import: ONNX Runtime refuses it."""
-    missing: dict[str, str] = {}
-    for node in ir.traversal.RecursiveGraphIterator(graph):
-        if node.domain not in opsets:
-            missing.setdefault(node.domain, node.op_type)
-    return [f"{where}: no opset import for domain {domain!r} (used by {op_type})"
-            for domain, op_type in sorted(missing.items())]
 
 
 def _small_and_readable(tensor) -> bool:
