@@ -120,10 +120,7 @@ def _rewrite_if(graph, node: torch._C.Node, written: dict) -> None:
     for value in changed:
         for block, branch in zip(node.blocks(), branches):
             block.registerOutput(branch.get(value, value))
-        output = node.addOutput()
-        output.setType(value.type())
-        _replace_later_uses(value, node, output)
-        written[output] = value
+        _new_version_after(node, value, written)
 
 
 def _rewrite_loop(graph, node: torch._C.Node, written: dict) -> None:
@@ -140,14 +137,19 @@ def _rewrite_loop(graph, node: torch._C.Node, written: dict) -> None:
             if _ancestor_in(use.user, body) is not None:
                 use.user.replaceInput(use.offset, carried)
         stand_ins[carried] = value
-        written[carried] = value
     latest = _rewrite_block_writes(graph, body, node, written, stand_ins)
     for carried, value in stand_ins.items():
         body.registerOutput(latest.get(value, carried))
-        output = node.addOutput()
-        output.setType(value.type())
-        _replace_later_uses(value, node, output)
-        written[output] = value
+        _new_version_after(node, value, written)
+
+
+def _new_version_after(node: torch._C.Node, value: torch._C.Value, written: dict) -> None:
+    """A new output of ``node`` (an If or Loop whose blocks now return ``value``'s last
+    version) that what follows ``node`` reads instead of ``value``."""
+    output = node.addOutput()
+    output.setType(value.type())
+    _replace_later_uses(value, node, output)
+    written[output] = value
 
 
 def _written_from_outside(body, loop: torch._C.Node, written: dict) -> list:
