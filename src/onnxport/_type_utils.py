@@ -11,6 +11,11 @@ import torch
 
 from onnxport.errors import OnnxExporterError
 
+# torch's quantized dtypes as the integers that hold their values: what a quantized tensor is
+# in an ONNX graph (QuantizeLinear's output), and the dtype a fake run stands in for.
+QUANTIZED_AS_INTEGER = {torch.quint8: torch.uint8, torch.qint8: torch.int8,
+                        torch.qint32: torch.int32}
+
 
 class JitScalarType(enum.IntEnum):
     """A torch scalar type; converts between torch dtypes, JIT names and ONNX data types.

@@ -20,6 +20,7 @@ import torch.fx
 from onnx_ir.tensor_adapters import from_torch_dtype
 
 from onnxport import diagnostics
+from onnxport._type_utils import QUANTIZED_AS_INTEGER
 from onnxport._version import __version__
 from onnxport.diagnostics.recorder import relative_path
 from onnxport.errors import TranslationError, UnsupportedOpsError
@@ -35,8 +36,6 @@ _IGNORED_TARGETS = {
     "aten::_functional_sym_constrain_range_for_size", "aten::_functional_sym_constrain_range",
     "aten::_assert_scalar.default",
 }
-
-_QUANTIZED_AS = {torch.quint8: torch.uint8, torch.qint8: torch.int8, torch.qint32: torch.int32}
 
 _SOURCE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
@@ -366,7 +365,7 @@ class _Translator:
             # A quantized tensor is its integers in the graph (ops/quantized.py), whatever
             # dtype the fake run gave it (torch.export's is float).
             if "onnxport.quantization" not in value.meta:
-                value.dtype = from_torch_dtype(_QUANTIZED_AS.get(meta.dtype, meta.dtype))
+                value.dtype = from_torch_dtype(QUANTIZED_AS_INTEGER.get(meta.dtype, meta.dtype))
             value.shape = ir.Shape([self.dim(d) for d in meta.shape])
         elif isinstance(meta, torch.SymInt):
             # SymInts live in the graph as 1-D int64 tensors of one element.

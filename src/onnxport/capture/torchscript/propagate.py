@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.experimental import _config as fx_config
 
+from onnxport._type_utils import QUANTIZED_AS_INTEGER
 from onnxport.capture.common import first_lines
 from onnxport.capture.torchscript.aten_graph import _aten_graph, _aten_module, _weight_kind
 from onnxport.capture.torchscript.constants import _fold_filled_constants
@@ -397,7 +398,7 @@ def _traced_meta(traced: tuple) -> tuple:
     dtype, sizes, strides, device, in_place = traced
     if in_place:
         return traced
-    if dtype in (torch.quint8, torch.qint8, torch.qint32):  # (as _QUANTIZING gives it)
+    if dtype in QUANTIZED_AS_INTEGER:  # a float stand-in, as _QUANTIZING gives it
         dtype = torch.float32
     return torch.empty_strided(sizes, strides, dtype=dtype, device="meta"), device
 

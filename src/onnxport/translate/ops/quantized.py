@@ -239,20 +239,18 @@ def fake_quantize_per_channel_affine_cachemask(g, self, scale, zero_point, axis,
     return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis)
 
 
-# torch's quantized dtypes as the integers QuantizeLinear makes.
-_QUANTIZED = {torch.quint8: torch.uint8, torch.qint8: torch.int8}
 _QUANTIZATION = "onnxport.quantization"  # a quantized value's (scale, zero point) values
 
 
 def _quantized_as_integer(dtype):
-    if isinstance(dtype, int):
-        from onnxport._type_utils import JitScalarType
+    from onnxport._type_utils import QUANTIZED_AS_INTEGER, JitScalarType
 
+    if isinstance(dtype, int):
         dtype = JitScalarType(dtype).dtype()
-    if dtype not in _QUANTIZED:
+    if dtype not in (torch.quint8, torch.qint8):  # (the integers QuantizeLinear makes)
         raise TranslationError(f"torch.quantize_per_tensor to {dtype} has no ONNX form "
                                "(quint8 and qint8 do)")
-    return _QUANTIZED[dtype]
+    return QUANTIZED_AS_INTEGER[dtype]
 
 
 @translates("aten::quantize_per_tensor", "aten::quantize_per_tensor.tensor_qparams",
