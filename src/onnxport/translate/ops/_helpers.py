@@ -16,6 +16,11 @@ def onnx_dtype(dtype: torch.dtype | ir.DataType) -> ir.DataType:
     return dtype if isinstance(dtype, ir.DataType) else from_torch_dtype(dtype)
 
 
+# The dtype each symbolic number lives in here, as a 1-D [1] value (a Python float is double).
+SYMBOLIC_DTYPES = {torch.SymInt: ir.DataType.INT64, torch.SymFloat: ir.DataType.DOUBLE,
+                   torch.SymBool: ir.DataType.BOOL}
+
+
 def expected_dtype(g) -> ir.DataType | None:
     """The dtype torch computed for the (first) output of the call being translated."""
     meta = g.expected

@@ -16,7 +16,7 @@ from onnx_ir.tensor_adapters import from_torch_dtype
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import as_1d, cast
+from onnxport.translate.ops._helpers import SYMBOLIC_DTYPES, as_1d, cast
 from onnxport.translate.registry import translates
 
 
@@ -58,9 +58,7 @@ def _branch(g, subgraph, operands: list, name: str) -> ir.Graph:
 def _dtype_of(meta: Any) -> ir.DataType | None:
     if isinstance(meta, torch.Tensor):
         return from_torch_dtype(meta.dtype)
-    return {torch.SymBool: ir.DataType.BOOL, torch.SymInt: ir.DataType.INT64,
-            torch.SymFloat: ir.DataType.DOUBLE, bool: ir.DataType.BOOL,
-            int: ir.DataType.INT64}.get(type(meta))
+    return {**SYMBOLIC_DTYPES, bool: ir.DataType.BOOL, int: ir.DataType.INT64}.get(type(meta))
 
 
 @translates("higher_order::cond")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import torch
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, as_1d, cast
+from onnxport.translate.ops._helpers import FLOAT_TYPES, SYMBOLIC_DTYPES, as_1d, cast
 from onnxport.translate.registry import translates
 
 
@@ -120,8 +120,7 @@ def item(g, self):
     float bound of arange), is the same read.
     A tensor's one value as a symbolic scalar: a 1-D [1] value like every SymInt (int64) or
     SymFloat (float) in the graph."""
-    dtype = {torch.SymInt: ir.DataType.INT64, torch.SymFloat: ir.DataType.DOUBLE,
-             torch.SymBool: ir.DataType.BOOL}.get(type(g.expected))
+    dtype = SYMBOLIC_DTYPES.get(type(g.expected))
     if dtype is None:
         dtype = ir.DataType.INT64 if self.dtype in _INTEGER_TYPES else (
             ir.DataType.BOOL if self.dtype == ir.DataType.BOOL else ir.DataType.DOUBLE)
