@@ -12,8 +12,8 @@ import torch.utils._pytree as pytree
 from onnxport.capture.common import warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
-from onnxport.errors import (CaptureError, DynamicDimensionFixedWarning, FallbackWarning,
-                             TracingWarning)
+from onnxport.capture.torchscript.sizes import grown_sizes
+from onnxport.errors import CaptureError, DynamicDimensionFixedWarning, FallbackWarning
 
 
 def capture_with_fallback(
@@ -103,13 +103,11 @@ def _computes_eager_results_when_grown(model: Any, args: tuple, kwargs: dict,
     """A check that a traced program computes what eager does with every dynamic axis grown
     by about half (the trace was made at the example's sizes only)."""
     def check(traced: CapturedProgram) -> bool:
-        from onnxport.capture.torchscript.sizes import _other_sizes
-
         leaves, spec = pytree.tree_flatten((args, kwargs))
         positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
         dynamic = [{axis for (k, axis) in dim_names if k == position} or None
                    for position in range(len(positions))]
-        grown = _other_sizes(tuple(leaves[i] for i in positions), dynamic)
+        grown = grown_sizes(tuple(leaves[i] for i in positions), dynamic)
         for i, tensor in zip(positions, grown):
             leaves[i] = tensor
         try:

@@ -56,7 +56,7 @@ def _copy_nodes(graph: torch.fx.Graph, module: torch.fx.GraphModule, remap: dict
     """Copy ``module``'s nodes into ``graph`` as :func:`_aten_graph` describes; ``remap``
     holds the values of an inlined body's inputs. Returns what an inlined body returns,
     ``_REFUSED`` when a call is no ATen op."""
-    first = [next((n for n in graph.nodes if n.op == "placeholder"), None)]
+    first: list = [None]  # the first input, before which weights become inputs (top level)
     for node in module.graph.nodes:
         if weights is not None and node.op == "get_attr":
             value = _attribute(module, node.target)

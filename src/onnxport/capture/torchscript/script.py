@@ -35,7 +35,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     numbers among ``args`` bound as constants, as tracing fixes a model's number inputs."""
     is_module = isinstance(scripted, torch.jit.ScriptModule)
     graph = scripted.inlined_graph if is_module else scripted.graph.copy()
-    _bind_numbers(graph, args, 1 if is_module else 0)
+    _bind_arguments(graph, args, 1 if is_module else 0)
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
     _fold_dtypes(graph, tensors, 1 if is_module else 0)
@@ -68,7 +68,7 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int) -> None:
             reader.destroy()
 
 
-def _bind_numbers(graph: torch._C.Graph, args: tuple, first: int) -> None:
+def _bind_arguments(graph: torch._C.Graph, args: tuple, first: int) -> None:
     """Replace the graph inputs that ``args`` gives numbers, bools, strings or None (after the
     ``first`` inputs, the module itself) with constants of those values, and a list or tuple
     of tensors with one input per tensor, in the order the tensors are flattened."""

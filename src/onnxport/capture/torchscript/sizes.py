@@ -68,7 +68,7 @@ class _ReadBackSizes:
             return
         names = {self._reads[symbol].name for symbol in self._fixed}
         try:
-            other = _read_back_values(graph_module, _other_sizes(tensors, dynamic), names)
+            other = _read_back_values(graph_module, grown_sizes(tensors, dynamic), names)
         except Exception:
             other = {}
         for symbol, fixer in self._fixed.items():
@@ -83,7 +83,7 @@ class _ReadBackSizes:
                 "ONNX model does not follow the dynamic axes there", TracingWarning)
 
 
-def _other_sizes(tensors: tuple, dynamic: list) -> tuple:
+def grown_sizes(tensors: tuple, dynamic: list) -> tuple:
     """The example inputs grown by about half along each dynamic axis (repeating their
     values, so that data-dependent steps see alike data)."""
     grown = []
