@@ -1,4 +1,4 @@
-"""Helpers that both front ends (capture/torch_export.py, capture/torchscript/) use: the
+"""Helpers that both front ends (capture/torch_export/, capture/torchscript/) use: the
 aliases of an FX node, the first lines of an error for a message, a warning at the user's
 call."""
 

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
+from onnxport.capture import quirks
 from onnxport.capture.common import warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
@@ -159,10 +160,8 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
     (torch.export cannot run TorchScript). Returns what :func:`capture_with_fallback` does.
     ``options`` are those both captures take (dim_names, input_names, output_names...)."""
     scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
-    if not scripted:  # tracing cannot read quantized modules' packed weights either
-        from onnxport.capture.quirks.quantized_modules import as_reference
-
-        model = as_reference(model)
+    if not scripted:
+        model = quirks.prepared(model)
     export = None
     if dynamo and not scripted:
         def export():

@@ -1,26 +1,65 @@
 """Quirks of particular models and modules that capture works around, one module each:
 
-  hf_cache.py            transformers' KV cache classes as pytrees: flat tensors, named by layer
   transformer_masks.py   nn.Transformer's check of its mask by value: the caller's hint instead
   recurrent_shapes.py    LSTM/GRU/RNN run by shape on fake tensors: a dynamic sequence axis
   packed_sequences.py    pack_padded_sequence -> RNN -> pad_packed_sequence as one padded call
   quantized_modules.py   torch.ao's quantized modules swapped for their reference form
   autograd_functions.py  a torch.autograd.Function kept whole for its symbolic
   lstsq_shapes.py        linalg_lstsq's fake kernel with the static shapes it has
+  (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
-Where each applies today: :func:`patched_for_torch_export` while torch.export runs (and
-functionalizes); packed sequences around both torch.export (non-strict) and the tracer;
-quantized modules swapped before either capture (capture/strategies.py, torch_export.py);
-autograd Functions kept around the whole capture (api.py, utils.py).
+Capture applies them through one hook, :func:`applied`, naming the step it is in; the model's
+own form for capture (quantized modules swapped) comes from :func:`prepared`.
 """
 
 from __future__ import annotations
 
 import contextlib
+from typing import Any, Callable, Iterator
+
+# The steps of capture that quirks patch:
+#   "torch.export"         non-strict torch.export (Python runs the model)
+#   "torch.export strict"  dynamo traces the model
+#   "functionalize"        torch re-traces a captured program to functionalize it
+#   "trace"                torch.jit's tracer runs the model
+STEPS = ("torch.export", "torch.export strict", "functionalize", "trace")
+
+
+def prepared(model: Any) -> Any:
+    """``model`` as capture takes it: its torch.ao quantized modules in their reference form
+    (neither torch.export nor the tracer reads their packed weights)."""
+    from onnxport.capture.quirks.quantized_modules import as_reference
+
+    return as_reference(model)
 
 
 @contextlib.contextmanager
-def patched_for_torch_export():
+def applied(step: str) -> Iterator[None]:
+    """Every quirk's patch that ``step`` (one of :data:`STEPS`) needs, active in the block."""
+    if step not in STEPS:
+        raise ValueError(f"unknown capture step {step!r}; expected one of {STEPS}")
+    with contextlib.ExitStack() as stack:
+        if step != "trace":
+            stack.enter_context(_patched_for_torch_export())
+        if step in ("torch.export", "trace"):  # Python runs the model's own code
+            from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
+
+            stack.enter_context(packed_sequences_as_padded())
+        yield
+
+
+@contextlib.contextmanager
+def keeping_autograd_functions(keep: Callable[[type], bool]) -> Iterator[None]:
+    """Around a whole capture: each ``torch.autograd.Function`` for which ``keep`` is true is
+    recorded as one call (its symbolic translates it)."""
+    from onnxport.capture.quirks.autograd_functions import keep_autograd_functions
+
+    with keep_autograd_functions(keep):
+        yield
+
+
+@contextlib.contextmanager
+def _patched_for_torch_export() -> Iterator[None]:
     """Register pytree support for transformers' cache classes when transformers is loaded,
     and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic), and
     linalg_lstsq with its static output shapes, and nn.Transformer's masks without reading

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
 
 import torch
 import torch.nn.utils.rnn as rnn_utils

@@ -15,7 +15,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from onnxport.capture.common import first_lines
-from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
+from onnxport.capture import quirks
 from onnxport.capture.script_mutations import functionalize_writes
 from onnxport.pytree_names import bookkeeping_outputs, output_names as output_names_of
 from onnxport.errors import CaptureError, TracingWarning
@@ -98,7 +98,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
             # Not under no_grad: with gradients off, nn.MultiheadAttention and the
             # Transformer layers take their fused inference kernels (one
             # aten::_native_multi_head_attention), which have no ONNX translation.
-            with _warn_on_index(), packed_sequences_as_padded(), \
+            with _warn_on_index(), quirks.applied("trace"), \
                     _scripted_children_as_functions(wrapper) as called:
                 graph, _ = torch._C._create_graph_by_tracing(
                     lambda *inputs: wrapper(*inputs[:count]),

@@ -1,0 +1,130 @@
+"""Checks of a captured program against eager PyTorch at the example's own sizes, and the
+example inputs with sizes 0 and 1 grown to 2."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
+
+from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.specialization import static_size
+
+
+class EagerShapes:
+    """The model's output shapes at the example, computed once and only when needed."""
+
+    def __init__(self, module, args, kwargs):
+        self.module, self.args, self.kwargs = module, args, kwargs
+        self.shapes = None
+
+    def mismatch(self, program: ExportedProgram, args, kwargs, names) -> str | None:
+        """Why the program's output shapes, at the example's sizes, are not eager's (None when
+        they are)."""
+        if self.shapes is None:
+            try:
+                with torch.no_grad():
+                    outputs = self.module(*copy.deepcopy(self.args), **copy.deepcopy(self.kwargs))
+            except Exception:  # a model that cannot run eagerly here (meta weights): no check
+                self.shapes = []
+                return None
+            self.shapes = [tuple(t.shape) for t in pytree.tree_leaves(outputs)
+                           if isinstance(t, torch.Tensor)]
+        if not self.shapes:
+            return None
+        sizes = {}
+        placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+        slots = tensor_input_slots(args, kwargs, names)
+        for name, slot in zip(tensor_user_inputs(program), slots):
+            for size, example in zip(placeholders[name].meta["val"].shape, slot.tensor.shape):
+                if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                    sizes[size.node.expr] = example
+        output = next(n for n in program.graph.nodes if n.op == "output")
+        specs = program.graph_signature.output_specs
+        values = [item.meta.get("val") for item, spec in zip(output.args[0], specs)
+                  if spec.kind == OutputKind.USER_OUTPUT and isinstance(item, torch.fx.Node)]
+        values = [v for v in values if isinstance(v, torch.Tensor)]
+        if len(values) != len(self.shapes):
+            return None  # outputs torch does not return as tensors: nothing to compare
+        for k, (value, expected) in enumerate(zip(values, self.shapes)):
+            shape = tuple(int(d.node.expr.subs(sizes)) if isinstance(d, torch.SymInt) else d
+                          for d in value.shape)
+            if shape != expected:
+                return (f"output {k} would have shape {list(shape)} at the example's sizes, "
+                        f"but the model returns {list(expected)} (it treats a size of 0 or 1 "
+                        "specially)")
+        return None
+
+
+def tensor_user_inputs(program: ExportedProgram) -> list[str]:
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    return [spec.arg.name for spec in program.graph_signature.input_specs
+            if spec.kind == InputKind.USER_INPUT
+            and isinstance(placeholders[spec.arg.name].meta.get("val"), torch.Tensor)]
+
+
+def placeholder_size(program: ExportedProgram, fixed) -> Any:
+    inputs = tensor_user_inputs(program)
+    node = next(n for n in program.graph.nodes if n.name == inputs[fixed.position])
+    return static_size(node.meta["val"].shape[fixed.axis])
+
+
+def example_size(args, kwargs, names, key) -> int | None:
+    slots = tensor_input_slots(args, kwargs, names)
+    position, axis = key
+    if position < len(slots) and axis < slots[position].tensor.dim():
+        return slots[position].tensor.shape[axis]
+    return None
+
+
+def with_size_two(args, kwargs, names, dims):
+    """The example inputs with each of ``dims`` (of size 0 or 1) repeated to size 2."""
+    slots = tensor_input_slots(args, kwargs, names)
+    larger: dict[int, torch.Tensor] = {}
+    for position, slot in enumerate(slots):
+        tensor = slot.tensor
+        for p, axis in sorted(dims):
+            if p == position:
+                if tensor.shape[axis] == 0:
+                    shape = list(tensor.shape)
+                    shape[axis] = 2
+                    tensor = tensor.new_zeros(shape)
+                else:
+                    tensor = torch.cat([tensor, tensor], dim=axis)
+        larger[id(slot.tensor)] = tensor
+
+    def replace(leaf):
+        return larger.get(id(leaf), leaf) if isinstance(leaf, torch.Tensor) else leaf
+
+    return pytree.tree_map(replace, args), pytree.tree_map(replace, kwargs)
+
+
+def computes_eager_results(program: ExportedProgram, module, args, kwargs) -> bool:
+    """True when the captured graph, run in PyTorch at the example's own sizes, gives the
+    model's results there: a graph traced at size 2 may have taken another branch than size 1."""
+    graph_module = program.module(check_guards=False)
+    graph_module._forward_pre_hooks.clear()  # the range checks of the size-2 capture
+    try:
+        with torch.no_grad():
+            expected = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+            actual = graph_module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except Exception:
+        return False
+    expected = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    actual = [t for t in pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
+    if len(expected) != len(actual):
+        return False
+    for e, a in zip(expected, actual):
+        if e.shape != a.shape or e.dtype != a.dtype:
+            return False
+        if e.is_floating_point() or e.is_complex():
+            if not torch.allclose(a, e, rtol=1e-3, atol=1e-4, equal_nan=True):
+                return False
+        elif not torch.equal(a, e):
+            return False
+    return True
+
