@@ -56,13 +56,13 @@ def _copy_nodes(graph: torch.fx.Graph, module: torch.fx.GraphModule, remap: dict
     """Copy ``module``'s nodes into ``graph`` as :func:`_aten_graph` describes; ``remap``
     holds the values of an inlined body's inputs. Returns what an inlined body returns,
     ``_REFUSED`` when a call is no ATen op."""
-    first: list = [None]  # the first input, before which weights become inputs (top level)
+    first = None  # the first input, before which weights become inputs (top level)
     for node in module.graph.nodes:
         if weights is not None and node.op == "get_attr":
             value = _attribute(module, node.target)
             if isinstance(value, torch.Tensor):
                 _, prefix = _weight_kind(module, node.target)
-                with graph.inserting_before(first[0]) if first[0] is not None else \
+                with graph.inserting_before(first) if first is not None else \
                         contextlib.nullcontext():  # (before any input: in order, at the end)
                     remap[node] = graph.placeholder(prefix + node.target.replace(".", "_"))
                 weights.append((remap[node], node.target, value))
@@ -73,60 +73,21 @@ def _copy_nodes(graph: torch.fx.Graph, module: torch.fx.GraphModule, remap: dict
             return _REFUSED  # (an attribute of the body, which the graph's module has not)
         if node.op == "output" and inlined:
             return torch.fx.node.map_arg(node.args[0], lambda n: remap[n])
-        if node.target is operator.getitem and isinstance(node.args[0], (list, tuple)):
-            # An item of a list the converter built (a list unpacked): that item itself.
-            item = node.args[0][node.args[1]]
-            if not isinstance(item, torch.fx.Node):
-                return _REFUSED
-            remap[node] = remap[item]
+        handled = _remapped(graph, module, node, remap)
+        if handled is _REFUSED:
+            return _REFUSED
+        if handled:
             continue
-        if node.target is operator.getitem and isinstance(remap.get(node.args[0]), (list, tuple)):
-            index = remap.get(node.args[1]) if isinstance(node.args[1], torch.fx.Node) \
-                else node.args[1]
-            if not isinstance(index, int):
-                return _REFUSED
-            remap[node] = remap[node.args[0]][index]  # of a list or an inlined body
-            continue
-        if node.target is execute_subgraph_from_prim_loop:
-            # An iteration of a loop of known count, which torch's converter unrolls into
-            # calls of its body: the body's calls, inlined.
-            body = _attribute(module, node.args[0].target)
-            iteration, local_count = node.args[1], node.args[2]
-            values = torch.fx.node.map_arg(list(node.args[3:]), lambda n: remap[n])
-            inputs = [*values[local_count:], iteration, *values[:local_count]]
-            inner = dict(zip([n for n in body.graph.nodes if n.op == "placeholder"], inputs))
-            result = _copy_nodes(graph, body, inner, None, inlined=True)
-            if result is _REFUSED:
-                return _REFUSED
-            remap[node] = result
-            continue
-        size = _size_read_back(node)
-        if size is not None:
-            remap[node] = remap[size]
-            continue
-        scalar = _scalar_tensor_call(node)
-        if scalar is not None:
-            remap[node] = graph.call_function(torch.ops.aten.scalar_tensor.default, *scalar)
-            remap[node].meta = dict(node.meta)
-            continue
+        target = None
         if node.op == "call_function":
-            target = (prim_loop if node.target is prim_loop else
-                      torch.ops.higher_order.cond if node.target is torch.cond else
-                      # One op, which translation makes one Shape (propagation runs the
-                      # replacement: a fake tensor has no data for the ATen op to read).
-                      torch.ops.aten._shape_as_tensor.default
-                      if node.target is _shape_as_tensor else _overload_of(node))
+            target = _call_target(node)
             if target is None:
                 return _REFUSED
         elif node.op not in ("placeholder", "get_attr", "output"):
             return _REFUSED  # a call_module: a branch or loop body of a scripted model
-        if node.op == "call_function" and target is torch.ops.aten.IntImplicit.default:
-            # A tensor's value as an int (a box's size in torchvision's paste loop): on fake
-            # tensors IntImplicit guards on the value, _local_scalar_dense makes it a symbol.
-            target = torch.ops.aten._local_scalar_dense.default
         remap[node] = graph.node_copy(node, lambda n: remap[n])
-        if node.op == "placeholder" and first[0] is None:
-            first[0] = remap[node]
+        if node.op == "placeholder" and first is None:
+            first = remap[node]
         if node.op == "call_function":
             remap[node].target = target
         if node.target is torch.cond and not _returns_several(_attribute(module,
@@ -136,6 +97,68 @@ def _copy_nodes(graph: torch.fx.Graph, module: torch.fx.GraphModule, remap: dict
             with graph.inserting_after(remap[node]):
                 remap[node] = graph.call_function(operator.getitem, (remap[node], 0))
     return None
+
+
+def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.fx.Node,
+              remap: dict) -> Any:
+    """For a node that is no call to copy (an item of a list, an unrolled loop iteration, a
+    size read back, a number made a tensor): its value entered in ``remap`` and True, or
+    ``_REFUSED``; False for any other node."""
+    if node.target is operator.getitem and isinstance(node.args[0], (list, tuple)):
+        # An item of a list the converter built (a list unpacked): that item itself.
+        item = node.args[0][node.args[1]]
+        if not isinstance(item, torch.fx.Node):
+            return _REFUSED
+        remap[node] = remap[item]
+        return True
+    if node.target is operator.getitem and isinstance(remap.get(node.args[0]), (list, tuple)):
+        index = remap.get(node.args[1]) if isinstance(node.args[1], torch.fx.Node) \
+            else node.args[1]
+        if not isinstance(index, int):
+            return _REFUSED
+        remap[node] = remap[node.args[0]][index]  # of a list or an inlined body
+        return True
+    if node.target is execute_subgraph_from_prim_loop:
+        # An iteration of a loop of known count, which torch's converter unrolls into
+        # calls of its body: the body's calls, inlined.
+        body = _attribute(module, node.args[0].target)
+        iteration, local_count = node.args[1], node.args[2]
+        values = torch.fx.node.map_arg(list(node.args[3:]), lambda n: remap[n])
+        inputs = [*values[local_count:], iteration, *values[:local_count]]
+        inner = dict(zip([n for n in body.graph.nodes if n.op == "placeholder"], inputs))
+        result = _copy_nodes(graph, body, inner, None, inlined=True)
+        if result is _REFUSED:
+            return _REFUSED
+        remap[node] = result
+        return True
+    size = _size_read_back(node)
+    if size is not None:
+        remap[node] = remap[size]
+        return True
+    scalar = _scalar_tensor_call(node)
+    if scalar is not None:
+        remap[node] = graph.call_function(torch.ops.aten.scalar_tensor.default, *scalar)
+        remap[node].meta = dict(node.meta)
+        return True
+    return False
+
+
+def _call_target(node: torch.fx.Node) -> Any:
+    """The op a copied call makes, or None when it is no ATen op."""
+    if node.target is prim_loop:
+        return prim_loop
+    if node.target is torch.cond:
+        return torch.ops.higher_order.cond
+    if node.target is _shape_as_tensor:
+        # One op, which translation makes one Shape (propagation runs the replacement: a
+        # fake tensor has no data for the ATen op to read).
+        return torch.ops.aten._shape_as_tensor.default
+    target = _overload_of(node)
+    if target is torch.ops.aten.IntImplicit.default:
+        # A tensor's value as an int (a box's size in torchvision's paste loop): on fake
+        # tensors IntImplicit guards on the value, _local_scalar_dense makes it a symbol.
+        return torch.ops.aten._local_scalar_dense.default
+    return target
 
 
 def _scalar_tensor_call(node: torch.fx.Node) -> tuple[tuple, dict] | None:

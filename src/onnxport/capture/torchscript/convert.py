@@ -75,7 +75,7 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
 def _lifted_attributes(graph: torch._C.Graph) -> tuple[dict, dict]:
     """torch's get_block_to_lifted_attrs (the attributes each block reads), which walks
     every node in Python twice: a traced graph, which reads no attribute and has no block,
-    has none (80 ms of densenet121's conversion)."""
+    has none, so the walk is skipped."""
     from torch._export.converter import get_block_to_lifted_attrs
 
     if all(graph.findNode(kind, True) is None
@@ -106,108 +106,127 @@ _OVERLOADS: dict[str, tuple[Any, tuple[tuple[str, bool], ...]]] = {}
 def _converter_class():
     """torch's TorchScript-to-FX graph converter, keeping where each call came from: the
     module (the tracer's scope) and the Python stack (its source range) of the TorchScript
-    node become the FX nodes' ``nn_module_stack`` and ``stack_trace``, as torch.export's own."""
-    from torch._export.converter import (
-        TS2FXGraphConverter, get_op_overload, ir_name_to_func_name)
+    node become the FX nodes' ``nn_module_stack`` and ``stack_trace``, as torch.export's own.
+    (Made on first use: importing torch's converter is slow.)"""
+    from torch._export.converter import TS2FXGraphConverter
 
     class Converter(TS2FXGraphConverter):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            # torch's converter sets a handler on each instance for its standard operators;
-            # this class's own for len wins.
-            self.__dict__.pop("convert_aten_len", None)
-
-        def convert(self) -> torch.fx.GraphModule:
-            # TS2FXGraphConverter.convert, less two code generations of the whole graph (a
-            # tenth of a second each on a mid-size model): the module generates its code when
-            # first called, and the size-division rewrite runs only on graphs that have one;
-            # and less its lint: the graph is copied node by node in order next
-            # (_aten_graph), which finds what lint would.
-            from torch._export.converter import inplace_optimize_sym_size_div
-            from torch.fx._lazy_graph_module import _LazyGraphModule
-
-            self.convert_graph_inputs()
-            for node in self.ts_graph.nodes():
-                self.convert_node(node)
-            self.convert_graph_outputs()
-            graph_module = _LazyGraphModule(
-                {**self.subgraphs, **self.name_to_param, **self.name_to_buffer,
-                 **self.name_to_non_tensor_attribute, **self.name_to_constant},
-                self.fx_graph)
-            if any(node.target is torch.ops.aten.div.Scalar_mode
-                   for node in self.fx_graph.nodes):
-                inplace_optimize_sym_size_div(graph_module)
-            return graph_module
-
-        def convert_prim_Loop(self, node):
-            condition = _loop_condition(self, node)
-            trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
-            if isinstance(trip_count, int) and condition is None:
-                return super().convert_prim_Loop(node)  # unrolled, as torch's converter does
-            _convert_loop(self, node, trip_count, True if condition is None else condition)
-
-        def convert_aten_len(self, node):
-            # The length of a list the graph built (a scripted model's list input) is known:
-            # a number, so a loop over the list is unrolled as torch's converter unrolls one
-            # of a known count, instead of indexing a list by the iteration.
-            items = self.get_fx_value_by_ir_value(node.input())
-            if isinstance(items, (list, tuple)):
-                name = node.output().debugName()
-                self.name_to_node[name] = self.name_to_constant[name] = len(items)
-                return
-            self._convert_standard_operators(node)
-
-        def convert_call_function_op(self, node):
-            # TS2FXGraphConverter.convert_call_function_op, the overload and its arguments'
-            # kinds looked up once per schema.
-            schema = node.schema()
-            found = _OVERLOADS.get(schema)
-            if found is None:
-                target = get_op_overload(node)
-                found = _OVERLOADS[schema] = (target, tuple(
-                    (argument.name, argument.kwarg_only)
-                    for argument in target._schema.arguments))
-            target, arguments = found
-            args, kwargs = [], {}
-            for value, (name, kwarg_only) in zip(node.inputs(), arguments):
-                if kwarg_only:
-                    kwargs[name] = self.get_fx_value_by_ir_value(value)
-                else:
-                    args.append(self.get_fx_value_by_ir_value(value))
-            fx_node = self.fx_graph.call_function(target, tuple(args), kwargs)
-            if node.outputsSize() == 1:
-                self.name_to_node[node.output().debugName()] = fx_node
-            else:
-                for k, output in enumerate(node.outputs()):
-                    self.name_to_node[output.debugName()] = self.fx_graph.call_function(
-                        operator.getitem, (fx_node, k))
-
-        def convert_node(self, node):
-            kind = node.kind()
-            if kind in _MAKES_NO_CALL:
-                try:
-                    return getattr(self, _MAKES_NO_CALL[kind])(node)
-                except Exception as error:
-                    raise RuntimeError(f"TS2EPConverter failed for node {kind}") from error
-            last = next(iter(reversed(self.fx_graph.nodes)), None)
-            # TS2FXGraphConverter.convert_node, less the text of every node it prints for a
-            # debug log (a tenth of the conversion).
-            handler = getattr(self, ir_name_to_func_name(kind), self.convert_call_function_op)
-            try:
-                handler(node)
-            except Exception as error:
-                raise RuntimeError(f"TS2EPConverter failed for node {kind}") from error
-            meta = None  # read only for nodes that made calls: most (constants, lists) make none
-            for fx_node in reversed(self.fx_graph.nodes):
-                if fx_node is last:
-                    break
-                if fx_node.op == "call_function":
-                    meta = _provenance(node) if meta is None else meta
-                    fx_node.meta.update(meta)
-            if meta is not None and node.outputsSize() == 1:
-                _record_traced_type(node, self.name_to_node.get(node.output().debugName()))
+        __init__ = _init_converter
+        convert = _convert
+        convert_prim_Loop = _convert_loop_node
+        convert_aten_len = _convert_len
+        convert_call_function_op = _convert_call
+        convert_node = _convert_node
 
     return Converter
+
+
+def _init_converter(self, *args, **kwargs):
+    from torch._export.converter import TS2FXGraphConverter
+
+    TS2FXGraphConverter.__init__(self, *args, **kwargs)
+    # torch's converter sets a handler on each instance for its standard operators; the
+    # class's own for len wins.
+    self.__dict__.pop("convert_aten_len", None)
+
+
+def _convert(self) -> torch.fx.GraphModule:
+    """TS2FXGraphConverter.convert, less two code generations of the whole graph: the module
+    generates its code when first called, and the size-division rewrite runs only on graphs
+    that have one; and less its lint: the graph is copied node by node in order next
+    (_aten_graph), which finds what lint would."""
+    from torch._export.converter import inplace_optimize_sym_size_div
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    self.convert_graph_inputs()
+    for node in self.ts_graph.nodes():
+        self.convert_node(node)
+    self.convert_graph_outputs()
+    graph_module = _LazyGraphModule(
+        {**self.subgraphs, **self.name_to_param, **self.name_to_buffer,
+         **self.name_to_non_tensor_attribute, **self.name_to_constant},
+        self.fx_graph)
+    if any(node.target is torch.ops.aten.div.Scalar_mode for node in self.fx_graph.nodes):
+        inplace_optimize_sym_size_div(graph_module)
+    return graph_module
+
+
+def _convert_loop_node(self, node):
+    from torch._export.converter import TS2FXGraphConverter
+
+    condition = _loop_condition(self, node)
+    trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
+    if isinstance(trip_count, int) and condition is None:
+        # unrolled, as torch's converter does
+        return TS2FXGraphConverter.convert_prim_Loop(self, node)
+    _convert_loop(self, node, trip_count, True if condition is None else condition)
+
+
+def _convert_len(self, node):
+    """The length of a list the graph built (a scripted model's list input) is known: a
+    number, so a loop over the list is unrolled as torch's converter unrolls one of a known
+    count, instead of indexing a list by the iteration."""
+    items = self.get_fx_value_by_ir_value(node.input())
+    if isinstance(items, (list, tuple)):
+        name = node.output().debugName()
+        self.name_to_node[name] = self.name_to_constant[name] = len(items)
+        return
+    self._convert_standard_operators(node)
+
+
+def _convert_call(self, node):
+    """TS2FXGraphConverter.convert_call_function_op, the overload and its arguments' kinds
+    looked up once per schema."""
+    from torch._export.converter import get_op_overload
+
+    schema = node.schema()
+    found = _OVERLOADS.get(schema)
+    if found is None:
+        target = get_op_overload(node)
+        found = _OVERLOADS[schema] = (target, tuple(
+            (argument.name, argument.kwarg_only) for argument in target._schema.arguments))
+    target, arguments = found
+    args, kwargs = [], {}
+    for value, (name, kwarg_only) in zip(node.inputs(), arguments):
+        if kwarg_only:
+            kwargs[name] = self.get_fx_value_by_ir_value(value)
+        else:
+            args.append(self.get_fx_value_by_ir_value(value))
+    fx_node = self.fx_graph.call_function(target, tuple(args), kwargs)
+    if node.outputsSize() == 1:
+        self.name_to_node[node.output().debugName()] = fx_node
+    else:
+        for k, output in enumerate(node.outputs()):
+            self.name_to_node[output.debugName()] = self.fx_graph.call_function(
+                operator.getitem, (fx_node, k))
+
+
+def _convert_node(self, node):
+    """TS2FXGraphConverter.convert_node, less the text of every node it prints for a debug
+    log, with each FX node it makes given the TorchScript node's provenance."""
+    from torch._export.converter import ir_name_to_func_name
+
+    kind = node.kind()
+    if kind in _MAKES_NO_CALL:
+        try:
+            return getattr(self, _MAKES_NO_CALL[kind])(node)
+        except Exception as error:
+            raise RuntimeError(f"TS2EPConverter failed for node {kind}") from error
+    last = next(iter(reversed(self.fx_graph.nodes)), None)
+    handler = getattr(self, ir_name_to_func_name(kind), self.convert_call_function_op)
+    try:
+        handler(node)
+    except Exception as error:
+        raise RuntimeError(f"TS2EPConverter failed for node {kind}") from error
+    meta = None  # read only for nodes that made calls: most (constants, lists) make none
+    for fx_node in reversed(self.fx_graph.nodes):
+        if fx_node is last:
+            break
+        if fx_node.op == "call_function":
+            meta = _provenance(node) if meta is None else meta
+            fx_node.meta.update(meta)
+    if meta is not None and node.outputsSize() == 1:
+        _record_traced_type(node, self.name_to_node.get(node.output().debugName()))
 
 
 # The key of the type the tracer recorded for a node's result, (dtype, sizes, strides,

@@ -29,8 +29,8 @@ def _propagated_static(graph_module: torch.fx.GraphModule, tensors: tuple,
                        dynamic: list) -> torch.export.ExportedProgram | None:
     """:func:`_propagated` without dynamic dims. Sizes read back from tensors are fixed to
     this run's values first (exact: they depend on the shapes only, and no shape is dynamic):
-    propagation cannot follow them, and finding that out cost two fake runs of the model
-    (vit_b_16's one read: 0.9 s). A graph with a scripted branch (torchvision's batched NMS)
+    propagation cannot follow them, and finding that out would cost two fake runs of the
+    model. A graph with a scripted branch (torchvision's batched NMS)
     whose data propagation cannot follow either is left to torch.export (None), as before
     such graphs were propagated at all."""
     reads = _shape_reads(graph_module)
@@ -76,7 +76,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     """The converted graph as an ExportedProgram without exporting it again: each node is run
     once on fake tensors whose dynamic dims are symbols, which gives every node its
     ``meta["val"]`` as torch.export would (the traced program is straight-line ATen calls
-    already, so tracing it again only costs time: 60-70% of a ``dynamo=False`` export).
+    already, so tracing it again would only cost time).
 
     Without dynamic dims, the type the tracer recorded for a node's result stands for its fake
     run (:func:`_record_traced_type`), unless sizes in the graph depend on values
@@ -86,33 +86,16 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     through, sizes read back from tensors, a dynamic dim that the graph fixes or equates to
     another), so that :func:`_export_traced` decides, with its errors.
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
-    from torch.export.graph_signature import (
-        ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument)
-    from torch.fx.experimental.symbolic_shapes import (
-        DimDynamic, ShapeEnv, StatelessSymbolicContext)
-    from torch._export.verifier import TrainingIRVerifier
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     attributes: list[tuple[torch.fx.Node, str, torch.Tensor]] = []
     graph = _aten_graph(graph_module, attributes)
     if graph is None:
         return None
-    bodies = {node.target: _aten_module(_attribute(graph_module, node.target))
-              for node in graph.nodes if node.op == "get_attr"
-              and isinstance(_attribute(graph_module, node.target), torch.fx.GraphModule)}
-    if None in bodies.values() or any(node.op == "get_attr" and node.target not in bodies
-                                      for node in graph.nodes):
+    bodies = _loop_bodies(graph_module, graph)
+    if bodies is None:
         return None  # (an attribute neither a tensor nor a loop body)
-    state_dict, constants, weight_specs, weight_values = {}, {}, [], []
-    weight_dtypes: dict[torch.fx.Node, torch.dtype] = {}
-    for placeholder, target, value in attributes:
-        kind, _ = _weight_kind(graph_module, target)
-        (constants if kind == InputKind.CONSTANT_TENSOR else state_dict)[target] = value
-        weight_dtypes[placeholder] = value.dtype
-        weight_specs.append(InputSpec(kind, TensorArgument(placeholder.name), target,
-                                      persistent=True if kind == InputKind.BUFFER else None))
-        weight_values.append(value)
+    weights = _Weights.of(graph_module, attributes)
     inputs = [n for n in graph.nodes if n.op == "placeholder"][len(attributes):]
     if len(inputs) != len(tensors):
         return None
@@ -122,128 +105,242 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
         return None
     output.args = (tuple(results),)  # flat, as in any exported program; out_spec nests them
 
-    oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
-                    for axis in axes)
     shape_env = ShapeEnv()
-    kept_numbers = [  # the numbers the tracer kept as constant tensors (read before faking)
-        int(weight) if spec.kind == InputKind.CONSTANT_TENSOR and weight.dim() == 0
-        and weight.dtype in _INDEX_TYPES else None
-        for weight, spec in zip(weight_values, weight_specs)]
-    # A fake weight made from an empty meta tensor of its size costs a tenth of one made by
-    # FakeTensorMode.from_tensor (a fifth of densenet121's capture); constants, whose values
-    # the graph may read, and unusual tensors still go through from_tensor.
-    metas = [_meta_like(weight) if spec.kind != InputKind.CONSTANT_TENSOR else None
-             for weight, spec in zip(weight_values, weight_specs)]
     # Without dynamic dims, the tracer's types are the fake results (a fake run of each op,
     # its kernel and cache, was most of this pass); with them, sizes are computed as symbols.
     # (Their meta tensors are made here: under the fake mode, each would be a fake op.)
     traced = {} if not trust_trace or any(dynamic) or bodies or \
-        not _sizes_follow_from_sizes(graph, weight_dtypes) else {
+        not _sizes_follow_from_sizes(graph, weights.dtypes) else {
         node: _traced_meta(node.meta[_TRACED_TYPE]) for node in graph.nodes
         if _TRACED_TYPE in node.meta}
+    run = _FakeRun(shape_env, weights, bodies, traced, hints)
     try:
-        from torch._dispatch.python import enable_python_dispatcher
-
-        # (The python dispatcher lets composite ops take sizes read from tensors, as a graph
-        # with a loop has, or one whose read-back sizes are hinted symbols.)
-        with fx_config.patch(backed_size_oblivious=oblivious), torch.no_grad(), \
-                enable_python_dispatcher() if bodies or hints else contextlib.nullcontext(), \
-                FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True) as mode:
-            def fake(tensor, axes):  # only the dims asked for become symbols
-                if not axes and (meta := _meta_like(tensor)) is not None:  # as the weights
-                    return mode.fake_tensor_converter.from_meta_and_device(
-                        mode, meta, tensor.device)
-                return mode.from_tensor(tensor, symbolic_context=StatelessSymbolicContext(
-                    dynamic_sizes=[DimDynamic.DYNAMIC if axis in axes else DimDynamic.STATIC
-                                   for axis in range(tensor.dim())]))
-
-            fakes = [fake(tensor, dynamic[k] or {}) for k, tensor in enumerate(tensors)]
-            values: dict[torch.fx.Node, Any] = {}
-            numbers: dict[torch.fx.Node, Any] = {}  # 0-d integer tensors holding a size
-            read_backs = _ReadBackSizes(shape_env, hints)
-            weights = iter(zip(weight_values, kept_numbers, metas))
-            for node in graph.nodes:
-                if node.op == "placeholder" and len(values) < len(attributes):
-                    weight, number, meta = next(weights)
-                    value = (mode.from_tensor(weight, static_shapes=True) if meta is None else
-                             mode.fake_tensor_converter.from_meta_and_device(
-                                 mode, meta, weight.device))
-                    if number is not None:
-                        numbers[node] = number
-                elif node.op == "placeholder":
-                    value = fakes[len(values) - len(attributes)]
-                elif node.op == "get_attr":  # a loop body, propagated with its loop
-                    value = bodies[node.target]
-                elif node.target is prim_loop:
-                    args = torch.fx.node.map_arg(node.args, lambda n: values[n])
-                    value = _propagate_loop(shape_env, *args)
-                elif node.target is torch.ops.higher_order.cond and bodies:
-                    args = torch.fx.node.map_arg(node.args, lambda n: values[n])
-                    value = _propagate_cond(shape_env, *args)
-                elif node.op == "call_function":
-                    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
-                                                         lambda n: values[n])
-                    number = _size_number(node, args, kwargs, numbers)
-                    if traced and number is None and node.target in _NUMBER_READS:
-                        raise _ReadsValues()
-                    if node.target is torch.ops.aten._shape_as_tensor.default:
-                        value = _shape_as_tensor(*args)
-                    elif number is None and read_backs.has(node):
-                        value = read_backs.symbol(node)
-                    elif node.target in _NUMBER_READS and number is not None:
-                        value = number
-                        if isinstance(number, int):  # a static size: the number itself
-                            _replace_uses(node, number)
-                        else:  # a symbolic one: still read from the tensor at run time
-                            node.target = torch.ops.aten._local_scalar_dense.default
-                    elif number is None and node in traced and (
-                            value := _fake_of_type(mode, traced[node], args)) is not None:
-                        pass
-                    else:
-                        if _fixes_symbols(node.target, args, kwargs):
-                            value = _run_on_hints(node.target, args, kwargs)
-                        else:
-                            value = _run_keeping_inputs(node.target, args, kwargs)
-                        if number is not None:
-                            numbers[node] = number
-                else:
-                    continue
-                values[node] = value
-                if node.op != "get_attr":
-                    node.meta["val"] = value
-                read_backs.check(node)
+        values = run.run(graph, tensors, dynamic)
     except _ReadsValues:
         return _propagated(graph_module, tensors, dynamic, hints, trust_trace=False)
-    except Exception as error:  # torch.export tells what is wrong, or copes
+    except _FailedAt as failure:  # torch.export tells what is wrong, or copes
         if bodies:  # torch.export cannot run a prim_loop: say what failed here
+            node, error = failure.node, failure.error
+            where = f" at {node.format_node()} ({_source_of(node)})" if node is not None else ""
             raise CaptureError(
                 f"the traced graph, which has a loop or branch of scripted code, could not be "
-                f"propagated at {node.format_node()} ({_source_of(node)}): "
+                f"propagated{where}: "
                 f"{type(error).__name__}: {first_lines(str(error), 2)}") from error
         return None
-    read_backs.warn(graph_module, tensors, dynamic)
+    run.read_backs.warn(graph_module, tensors, dynamic)
+    _cleaned(graph, inputs, weights)
+    # Symbols read from tensors are bound to the nodes that made them; translation's
+    # decompositions trace with this shape env again and must not find them pending.
+    shape_env.pending_fresh_unbacked_symbols.clear()
+    symbols = _input_symbols(shape_env, values, inputs, dynamic, bool(bodies))
+    if symbols is None:
+        return None
+    return _exported_program(graph, bodies, weights, inputs, list(output.args[0]),
+                             tensors, out_spec, shape_env, symbols)
+
+
+def _loop_bodies(graph_module: torch.fx.GraphModule,
+                 graph: torch.fx.Graph) -> dict[str, torch.fx.GraphModule] | None:
+    """The ATen form of each loop body or branch the graph reads as an attribute, or None when
+    one cannot be had or an attribute is something else."""
+    bodies = {node.target: _aten_module(_attribute(graph_module, node.target))
+              for node in graph.nodes if node.op == "get_attr"
+              and isinstance(_attribute(graph_module, node.target), torch.fx.GraphModule)}
+    if None in bodies.values() or any(node.op == "get_attr" and node.target not in bodies
+                                      for node in graph.nodes):
+        return None
+    return bodies
+
+
+class _Weights:
+    """The graph's weights as an ExportedProgram takes them: specs, values, state dict and
+    constants, with what the fake run needs of them."""
+
+    def __init__(self):
+        self.state_dict: dict[str, torch.Tensor] = {}
+        self.constants: dict[str, torch.Tensor] = {}
+        self.specs: list = []
+        self.values: list[torch.Tensor] = []
+        self.dtypes: dict[torch.fx.Node, torch.dtype] = {}
+
+    @classmethod
+    def of(cls, graph_module: torch.fx.GraphModule, attributes: list) -> "_Weights":
+        from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+        weights = cls()
+        for placeholder, target, value in attributes:
+            kind, _ = _weight_kind(graph_module, target)
+            (weights.constants if kind == InputKind.CONSTANT_TENSOR
+             else weights.state_dict)[target] = value
+            weights.dtypes[placeholder] = value.dtype
+            weights.specs.append(InputSpec(kind, TensorArgument(placeholder.name), target,
+                                           persistent=True if kind == InputKind.BUFFER else None))
+            weights.values.append(value)
+        return weights
+
+    def fake_inputs(self):
+        """For each weight: (value, the number it holds when the tracer kept a size as a
+        constant tensor, a meta tensor of its size or None)."""
+        from torch.export.graph_signature import InputKind
+
+        kept_numbers = [  # the numbers the tracer kept as constant tensors (read before faking)
+            int(weight) if spec.kind == InputKind.CONSTANT_TENSOR and weight.dim() == 0
+            and weight.dtype in _INDEX_TYPES else None
+            for weight, spec in zip(self.values, self.specs)]
+        # A fake weight is made from an empty meta tensor of its size, which is much cheaper
+        # than FakeTensorMode.from_tensor; constants, whose values the graph may read, and
+        # unusual tensors still go through from_tensor.
+        metas = [_meta_like(weight) if spec.kind != InputKind.CONSTANT_TENSOR else None
+                 for weight, spec in zip(self.values, self.specs)]
+        return list(zip(self.values, kept_numbers, metas))
+
+    def add_constant(self, name: str, value: torch.Tensor) -> None:
+        from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+        self.constants[name] = value
+        self.specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), name))
+        self.values.append(value)
+
+
+class _FailedAt(Exception):
+    """A node's fake run failed."""
+
+    def __init__(self, node: torch.fx.Node | None, error: BaseException):
+        super().__init__(str(error))
+        self.node, self.error = node, error
+
+
+class _FakeRun:
+    """One run of the graph's nodes on fake tensors, recording each node's ``meta["val"]``."""
+
+    def __init__(self, shape_env, weights: _Weights, bodies: dict, traced: dict, hints):
+        self.shape_env, self.weights, self.bodies = shape_env, weights, bodies
+        self.traced, self.hints = traced, hints
+        self.read_backs = _ReadBackSizes(shape_env, hints)
+
+    def run(self, graph: torch.fx.Graph, tensors: tuple, dynamic: list) -> dict:
+        """The fake value of each node; raises _ReadsValues, or _FailedAt naming the node."""
+        from torch._dispatch.python import enable_python_dispatcher
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
+                        for axis in axes)
+        weights = iter(self.weights.fake_inputs())  # (before the fake mode: real ops)
+        node = None
+        try:
+            # (The python dispatcher lets composite ops take sizes read from tensors, as a graph
+            # with a loop has, or one whose read-back sizes are hinted symbols.)
+            with fx_config.patch(backed_size_oblivious=oblivious), torch.no_grad(), \
+                    enable_python_dispatcher() if self.bodies or self.hints \
+                    else contextlib.nullcontext(), \
+                    FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True) as mode:
+                self.mode = mode
+                fakes = [self._fake_input(tensor, dynamic[k] or {})
+                         for k, tensor in enumerate(tensors)]
+                values: dict[torch.fx.Node, Any] = {}
+                self.numbers: dict[torch.fx.Node, Any] = {}  # 0-d integer tensors holding a size
+                for node in graph.nodes:
+                    if node.op == "placeholder" and len(values) < len(self.weights.values):
+                        value = self._fake_weight(node, *next(weights))
+                    elif node.op == "placeholder":
+                        value = fakes[len(values) - len(self.weights.values)]
+                    elif node.op == "get_attr":  # a loop body, propagated with its loop
+                        value = self.bodies[node.target]
+                    elif node.op == "call_function":
+                        value = self._call(node, values)
+                    else:
+                        continue
+                    values[node] = value
+                    if node.op != "get_attr":
+                        node.meta["val"] = value
+                    self.read_backs.check(node)
+        except _ReadsValues:
+            raise
+        except Exception as error:
+            raise _FailedAt(node, error) from error
+        return values
+
+    def _fake_input(self, tensor: torch.Tensor, axes) -> Any:
+        """A fake of a user input: only the dims asked for become symbols."""
+        from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+        mode = self.mode
+        if not axes and (meta := _meta_like(tensor)) is not None:  # as the weights
+            return mode.fake_tensor_converter.from_meta_and_device(mode, meta, tensor.device)
+        return mode.from_tensor(tensor, symbolic_context=StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.DYNAMIC if axis in axes else DimDynamic.STATIC
+                           for axis in range(tensor.dim())]))
+
+    def _fake_weight(self, node, weight, number, meta) -> Any:
+        mode = self.mode
+        value = (mode.from_tensor(weight, static_shapes=True) if meta is None else
+                 mode.fake_tensor_converter.from_meta_and_device(mode, meta, weight.device))
+        if number is not None:
+            self.numbers[node] = number
+        return value
+
+    def _call(self, node: torch.fx.Node, values: dict) -> Any:
+        if node.target is prim_loop:
+            args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+            return _propagate_loop(self.shape_env, *args)
+        if node.target is torch.ops.higher_order.cond and self.bodies:
+            args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+            return _propagate_cond(self.shape_env, *args)
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
+        number = _size_number(node, args, kwargs, self.numbers)
+        if self.traced and number is None and node.target in _NUMBER_READS:
+            raise _ReadsValues()
+        if node.target is torch.ops.aten._shape_as_tensor.default:
+            return _shape_as_tensor(*args)
+        if number is None and self.read_backs.has(node):
+            return self.read_backs.symbol(node)
+        if node.target in _NUMBER_READS and number is not None:
+            if isinstance(number, int):  # a static size: the number itself
+                _replace_uses(node, number)
+            else:  # a symbolic one: still read from the tensor at run time
+                node.target = torch.ops.aten._local_scalar_dense.default
+            return number
+        if number is None and node in self.traced and (
+                value := _fake_of_type(self.mode, self.traced[node], args)) is not None:
+            return value
+        if _fixes_symbols(node.target, args, kwargs):
+            value = _run_on_hints(node.target, args, kwargs)
+        else:
+            value = _run_keeping_inputs(node.target, args, kwargs)
+        if number is not None:
+            self.numbers[node] = number
+        return value
+
+
+def _cleaned(graph: torch.fx.Graph, inputs: list, weights: _Weights) -> None:
+    """The propagated graph without the tracer's records, unused reads of numbers, filled
+    constants computed at run time, and Dropout outside training."""
+    from torch.export.graph_signature import InputKind
+
     for node in graph.nodes:
         node.meta.pop(_TRACED_TYPE, None)
         node.meta.pop(_TRACED_SHAPE, None)
     for node in [n for n in graph.nodes if n.target in _NUMBER_READS and not n.users]:
         graph.erase_node(node)
-    constant_of = {spec.arg.name: constants[spec.target] for spec in weight_specs
+    constant_of = {spec.arg.name: weights.constants[spec.target] for spec in weights.specs
                    if spec.kind == InputKind.CONSTANT_TENSOR}
     for name, value in _fold_filled_constants(graph, inputs[0] if inputs else None, constant_of):
-        constants[name] = value
-        weight_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), name))
-        weight_values.append(value)
+        weights.add_constant(name, value)
     for node in list(graph.nodes):
-        # Dropout outside training (the tracer's flag is 0) is its input (functionalization's decompositions, which
-        # this graph may skip now, removed it; translated, it would leave an Identity).
+        # Dropout outside training (the tracer's flag is 0) is its input (functionalization's
+        # decompositions, which this graph may skip now, removed it; translated, it would
+        # leave an Identity).
         if node.target in _DROPOUTS and len(node.args) == 3 \
                 and not isinstance(node.args[2], torch.fx.Node) and not node.args[2]:
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
     _eliminate_dead_code(graph)
-    # Symbols read from tensors are bound to the nodes that made them; translation's
-    # decompositions trace with this shape env again and must not find them pending.
-    shape_env.pending_fresh_unbacked_symbols.clear()
+
+
+def _input_symbols(shape_env, values: dict, inputs: list, dynamic: list,
+                   has_bodies: bool) -> list | None:
+    """The symbol of each dynamic dim, or None when the graph fixes one or equates it to
+    another, or reads sizes back from tensors outside a loop."""
     symbols = []
     for k, axes in enumerate(dynamic):
         for axis in axes or {}:
@@ -252,12 +349,22 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
                 return None
             symbols.append(size.node.expr)
     if any(shape_env.replace(symbol) != symbol for symbol in symbols) or (any(
-            str(symbol).startswith("u") for symbol in shape_env.var_to_range) and not bodies):
+            str(symbol).startswith("u") for symbol in shape_env.var_to_range)
+            and not has_bodies):
         # Fixed or equated by the graph, or read back from a tensor. (A graph with a loop
         # has no other way: its sizes read back from tensors stay data-dependent.)
         return None
+    return symbols
 
-    results = list(output.args[0])  # (an output that was a Dropout is its input now)
+
+def _exported_program(graph, bodies, weights: _Weights, inputs, results, tensors, out_spec,
+                      shape_env, symbols) -> torch.export.ExportedProgram | None:
+    from torch._export.verifier import TrainingIRVerifier
+    from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
+    from torch.export.graph_signature import (
+        ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument)
+
+    # (an output that was a Dropout is its input now)
     user_specs = [InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None)
                   for node in inputs]
     output_specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None)
@@ -267,10 +374,11 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
         with _code_generated_when_called(shape_env):
             return torch.export.ExportedProgram(
                 dict(bodies), graph,
-                ExportGraphSignature(weight_specs + user_specs, output_specs), state_dict,
+                ExportGraphSignature(weights.specs + user_specs, output_specs),
+                weights.state_dict,
                 {symbol: shape_env.var_to_range[symbol] for symbol in symbols},
                 [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
-                constants=constants, verifiers=[TrainingIRVerifier])
+                constants=weights.constants, verifiers=[TrainingIRVerifier])
     except Exception:
         return None
 
@@ -331,7 +439,7 @@ def _run_on_hints(target: Any, args: tuple, kwargs: dict) -> Any:
 @contextlib.contextmanager
 def _code_generated_when_called(shape_env: Any):
     """ExportedProgram wraps its graph in a torch.fx.GraphModule, which generates the Python
-    code of the whole graph at once (30 ms on convnext_tiny) though translation only walks the
+    code of the whole graph at once though translation only walks the
     graph; within this block it gets a lazy one, which generates its code when first run.
     And it writes the guards of ``shape_env``, the one all the graph's fake values come
     from, as code: with none (a static export has none), that is no code, without first

@@ -289,7 +289,7 @@ def _fix_scalar_reads(graph_module: torch.fx.GraphModule, tensors: tuple,
                 pending.extend(node.all_input_nodes)
 
     # Run in order, without torch.fx.Interpreter's steps for each node of the graph (most
-    # are not needed: GPT-2's 3 ms).
+    # are not needed here).
     inputs = iter(tensors)
     with torch.no_grad():
         for node in graph_module.graph.nodes:
