@@ -222,6 +222,31 @@ class _NestedOut(nn.Module):
         return x + 1, [x * 2, x * 3]
 
 
+class _ListAdd(nn.Module):
+    def forward(self, x, y) -> List[torch.Tensor]:
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            res += [torch.matmul(x[i], y)]
+        return res
+
+
+class _ListAppend(nn.Module):
+    def forward(self, x) -> Tuple[torch.Tensor, torch.Tensor, int]:
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            res.append(x[i] * 2)
+        return torch.stack(res, 1), torch.cat(res, 1), len(res)
+
+
+class _ListAppendNested(nn.Module):
+    def forward(self, x, y) -> List[torch.Tensor]:
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            for j in range(x.size(1)):
+                res += [torch.matmul(x[i][j], y) + j]
+        return res
+
+
 SCRIPTED = {
     "scripted functions branching on values and rank": (
         _ScriptedInside, False, (R(3, 4),), [(-R(3, 4).abs() - 1,)], None),
@@ -230,6 +255,11 @@ SCRIPTED = {
     "int, bool and float inputs": (_Numbers, True, (R(3), 2, True, 0.5), [], None),
     "dict output": (_DictOut, True, (R(3),), [], None),
     "tuple and list outputs": (_NestedOut, True, (R(3),), [], None),
+    # lists appended in loops over static sizes: the loops unrolled, as tracing unrolls them
+    "list += in a loop": (_ListAdd, True, (R(4, 3, 4), R(4, 5)), [], None),
+    "list append, stacked, concatenated and counted": (_ListAppend, True, (R(4, 3, 5),), [],
+                                                       None),
+    "list += in nested loops": (_ListAppendNested, True, (R(3, 2, 3, 4), R(4, 5)), [], None),
 }
 
 
@@ -306,3 +336,24 @@ def test_dynamic_axes_naming_an_input_the_call_does_not_have_warns(dynamo):
     x = R(7, 2, 5)
     with torch.no_grad():
         torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+class _ListAppendInBranch(nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            if bool(x[i].sum() > 0):
+                res.append(x[i])
+        return torch.cat(res + [x[0]], 0)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("model, axes", [(_ListAppend, N), (_ListAppendInBranch, None)],
+                         ids=["dynamic count", "append in a branch"])
+def test_a_list_a_loop_cannot_unroll_is_refused_naming_the_loop(model, axes, dynamo):
+    # ONNX Loop carries tensors only: the loop's line and the way out, not torch's error.
+    with pytest.raises(onnxport.errors.CaptureError,
+                       match=r"a loop \(.*test_torch_exporter_behaviours.py.*\) uses a list "
+                             r"made before it.*collect the items in a tensor"):
+        onnxport.export(torch.jit.script(model()), (R(4, 3, 5),), input_names=["x"],
+                        dynamic_axes=axes, dynamo=dynamo)

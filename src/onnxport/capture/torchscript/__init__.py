@@ -76,23 +76,16 @@ def capture_tracing(
                 "positional tensors, lists or tuples of tensors, numbers, bools and strings; "
                 "dicts, nested lists and keyword arguments cannot be bound: pass the original "
                 "nn.Module, or script a wrapper that takes them apart")
-        graph_module = _to_fx(_script_state(_frozen(model), args))
-    else:
-        wrapper = _TracedCall(model, leaves, spec, positions)
-        graph_module = _to_fx(_trace(wrapper, tensors))
-        readable = wrapper.output_names
     dynamic = [
         {axis: torch.export.Dim.DYNAMIC for (k, axis) in dim_names if k == position} or None
         for position in range(len(tensors))
     ]
-    if any(dynamic):
-        program = _propagated(graph_module, tensors, dynamic,
-                              hints=_read_back_hints(graph_module, tensors))
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        program = _scripted_program(_frozen(model), args, tensors, dynamic, set(dim_names))
     else:
-        program = _propagated_static(graph_module, tensors, dynamic)
-    if program is None:
-        program = _export_traced(graph_module, tensors, dynamic)
-        _drop_runtime_asserts(program)
+        wrapper = _TracedCall(model, leaves, spec, positions)
+        program = _program(_to_fx(_trace(wrapper, tensors)), tensors, dynamic)
+        readable = wrapper.output_names
     names = list(input_names or []) + [slot.name for slot in slots[len(input_names or []):]]
     captured = capture_torch_export(
         program, (), {}, dim_names=dim_names, input_names=names, output_names=output_names,
@@ -105,6 +98,36 @@ def capture_tracing(
     return captured
 
 
+def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
+             dynamic: list) -> torch.export.ExportedProgram:
+    """The converted graph as an ExportedProgram: propagated here, else exported again."""
+    if any(dynamic):
+        program = _propagated(graph_module, tensors, dynamic,
+                              hints=_read_back_hints(graph_module, tensors))
+    else:
+        program = _propagated_static(graph_module, tensors, dynamic)
+    if program is None:
+        program = _export_traced(graph_module, tensors, dynamic)
+        _drop_runtime_asserts(program)
+    return program
+
+
+def _scripted_program(scripted, args: tuple, tensors: tuple, dynamic: list,
+                      dynamic_axes: set) -> torch.export.ExportedProgram:
+    """A scripted model's program. Its loops over sizes of the inputs stay loops; when that
+    fails (a list appended to in the loop, which ONNX Loop has no carried value for), the
+    sizes of the static axes are fixed to the example's, as tracing fixes them, and the loops
+    over them unrolled."""
+    try:
+        return _program(_to_fx(_script_state(scripted, args)), tensors, dynamic)
+    except CaptureError as error:
+        state = _script_state(scripted, args, static_sizes=dynamic_axes)
+        if state is None:
+            raise
+        try:
+            return _program(_to_fx(state), tensors, dynamic)
+        except CaptureError:
+            raise error from None
 def _name_outputs(captured: CapturedProgram, readable: list[str | None], given: int) -> None:
     """Outputs not named by the user take their path in the model's output (``logits``,
     ``past_key_values.0.key`` as ``present.0.key``), as on the dynamo path."""

@@ -70,6 +70,8 @@ def _copy_nodes(graph: torch.fx.Graph, module: torch.fx.GraphModule, remap: dict
         if node.op == "placeholder" and node in remap:
             continue  # an inlined body's input: its value is known
         if node.op == "get_attr" and inlined:
+            if all(user.target is execute_subgraph_from_prim_loop for user in node.users):
+                continue  # the body of an unrolled inner loop: inlined where it is called
             return _REFUSED  # (an attribute of the body, which the graph's module has not)
         if node.op == "output" and inlined:
             return torch.fx.node.map_arg(node.args[0], lambda n: remap[n])
@@ -118,6 +120,13 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
             return _REFUSED
         remap[node] = remap[node.args[0]][index]  # of a list or an inlined body
         return True
+    if node.target in _LIST_CONCATENATIONS:
+        # Lists joined (``res += [y]`` in a loop the converter unrolled): the items joined.
+        parts = [_list_value(argument, remap) for argument in node.args[:2]]
+        if any(part is None for part in parts):
+            return _REFUSED
+        remap[node] = [*parts[0], *parts[1]]
+        return True
     if node.target is execute_subgraph_from_prim_loop:
         # An iteration of a loop of known count, which torch's converter unrolls into
         # calls of its body: the body's calls, inlined.
@@ -141,6 +150,21 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
         remap[node].meta = dict(node.meta)
         return True
     return False
+
+
+_LIST_CONCATENATIONS = (torch.ops.aten.add.t, torch.ops.aten.add_.t)
+
+
+def _list_value(argument: Any, remap: dict) -> list | None:
+    """The copied items of a list argument (a list literal, or a node that stands for a list),
+    or None when it is no list of values."""
+    if isinstance(argument, torch.fx.Node):  # its items are copied already
+        value = remap.get(argument)
+        return list(value) if isinstance(value, (list, tuple)) else None
+    if not isinstance(argument, (list, tuple)):
+        return None
+    items = [remap.get(item) if isinstance(item, torch.fx.Node) else item for item in argument]
+    return None if any(item is None for item in items) else items
 
 
 def _call_target(node: torch.fx.Node) -> Any:

@@ -23,16 +23,32 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
     for block in node.blocks():
         names += sorted(set(converter.blocks_to_lifted_attrs[block]) - set(names))
     (body,), (body_converter,) = converter._convert_block_to_subgraph(node, names)
-    if body_converter.name_update_from_subblock_to_parent:
+    updated = body_converter.name_update_from_subblock_to_parent
+    if any(isinstance(value, (list, tuple)) for value in (*carried, *outer_values(
+            converter, names))) or any(isinstance(converter.name_to_node.get(name), (list, tuple))
+                                       for name in updated):
+        raise CaptureError(
+            f"a loop ({where}) uses a list made before it (appends to it or reads it), and "
+            "ONNX Loop carries only tensors. Such a loop is unrolled when it runs a static "
+            "number of times (a static size of an input) and appends outside any branch; this "
+            "one's count is known only at run time (a dynamic axis or a tensor's value), or a "
+            "branch in it appends: collect the items in a tensor instead (torch.cat, or writes "
+            "into a preallocated tensor)")
+    if updated:
         raise CaptureError(
             f"a loop ({where}) writes in place to tensors made "
             "before it, which ONNX Loop cannot express; return the updated tensors instead")
-    outer = [converter.get_fx_value_by_fqn(name) for name in names]
+    outer = outer_values(converter, names)
     loop = converter.fx_graph.call_function(
         prim_loop, (body, trip_count, tuple(carried), tuple(outer), condition))
     for k, output in enumerate(node.outputs()):
         converter.name_to_node[output.debugName()] = converter.fx_graph.call_function(
             operator.getitem, (loop, k))
+
+
+def outer_values(converter: Any, names: list) -> list:
+    """The values of the names a loop body reads from outside it."""
+    return [converter.get_fx_value_by_fqn(name) for name in names]
 
 
 def _loop_line(node: torch._C.Node) -> str:

@@ -29,16 +29,23 @@ def is_tensor_sequence(value) -> bool:
 
 
 def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
-                  args: tuple = ()) -> _ConverterState:
+                  args: tuple = (), static_sizes: set | None = None) -> _ConverterState | None:
     """A scripted model's inlined graph, with its parameters and buffers known by name (not by
     comparing values, which takes a buffer equal to a parameter for that parameter), and the
-    numbers among ``args`` bound as constants, as tracing fixes a model's number inputs."""
+    numbers among ``args`` bound as constants, as tracing fixes a model's number inputs.
+
+    With ``static_sizes`` (the (input, axis) pairs that are dynamic), the sizes of the inputs'
+    static axes that the graph reads are the example's, as tracing fixes them: a loop over one
+    is then unrolled (with the lists it appends to); None when the graph reads no such size."""
     is_module = isinstance(scripted, torch.jit.ScriptModule)
     graph = scripted.inlined_graph if is_module else scripted.graph.copy()
     _bind_arguments(graph, args, 1 if is_module else 0)
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
     _fold_dtypes(graph, tensors, 1 if is_module else 0)
+    if static_sizes is not None and \
+            not _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes):
+        return None
     functionalize_writes(graph)
     return _ConverterState(
         ts_model=scripted, ts_graph=graph,
@@ -66,6 +73,47 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int) -> None:
             with graph.insert_point_guard(reader):
                 reader.output().replaceAllUsesWith(graph.insertConstant(known))
             reader.destroy()
+
+
+def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) -> bool:
+    """Reads of the tensor inputs' rank and of the sizes of their static axes become constants
+    of the example's; whether there was one."""
+    inputs = list(graph.inputs())[first:]
+    if len(inputs) != len(tensors):
+        return False
+    folded = False
+    for position, (value, tensor) in enumerate(zip(inputs, tensors)):
+        axes = {axis for (k, axis) in dynamic if k == position}
+        for use in list(value.uses()):
+            known = _known_size(use.user, tensor, axes)
+            if known is None:
+                continue
+            with graph.insert_point_guard(use.user):
+                use.user.output().replaceAllUsesWith(graph.insertConstant(known))
+            use.user.destroy()
+            folded = True
+    if folded:
+        torch._C._jit_pass_constant_propagation(graph)
+    return folded
+
+
+def _known_size(reader: torch._C.Node, tensor: torch.Tensor, dynamic_axes: set):
+    """What ``reader`` (aten::dim, aten::size, aten::len of ``tensor``) reads, when no dynamic
+    axis decides it; else None."""
+    kind = reader.kind()
+    if kind == "aten::dim":
+        return tensor.dim()
+    if kind == "aten::size" and reader.inputsSize() == 1:
+        return None if dynamic_axes else list(tensor.shape)
+    if kind == "aten::len" and tensor.dim() > 0 and 0 not in dynamic_axes:
+        return tensor.shape[0]
+    if kind != "aten::size" or reader.inputsSize() != 2:
+        return None
+    axis = reader.inputsAt(1).toIValue()
+    if not isinstance(axis, int) or not -tensor.dim() <= axis < tensor.dim():
+        return None
+    axis %= tensor.dim()
+    return None if axis in dynamic_axes else tensor.shape[axis]
 
 
 def _bind_arguments(graph: torch._C.Graph, args: tuple, first: int) -> None:
