@@ -357,3 +357,37 @@ def test_a_list_a_loop_cannot_unroll_is_refused_naming_the_loop(model, axes, dyn
                              r"made before it.*collect the items in a tensor"):
         onnxport.export(torch.jit.script(model()), (R(4, 3, 5),), input_names=["x"],
                         dynamic_axes=axes, dynamo=dynamo)
+
+
+class _SplitByTwo(nn.Module):
+    def forward(self, x):
+        return x.split(2)
+
+
+class _ChunkThree(nn.Module):
+    def forward(self, x):
+        return x.chunk(3)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("model, right, wrong", [(_SplitByTwo, (5, 6), (4, 8)),
+                                                 (_ChunkThree, (5, 6, 8), (4,))],
+                         ids=["split", "chunk"])
+def test_a_split_whose_count_follows_a_dynamic_size_fails_where_torch_differs(
+        model, right, wrong, dynamo):
+    # The graph has the example's number of outputs: at sizes where torch makes another
+    # number of pieces the run fails, where it gave the wrong count silently before.
+    with pytest.warns(onnxport.errors.DynamicDimensionFixedWarning,
+                      match=r"number of pieces depends on the size of axis 0"):
+        program = onnxport.export(model(), (R(6, 3),), input_names=["x"], dynamic_axes=N,
+                                  dynamo=dynamo)
+    for n in right:
+        x = R(n, 3)
+        expected = model()(x)
+        actual = program(x)
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e)
+    for n in wrong:
+        with pytest.raises(Exception, match="split_fails_unless_3_pieces_at_run_time"):
+            program(R(n, 3))

@@ -250,3 +250,23 @@ def lgamma_double(g, x) -> ir.Value:
     # Poles at 0, -1, -2...; lgamma(-inf) is inf too.
     pole = g.op("Or", nonpositive_integer(g, x), g.op("IsInf", x))
     return g.op("Where", pole, double_const(g, float("inf")), result)
+
+
+def fail_unless(g, x: ir.Value, axis: int, condition, name: str) -> ir.Value:
+    """``x``, through a check that fails the run unless ``condition(size)`` holds, where
+    ``size`` is ``x``'s size along ``axis`` as a [1] int64 value and the condition a [1] bool:
+    for a graph that matches torch only at some run-time sizes. The check is a Squeeze of a
+    [0] tensor when the condition fails; ``name`` names its node."""
+    shape = g.op("Shape", x)
+    size = g.op("Slice", shape, g.const([axis]), g.const([axis + 1]))
+    holds = cast(g, condition(size), ir.DataType.INT64)
+    zeros = g.op("ConstantOfShape", holds,
+                 value=ir.tensor(torch.zeros(1, dtype=torch.int64).numpy()))
+    zeros.dtype = ir.DataType.INT64
+    check = g.op("Squeeze", zeros, g.const([0]))
+    check.producer().name = g._node_name(name)
+    # Slicing the whole axis ties the check to the data (a Reshape to x's own shape would be
+    # removed as an identity by MergeReshapes).
+    out = g.op("Slice", x, g.const([0]), g.op("Add", size, check), g.const([axis]))
+    out.shape = x.shape
+    return out

@@ -8,15 +8,17 @@ single remaining unknown becomes -1, so that dynamic shapes rarely need shape ar
 from __future__ import annotations
 
 import math
+import operator
+import warnings
 from typing import Any, Sequence
 
 import onnx_ir as ir
 import torch
 
-from onnxport.errors import TranslationError
+from onnxport.errors import DynamicDimensionFixedWarning, TranslationError
 from onnxport.translate.ops._helpers import (
-    as_1d, as_tensor, cast, expected_dtype, normalize_axis, rank, shape_list, split, squeeze,
-    unsqueeze,
+    as_1d, as_tensor, cast, expected_dtype, fail_unless, normalize_axis, rank, shape_list, split,
+    squeeze, unsqueeze,
 )
 from onnxport.translate.registry import translates
 
@@ -264,6 +266,9 @@ def _split_by_expected(g, self, dim, split_size=None):
         return (self,)
     if all(isinstance(s, int) for s in sizes):
         return split(g, self, sizes, axis)
+    if split_size is not None and "tensor_split" not in g.provenance.aten and \
+            not isinstance(self.shape[axis], int) and _last_piece_read(g, len(sizes)):
+        self = _count_checked(g, self, axis, len(sizes), split_size)
     if g.opset >= 18 and len(set(map(str, sizes))) == 1:
         # Equal parts: Split's ceil(n / parts) is then the size of each.
         return g.op("Split", self, axis_i=axis, num_outputs_i=len(sizes), outputs=len(sizes))
@@ -273,6 +278,44 @@ def _split_by_expected(g, self, dim, split_size=None):
             f"parts of sizes {sizes} is not translated; give the split sizes as a list "
             "(split_with_sizes)")
     return _split_by_slices(g, self, axis, len(sizes), split_size)
+
+
+def _last_piece_read(g, count: int) -> bool:
+    """Whether the model reads the last of the ``count`` pieces (or the list as a whole): only
+    that piece differs from torch's when torch makes more pieces at run time, and the pieces
+    before it are the same whatever the count."""
+    node = g.node
+    if node is None:
+        return True
+    return any(user.target is not operator.getitem or
+               (user.args[1] in (count - 1, -1) and user.users) for user in node.users)
+
+
+def _count_checked(g, self, axis, count, split_size):
+    """``self``, through a check that fails the run at a size of ``axis`` where torch's split
+    or chunk would make another number of pieces than ``count``, the example's: the graph has
+    that many outputs. Warns at export, naming the line."""
+    where = g.provenance.source or "an unknown line"
+    warnings.warn(
+        f"{g.provenance.aten} at {where}: the number of pieces depends on the size of axis "
+        f"{axis}, which is dynamic; the ONNX model returns {count} pieces, as for the example, "
+        "and fails at run time at a size where torch makes another number. Split into a "
+        "count that does not depend on the size (tensor_split(x, k), split_with_sizes), or "
+        "keep that axis static.", DynamicDimensionFixedWarning, stacklevel=2)
+    k = as_1d(g, split_size) if isinstance(split_size, ir.Value) else g.const([split_size])
+
+    def same_count(n):
+        if "chunk" in g.provenance.aten:  # ceil(n / ceil(n / k)) pieces
+            k_size = g.op("Div", g.op("Sub", g.op("Add", n, k), g.const([1])), k)
+            k_size = g.op("Max", k_size, g.const([1]))
+            pieces = g.op("Div", g.op("Sub", g.op("Add", n, k_size), g.const([1])), k_size)
+        else:  # ceil(n / k) pieces, one for an empty axis
+            pieces = g.op("Max", g.op("Div", g.op("Sub", g.op("Add", n, k), g.const([1])), k),
+                          g.const([1]))
+        return g.op("Equal", pieces, g.const([count]))
+
+    return fail_unless(g, self, axis, same_count,
+                       f"split_fails_unless_{count}_pieces_at_run_time")
 
 
 def _split_by_slices(g, self, axis, count, split_size):
@@ -344,6 +387,14 @@ def unbind(g, self, dim=0):
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     axis = normalize_axis(dim, rank(self))
     count = len(g.expected)
+    if not isinstance(self.shape[axis], int):
+        warnings.warn(
+            f"{g.provenance.aten} at {g.provenance.source or 'an unknown line'}: unbinding "
+            f"axis {axis}, which is dynamic, into {count} tensors, as for the example; the "
+            "ONNX model fails at run time at any other size of that axis. Keep that axis "
+            "static, or index it instead.", DynamicDimensionFixedWarning, stacklevel=2)
+        self = fail_unless(g, self, axis, lambda n: g.op("Equal", n, g.const([count])),
+                           f"unbind_fails_unless_{count}_at_run_time")
     parts = split(g, self, [1] * count, axis) if count > 1 else (self,)
     return [squeeze(g, p, [axis]) for p in parts]
 

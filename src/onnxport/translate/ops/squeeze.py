@@ -9,7 +9,8 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import cast, expected_rank, normalize_axis, rank, squeeze
+from onnxport.translate.ops._helpers import (expected_rank, fail_unless, normalize_axis, rank,
+                                             squeeze)
 from onnxport.translate.registry import translates
 
 
@@ -95,16 +96,5 @@ def _example_size(g, axis: int) -> int | None:
 def _fail_if_one(g, x: ir.Value, axis: int) -> ir.Value:
     """``x``, through a check that fails the run when its axis ``axis`` is 1: there torch's
     squeeze would drop the axis that the graph keeps. (Squeeze of a 0-sized axis fails.)"""
-    shape = g.op("Shape", x)
-    size = g.op("Slice", shape, g.const([axis]), g.const([axis + 1]))
-    not_one = cast(g, g.op("Not", g.op("Equal", size, g.const([1]))), ir.DataType.INT64)
-    zeros = g.op("ConstantOfShape", not_one,
-                 value=ir.tensor(torch.zeros(1, dtype=torch.int64).numpy()))
-    zeros.dtype = ir.DataType.INT64
-    check = g.op("Squeeze", zeros, g.const([0]))
-    check.producer().name = g._node_name(f"squeeze_fails_when_axis_{axis}_is_1_at_run_time")
-    # Slicing the whole axis ties the check to the data (a Reshape to x's own shape would be
-    # removed as an identity by MergeReshapes).
-    out = g.op("Slice", x, g.const([0]), g.op("Add", size, check), g.const([axis]))
-    out.shape = x.shape
-    return out
+    return fail_unless(g, x, axis, lambda size: g.op("Not", g.op("Equal", size, g.const([1]))),
+                       f"squeeze_fails_when_axis_{axis}_is_1_at_run_time")
