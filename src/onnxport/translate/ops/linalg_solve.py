@@ -477,39 +477,28 @@ def _symmetric_swap(g, S, a, b, first: int, n: int):
                 g.op("Where", g.op("And", column_b, in_rows), _gather_column(g, S, column_a), S))
 
 
-def _ldl(g, A):
-    """(LD [..., n, n] as sytrf's lower output, pivots int32 [..., n] (LAPACK's ipiv), info)."""
-    n, _ = _matrix_size(g, A)
-    shape, rank_ = list(A.shape), rank(A)
-    dtype = A.dtype
-    lower = _mask(g, n, n, lambda i, j: i >= j)
-    # The lower triangle mirrored: the trailing block is kept symmetric, bit for bit, so that a
-    # row read sees what sytrf reads from its column.
-    S = g.op("Where", lower, A, _transpose(g, A))
+class _Sytf2:
+    """LAPACK's dsytf2 (Bunch-Kaufman LDL^T of the lower triangle), one column at a time, on
+    the builder: the pieces of each step."""
 
-    def symmetrized(x):
-        return g.op("Where", lower, x, _transpose(g, x, rank_))
+    def __init__(self, g, A):
+        self.g, self.n, self.rank, self.dtype = g, _matrix_size(g, A)[0], rank(A), A.dtype
+        self.lower = _mask(g, self.n, self.n, lambda i, j: i >= j)
 
-    def element(x, i, j):
-        return _slice(g, x, [i, j], [i + 1, j + 1], [-2, -1])
+    def symmetrized(self, x):
+        return self.g.op("Where", self.lower, x, _transpose(self.g, x, self.rank))
 
-    def scalar(value):
-        return g.const(value, dtype)
+    def element(self, x, i, j):
+        return _slice(self.g, x, [i, j], [i + 1, j + 1], [-2, -1])
 
-    rows = g.const(torch.arange(n).reshape(n, 1))
-    columns = g.const(torch.arange(n).reshape(1, n))
-    skip = None  # [..., 1, 1]: this column is the second of a 2x2 block
-    previous = None  # the ipiv of the last step, repeated by the second column of a 2x2 block
-    pivots, flags = [], []
-    for j in range(n):
-        active = g.op("Not", skip) if skip is not None else None
-        diagonal = g.op("Abs", element(S, j, j))
-        if j == n - 1:
-            zero = g.op("Equal", diagonal, scalar(0.0))
-            flags.append(g.op("And", zero, active) if active is not None else zero)
-            ipiv = g.const(torch.full((1, 1), j + 1, dtype=torch.int64))
-            pivots.append(ipiv if skip is None else g.op("Where", skip, previous, ipiv))
-            break
+    def scalar(self, value):
+        return self.g.const(value, self.dtype)
+
+    def pivot(self, S, j, active, rows, columns):
+        """Column j's choice: (zero column, kept in place, a 2x2 block, kp the row swapped in,
+        kk the last column of the block)."""
+        g, n, scalar = self.g, self.n, self.scalar
+        diagonal = g.op("Abs", self.element(S, j, j))
         below = g.op("Abs", _slice(g, S, [j + 1, j], [n, j + 1], [-2, -1]))
         imax = g.op("Add", g.op("ArgMax", below, axis_i=-2, keepdims_i=1), g.const(j + 1))
         colmax = reduce(g, "ReduceMax", below, [-2], True)
@@ -534,41 +523,70 @@ def _ldl(g, A):
         kp = g.op("Where", keep, g.const(j), imax)
         if active is not None:
             kp = g.op("Where", active, kp, kk)
-        S2 = _symmetric_swap(g, S, kk, kp, j, n)
+        return zero, two, kp, kk
 
-        # 1x1 pivot: dsyr with -1/d, then the column scaled by 1/d.
-        reciprocal = g.op("Div", scalar(1.0), element(S2, j, j))
+    def one_by_one(self, S2, j):
+        """A 1x1 pivot: dsyr with -1/d, then the column scaled by 1/d."""
+        g, n = self.g, self.n
+        reciprocal = g.op("Div", self.scalar(1.0), self.element(S2, j, j))
         column = _columns(g, S2, j, j + 1)
         row = g.op("Mul", g.op("Neg", reciprocal), _rows(g, S2, j, j + 1))
         updated = g.op("Add", S2, g.op("Mul", column, row))
         one = g.op("Where", _mask(g, n, n, lambda i, c: i > j and c > j), updated, S2)
-        one = g.op("Where", _mask(g, n, n, lambda i, c: i > j and c == j),
-                   g.op("Mul", column, reciprocal), symmetrized(one))
+        return g.op("Where", _mask(g, n, n, lambda i, c: i > j and c == j),
+                    g.op("Mul", column, reciprocal), self.symmetrized(one))
+
+    def two_by_two(self, S2, j):
+        """A 2x2 pivot, dsytf2's loop with its order of operations."""
+        g, n, rank_, element = self.g, self.n, self.rank, self.element
+        d21 = element(S2, j + 1, j)
+        d11 = g.op("Div", element(S2, j + 1, j + 1), d21)
+        d22 = g.op("Div", element(S2, j, j), d21)
+        t = g.op("Div", self.scalar(1.0), g.op("Sub", g.op("Mul", d11, d22), self.scalar(1.0)))
+        d21 = g.op("Div", t, d21)
+        x0, x1 = _columns(g, S2, j, j + 1), _columns(g, S2, j + 1, j + 2)
+        wk = g.op("Mul", d21, g.op("Sub", g.op("Mul", d11, x0), x1))
+        wkp1 = g.op("Mul", d21, g.op("Sub", g.op("Mul", d22, x1), x0))
+        product = g.op("Add", g.op("Mul", x0, _transpose(g, wk, rank_)),
+                       g.op("Mul", x1, _transpose(g, wkp1, rank_)))
+        trailing = _mask(g, n, n, lambda i, c: i >= j + 2 and c >= j + 2)
+        block = self.symmetrized(g.op("Where", trailing, g.op("Sub", S2, product), S2))
+        return g.op("Where", _mask(g, n, n, lambda i, c: i >= j + 2 and c == j), wk,
+                    g.op("Where", _mask(g, n, n, lambda i, c: i >= j + 2 and c == j + 1),
+                         wkp1, block))
+
+
+def _ldl(g, A):
+    """(LD [..., n, n] as sytrf's lower output, pivots int32 [..., n] (LAPACK's ipiv), info)."""
+    steps = _Sytf2(g, A)
+    n, shape = steps.n, list(A.shape)
+    # The lower triangle mirrored: the trailing block is kept symmetric, bit for bit, so that a
+    # row read sees what sytrf reads from its column.
+    S = g.op("Where", steps.lower, A, _transpose(g, A))
+    rows = g.const(torch.arange(n).reshape(n, 1))
+    columns = g.const(torch.arange(n).reshape(1, n))
+    skip = None  # [..., 1, 1]: this column is the second of a 2x2 block
+    previous = None  # the ipiv of the last step, repeated by the second column of a 2x2 block
+    pivots, flags = [], []
+    for j in range(n):
+        active = g.op("Not", skip) if skip is not None else None
+        if j == n - 1:
+            diagonal = g.op("Abs", steps.element(S, j, j))
+            zero = g.op("Equal", diagonal, steps.scalar(0.0))
+            flags.append(g.op("And", zero, active) if active is not None else zero)
+            ipiv = g.const(torch.full((1, 1), j + 1, dtype=torch.int64))
+            pivots.append(ipiv if skip is None else g.op("Where", skip, previous, ipiv))
+            break
+        zero, two, kp, kk = steps.pivot(S, j, active, rows, columns)
+        S2 = _symmetric_swap(g, S, kk, kp, j, n)
+        one = steps.one_by_one(S2, j)
         one_step = g.op("Not", g.op("Or", two, zero))
         if active is not None:
             one_step = g.op("And", one_step, active)
         result = g.op("Where", one_step, one, S2)
-
         if j < n - 2:
-            # 2x2 pivot, dsytf2's loop with its order of operations.
-            d21 = element(S2, j + 1, j)
-            d11 = g.op("Div", element(S2, j + 1, j + 1), d21)
-            d22 = g.op("Div", element(S2, j, j), d21)
-            t = g.op("Div", scalar(1.0), g.op("Sub", g.op("Mul", d11, d22), scalar(1.0)))
-            d21 = g.op("Div", t, d21)
-            x0, x1 = _columns(g, S2, j, j + 1), _columns(g, S2, j + 1, j + 2)
-            wk = g.op("Mul", d21, g.op("Sub", g.op("Mul", d11, x0), x1))
-            wkp1 = g.op("Mul", d21, g.op("Sub", g.op("Mul", d22, x1), x0))
-            product = g.op("Add", g.op("Mul", x0, _transpose(g, wk, rank_)),
-                           g.op("Mul", x1, _transpose(g, wkp1, rank_)))
-            trailing = _mask(g, n, n, lambda i, c: i >= j + 2 and c >= j + 2)
-            block = symmetrized(g.op("Where", trailing, g.op("Sub", S2, product), S2))
-            block = g.op("Where", _mask(g, n, n, lambda i, c: i >= j + 2 and c == j), wk,
-                         g.op("Where", _mask(g, n, n, lambda i, c: i >= j + 2 and c == j + 1),
-                              wkp1, block))
-            result = g.op("Where", two, block, result)
+            result = g.op("Where", two, steps.two_by_two(S2, j), result)
         S = result
-
         ipiv = g.op("Add", kp, g.const(1))
         ipiv = g.op("Where", two, g.op("Neg", ipiv), ipiv)
         if skip is not None:
@@ -580,7 +598,7 @@ def _ldl(g, A):
         LD = g.op("Identity", A)
         ipiv = squeeze(g, _zeros_like_batch(g, A, [1, 0], ir.DataType.INT32), [-2])
     else:
-        LD = g.op("Where", lower, S, scalar(0.0))
+        LD = g.op("Where", steps.lower, S, steps.scalar(0.0))
         ipiv = squeeze(g, g.op("Concat", *pivots, axis_i=-1) if n > 1 else pivots[0], [-2])
         # The constant ipiv of a 1x1 matrix has no batch dims yet.
         ipiv = g.op("Expand", ipiv, g.op("Concat", _batch_shape(g, A), g.const([1]), axis_i=0))
@@ -602,89 +620,115 @@ def linalg_ldl_factor(g, self, *, hermitian=False):
     return LD, pivots
 
 
+class _Sytrs:
+    """LAPACK's dsytrs (lower): L D L^T X = P B from sytrf's LD and pivots, on the builder."""
+
+    def __init__(self, g, LD):
+        self.g, self.LD, self.n = g, LD, _matrix_size(g, LD, "LD")[0]
+        self.rows = g.const(torch.arange(self.n).reshape(self.n, 1))
+
+    def element(self, i, j):
+        return _slice(self.g, self.LD, [i, j], [i + 1, j + 1], [-2, -1])
+
+    def row_of(self, i):
+        return _mask(self.g, self.n, 1, lambda r, _: r == i)
+
+    def swap(self, x, i: int, target):
+        return _swap_rows(self.g, x, i, self.g.op("Equal", self.rows, target), self.row_of(i))
+
+    def dot_below(self, x, column: int, below: int):
+        """LD[below:, column]^T @ x[below:]: [..., 1, k]."""
+        g, LD = self.g, self.LD
+        coefficients = _slice(g, LD, [below, column], [self.n, column + 1], [-2, -1])
+        return g.op("MatMul", _transpose(g, coefficients, rank(LD)), _rows(g, x, below, self.n))
+
+    def blocks(self, ipiv):
+        """Per column: the row it swaps with, whether it opens a 2x2 block, whether it closes
+        one (the pivots' signs), whether it is a 1x1 block."""
+        g, n = self.g, self.n
+        negative = [g.op("Less", _slice(g, ipiv, [j], [j + 1], [-2]), g.const(0))
+                    for j in range(n)]
+        target = [g.op("Sub", g.op("Where", negative[j], g.op(
+            "Neg", _slice(g, ipiv, [j], [j + 1], [-2])), _slice(g, ipiv, [j], [j + 1], [-2])),
+                       g.const(1)) for j in range(n)]
+        first, second = [], [None]
+        for j in range(n):
+            opens = negative[j] if second[j] is None else g.op("And", negative[j],
+                                                               g.op("Not", second[j]))
+            first.append(opens)
+            second.append(opens)
+        one = [g.op("Not", negative[j]) for j in range(n)]
+        return target, first, second, one
+
+    def forward_single(self, X, j, target):
+        """Column j of L D y = P B as a 1x1 block."""
+        g, LD = self.g, self.LD
+        below = _mask(g, self.n, 1, lambda r, _: r > j)
+        swapped = self.swap(X, j, target)
+        row = _rows(g, swapped, j, j + 1)
+        eliminated = g.op("Where", below, g.op("Sub", swapped, g.op(
+            "Mul", _columns(g, LD, j, j + 1), row)), swapped)
+        return g.op("Where", self.row_of(j), g.op("Div", row, self.element(j, j)), eliminated)
+
+    def forward_block(self, X, j, target):
+        """Columns j and j + 1 of L D y = P B as a 2x2 block."""
+        g, LD, element = self.g, self.LD, self.element
+        swapped = self.swap(X, j + 1, target)
+        if j + 2 < self.n:
+            below2 = _mask(g, self.n, 1, lambda r, _: r > j + 1)
+            step = g.op("Sub", swapped, g.op("Mul", _columns(g, LD, j, j + 1),
+                                             _rows(g, swapped, j, j + 1)))
+            step = g.op("Sub", step, g.op("Mul", _columns(g, LD, j + 1, j + 2),
+                                          _rows(g, swapped, j + 1, j + 2)))
+            swapped = g.op("Where", below2, step, swapped)
+        akm1k = element(j + 1, j)
+        akm1 = g.op("Div", element(j, j), akm1k)
+        ak = g.op("Div", element(j + 1, j + 1), akm1k)
+        denominator = g.op("Sub", g.op("Mul", akm1, ak), g.const(1.0, LD.dtype))
+        bkm1 = g.op("Div", _rows(g, swapped, j, j + 1), akm1k)
+        bk = g.op("Div", _rows(g, swapped, j + 1, j + 2), akm1k)
+        new_j = g.op("Div", g.op("Sub", g.op("Mul", ak, bkm1), bk), denominator)
+        new_j1 = g.op("Div", g.op("Sub", g.op("Mul", akm1, bk), bkm1), denominator)
+        return g.op("Where", self.row_of(j), new_j,
+                    g.op("Where", self.row_of(j + 1), new_j1, swapped))
+
+    def backward(self, X, j, target, one, second):
+        """Column j of L^T x = y, then the interchanges undone."""
+        g, n, row_of, swap = self.g, self.n, self.row_of, self.swap
+        if j + 1 < n:
+            reduced = g.op("Where", row_of(j), g.op("Sub", _rows(g, X, j, j + 1),
+                                                    self.dot_below(X, j, j + 1)), X)
+        else:
+            reduced = X
+        result = g.op("Where", one, swap(reduced, j, target), X)
+        if j >= 1 and j + 1 < n:
+            closing = g.op("Where", row_of(j - 1), g.op("Sub", _rows(g, X, j - 1, j),
+                                                        self.dot_below(X, j - 1, j + 1)),
+                           reduced)
+            result = g.op("Where", second, swap(closing, j, target), result)
+        elif j >= 1:
+            result = g.op("Where", second, swap(reduced, j, target), result)
+        return result
+
+
 @translates("aten::linalg_ldl_solve", since_opset=13)
 def linalg_ldl_solve(g, LD, pivots, B, *, hermitian=False):
     """linalg_ldl_solve(Tensor LD, Tensor pivots, Tensor B, *, bool hermitian=False) -> Tensor"""
     # sytrs (lower): L D L^T X = P B, the pivots' signs telling 1x1 from 2x2 blocks of D.
-    n, _ = _matrix_size(g, LD, "LD")
+    sytrs = _Sytrs(g, LD)
+    n = sytrs.n
     rank_ = max(rank(LD), rank(B))
     if rank(LD) > 2:
         B = _broadcast_batch(g, B, LD)
-    rows = g.const(torch.arange(n).reshape(n, 1))
     ipiv = unsqueeze(g, g.op("Cast", pivots, to_i=int(ir.DataType.INT64)), [-1])
-
-    def element(i, j):
-        return _slice(g, LD, [i, j], [i + 1, j + 1], [-2, -1])
-
-    def row_of(i):
-        return _mask(g, n, 1, lambda r, _: r == i)
-
-    def swap(x, i: int, target):
-        return _swap_rows(g, x, i, g.op("Equal", rows, target), row_of(i))
-
-    def dot_below(x, column: int, below: int):
-        """LD[below:, column]^T @ x[below:]: [..., 1, k]."""
-        coefficients = _slice(g, LD, [below, column], [n, column + 1], [-2, -1])
-        return g.op("MatMul", _transpose(g, coefficients, rank(LD)), _rows(g, x, below, n))
-
-    negative = [g.op("Less", _slice(g, ipiv, [j], [j + 1], [-2]), g.const(0))
-                for j in range(n)]
-    target = [g.op("Sub", g.op("Where", negative[j], g.op("Neg", _slice(g, ipiv, [j], [j + 1],
-                                                                         [-2])),
-                               _slice(g, ipiv, [j], [j + 1], [-2])), g.const(1))
-              for j in range(n)]
-    # first[j]: column j opens a 2x2 block; second[j]: it closes one.
-    first, second = [], [None]
-    for j in range(n):
-        opens = negative[j] if second[j] is None else g.op("And", negative[j],
-                                                           g.op("Not", second[j]))
-        first.append(opens)
-        second.append(opens)
-    one = [g.op("Not", negative[j]) for j in range(n)]
-
+    target, first, second, one = sytrs.blocks(ipiv)
     X = B
     for j in range(n):  # L D y = P B
-        below = _mask(g, n, 1, lambda r, _: r > j)
-        swapped = swap(X, j, target[j])
-        row = _rows(g, swapped, j, j + 1)
-        eliminated = g.op("Where", below, g.op("Sub", swapped, g.op(
-            "Mul", _columns(g, LD, j, j + 1), row)), swapped)
-        single = g.op("Where", row_of(j), g.op("Div", row, element(j, j)), eliminated)
-        result = g.op("Where", one[j], single, X)
+        result = g.op("Where", one[j], sytrs.forward_single(X, j, target[j]), X)
         if j + 1 < n:
-            swapped = swap(X, j + 1, target[j])
-            if j + 2 < n:
-                below2 = _mask(g, n, 1, lambda r, _: r > j + 1)
-                step = g.op("Sub", swapped, g.op("Mul", _columns(g, LD, j, j + 1),
-                                                 _rows(g, swapped, j, j + 1)))
-                step = g.op("Sub", step, g.op("Mul", _columns(g, LD, j + 1, j + 2),
-                                              _rows(g, swapped, j + 1, j + 2)))
-                swapped = g.op("Where", below2, step, swapped)
-            akm1k = element(j + 1, j)
-            akm1 = g.op("Div", element(j, j), akm1k)
-            ak = g.op("Div", element(j + 1, j + 1), akm1k)
-            denominator = g.op("Sub", g.op("Mul", akm1, ak), g.const(1.0, LD.dtype))
-            bkm1 = g.op("Div", _rows(g, swapped, j, j + 1), akm1k)
-            bk = g.op("Div", _rows(g, swapped, j + 1, j + 2), akm1k)
-            new_j = g.op("Div", g.op("Sub", g.op("Mul", ak, bkm1), bk), denominator)
-            new_j1 = g.op("Div", g.op("Sub", g.op("Mul", akm1, bk), bkm1), denominator)
-            block = g.op("Where", row_of(j), new_j,
-                         g.op("Where", row_of(j + 1), new_j1, swapped))
-            result = g.op("Where", first[j], block, result)
+            result = g.op("Where", first[j], sytrs.forward_block(X, j, target[j]), result)
         X = result
     for j in reversed(range(n)):  # L^T x = y, then the interchanges undone
-        if j + 1 < n:
-            reduced = g.op("Where", row_of(j), g.op("Sub", _rows(g, X, j, j + 1),
-                                                    dot_below(X, j, j + 1)), X)
-        else:
-            reduced = X
-        result = g.op("Where", one[j], swap(reduced, j, target[j]), X)
-        if j >= 1 and j + 1 < n:
-            closing = g.op("Where", row_of(j - 1), g.op("Sub", _rows(g, X, j - 1, j),
-                                                        dot_below(X, j - 1, j + 1)), reduced)
-            result = g.op("Where", second[j], swap(closing, j, target[j]), result)
-        elif j >= 1:
-            result = g.op("Where", second[j], swap(reduced, j, target[j]), result)
-        X = result
+        X = sytrs.backward(X, j, target[j], one[j], second[j])
     return _shaped(g.op("Identity", X) if n == 0 else X,
                    [None] * (rank_ - 2) + [n, B.shape[-1]])
