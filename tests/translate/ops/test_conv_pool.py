@@ -219,3 +219,31 @@ def test_conv_tbc(pad, dynamo, opset):
     weight, bias = torch.randn(3, 4, 5), torch.randn(5)
     check(lambda x: torch.conv_tbc(x, weight, bias, pad), torch.randn(7, 2, 4), opset=opset,
           dynamo=dynamo)
+
+
+ADAPTIVE_OF_DYNAMIC_SIZES = {  # (function, example shape, dynamic axes, other shapes)
+    "avg 2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), (1, 3, 8, 8), {2: "h", 3: "w"},
+               [(1, 3, 7, 11), (1, 3, 2, 2)]),
+    "max 2d": (lambda x: F.adaptive_max_pool2d(x, (3, 2)), (1, 3, 8, 8), {2: "h", 3: "w"},
+               [(1, 3, 7, 11), (1, 3, 4, 5)]),
+    "avg 1d": (lambda x: F.adaptive_avg_pool1d(x, 5), (2, 3, 9), {2: "n"}, [(2, 3, 13)]),
+    "avg 3d": (lambda x: F.adaptive_avg_pool3d(x, 2), (1, 2, 4, 6, 8), {2: "d", 3: "h", 4: "w"},
+               [(1, 2, 5, 7, 9)]),
+}
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("case", ADAPTIVE_OF_DYNAMIC_SIZES.values(),
+                         ids=ADAPTIVE_OF_DYNAMIC_SIZES.keys())
+def test_adaptive_pooling_of_sizes_known_at_run_time(case, dynamo):
+    """torch's windows [floor(i n / o), ceil((i + 1) n / o)) from the run's sizes (a
+    NotImplementedError before; torch.onnx refuses these too)."""
+    function, shape, axes, others = case
+    check(function, torch.randn(*shape), input_names=["x"], dynamic_axes={"x": axes},
+          dynamo=dynamo, run_with=[(torch.randn(*other),) for other in others])
+
+
+def test_adaptive_max_pooling_indices_of_run_time_sizes_are_refused():
+    with pytest.raises(Exception, match="indices of adaptive max pooling from sizes known"):
+        check(lambda x: F.adaptive_max_pool2d(x, 3, return_indices=True),
+              torch.randn(1, 2, 7, 7), input_names=["x"], dynamic_axes={"x": {2: "h"}})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import re
 
 import numpy as np
@@ -304,15 +305,25 @@ def _adaptive(g, self, output_size, onnx_op, global_op, with_indices=False):
     if all(o == 1 for o in out):
         result = _batched(g, self, spatial, lambda x: g.op(global_op, x))
         return (result, None) if with_indices else result
-    if not static:
+    if not static and with_indices and not _indices_read(g):
+        result = _adaptive_windows(g, self, in_spatial, out, "ReduceMax")
+        return result, None
+    if not static and with_indices:
         raise NotImplementedError(
-            f"adaptive pooling from symbolic sizes {in_spatial} to {out} is not a whole-window "
-            "pooling")
+            f"the indices of adaptive max pooling from sizes known only at run time "
+            f"{in_spatial} to {out} are not translated (the pooled values are)")
     result = _adaptive_windows(g, self, in_spatial, out,
                                "ReduceMean" if onnx_op == "AveragePool" else "ReduceMax")
     if with_indices:
         return result, _adaptive_max_indices(g, self, in_spatial, out)
     return result
+
+
+def _indices_read(g) -> bool:
+    """Whether the model reads the indices (second result) of the call being translated."""
+    node = g.node
+    return node is None or any(user.target is not operator.getitem or
+                               (user.args[1] == 1 and user.users) for user in node.users)
 
 
 def _adaptive_windows(g, x, in_spatial, out, reduce_op):
@@ -324,10 +335,14 @@ def _adaptive_windows(g, x, in_spatial, out, reduce_op):
         if n == o:
             continue
         axis = first + k
+        if not isinstance(n, int):  # the bounds computed from the size at run time
+            n = g.op("Slice", g.op("Shape", x), g.const([axis]), g.const([axis + 1]))
         pieces = []
         for i in range(o):
-            start, end = _window(n, o, i)
-            window = g.op("Slice", x, g.const([start]), g.const([end]), g.const([axis]))
+            start, end = _window(n, o, i) if isinstance(n, int) else _run_time_window(g, n, o, i)
+            if isinstance(start, int):
+                start, end = g.const([start]), g.const([end])
+            window = g.op("Slice", x, start, end, g.const([axis]))
             pieces.append(reduce(g, reduce_op, window, [axis], True))
         x = pieces[0] if len(pieces) == 1 else g.op("Concat", *pieces, axis_i=axis)
     return x
@@ -335,6 +350,15 @@ def _adaptive_windows(g, x, in_spatial, out, reduce_op):
 
 def _window(n, o, i):
     return (i * n) // o, -((-(i + 1) * n) // o)
+
+
+def _run_time_window(g, n, o, i):
+    """:func:`_window` of a size ``n`` known at run time ([1] int64): floor(i * n / o) and
+    ceil((i + 1) * n / o), sizes being nonnegative."""
+    start = g.op("Div", g.op("Mul", n, g.const([i])), g.const([o]))
+    end = g.op("Div", g.op("Add", g.op("Mul", n, g.const([i + 1])), g.const([o - 1])),
+               g.const([o]))
+    return start, end
 
 
 def _adaptive_max_indices(g, x, in_spatial, out):
