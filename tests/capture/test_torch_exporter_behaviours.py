@@ -238,6 +238,23 @@ class _ListAppend(nn.Module):
         return torch.stack(res, 1), torch.cat(res, 1), len(res)
 
 
+class _ListIndexed(nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            res += [x[i].exp()]
+        return res[0] + res[-1] * len(res), torch.cat(res, -1)
+
+
+class _WhileAppend(nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        while bool(x.sum() < 10):
+            x = x + 1
+            res.append(x * 2)
+        return torch.stack(res, -1), len(res)
+
+
 class _ListAppendNested(nn.Module):
     def forward(self, x, y) -> List[torch.Tensor]:
         res: List[torch.Tensor] = []
@@ -259,6 +276,12 @@ SCRIPTED = {
     "list += in a loop": (_ListAdd, True, (R(4, 3, 4), R(4, 5)), [], None),
     "list append, stacked, concatenated and counted": (_ListAppend, True, (R(4, 3, 5),), [],
                                                        None),
+    # and over dynamic sizes: the list is the loop's scan output, stacked by ONNX Loop
+    "list append in a loop of a dynamic count": (_ListAppend, True, (R(4, 3, 5),),
+                                                 [(R(6, 3, 5),), (R(1, 3, 5),)], N),
+    "list += read by index and len in a loop of a dynamic count": (
+        _ListIndexed, True, (R(4, 3),), [(R(7, 3),)], N),
+    "list append in a while loop": (_WhileAppend, True, (R(3),), [(R(3) - 4,)], None),
     "list += in nested loops": (_ListAppendNested, True, (R(3, 2, 3, 4), R(4, 5)), [], None),
 }
 
@@ -348,14 +371,18 @@ class _ListAppendInBranch(nn.Module):
 
 
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
-@pytest.mark.parametrize("model, axes", [(_ListAppend, N), (_ListAppendInBranch, None)],
-                         ids=["dynamic count", "append in a branch"])
-def test_a_list_a_loop_cannot_unroll_is_refused_naming_the_loop(model, axes, dynamo):
+@pytest.mark.parametrize("model, axes, message", [
+    (_ListAppendInBranch, None, r"a loop \(.*test_torch_exporter_behaviours.py.*\) uses a list "
+                                r"made before it.*collect the items in a tensor"),
+    (_ListAdd, {"x": {0: "n"}}, r"returns the list that the loop \(.*"
+                                r"test_torch_exporter_behaviours.py.*\) appends to.*"
+                                r"return torch.stack\(items\) instead")],
+    ids=["append in a branch", "a list of a dynamic length returned"])
+def test_a_list_a_loop_cannot_unroll_is_refused_naming_the_loop(model, axes, message, dynamo):
     # ONNX Loop carries tensors only: the loop's line and the way out, not torch's error.
-    with pytest.raises(onnxport.errors.CaptureError,
-                       match=r"a loop \(.*test_torch_exporter_behaviours.py.*\) uses a list "
-                             r"made before it.*collect the items in a tensor"):
-        onnxport.export(torch.jit.script(model()), (R(4, 3, 5),), input_names=["x"],
+    inputs = (R(4, 3, 4), R(4, 5)) if model is _ListAdd else (R(4, 3, 5),)
+    with pytest.raises(onnxport.errors.CaptureError, match=message):
+        onnxport.export(torch.jit.script(model()), inputs, input_names=["x"],
                         dynamic_axes=axes, dynamo=dynamo)
 
 

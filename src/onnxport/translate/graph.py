@@ -231,12 +231,19 @@ class _Translator:
                 or value in self.g.graph.inputs
                 or value.is_graph_output()
             )
-            if needs_identity:
+            meta = item.meta.get("val") if isinstance(item, torch.fx.Node) else None
+            number = isinstance(meta, (torch.SymInt, torch.SymFloat, torch.SymBool)) and \
+                value.shape is not None and list(value.shape) == [1]
+            if number:  # a number the model returns: 0-d, as torch.tensor(number)
+                value = g.op("Reshape", value, g.const([], ir.DataType.INT64))
+            elif needs_identity:
                 value = g.op("Identity", value)
             used.add(id(value))
             value.name = onnx_name
             if isinstance(item, torch.fx.Node):
-                self._set_meta(value, item.meta.get("val"))
+                self._set_meta(value, meta)
+            if number:
+                value.shape = ir.Shape([])
             g.graph.outputs.append(value)
 
     def _translate_node(self, node: torch.fx.Node) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from onnxport.capture.common import first_lines
+from onnxport.capture.torchscript.list_scans import StackedList, refuse_returned, stacked_call
 from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.errors import CaptureError
@@ -116,6 +117,7 @@ def _converter_class():
         convert_prim_Loop = _convert_loop_node
         convert_aten_len = _convert_len
         convert_call_function_op = _convert_call
+        convert_aten___getitem__ = _convert_getitem
         convert_node = _convert_node
 
     return Converter
@@ -141,6 +143,8 @@ def _convert(self) -> torch.fx.GraphModule:
     self.convert_graph_inputs()
     for node in self.ts_graph.nodes():
         self.convert_node(node)
+    refuse_returned([self.name_to_node.get(value.debugName())
+                     for value in self.ts_graph.outputs()])
     self.convert_graph_outputs()
     graph_module = _LazyGraphModule(
         {**self.subgraphs, **self.name_to_param, **self.name_to_buffer,
@@ -167,11 +171,28 @@ def _convert_len(self, node):
     number, so a loop over the list is unrolled as torch's converter unrolls one of a known
     count, instead of indexing a list by the iteration."""
     items = self.get_fx_value_by_ir_value(node.input())
+    if isinstance(items, StackedList):  # the count of a loop's iterations
+        self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
+            torch.ops.aten.sym_size.int, (items.node, 0))
+        return
     if isinstance(items, (list, tuple)):
         name = node.output().debugName()
         self.name_to_node[name] = self.name_to_constant[name] = len(items)
         return
     self._convert_standard_operators(node)
+
+
+def _convert_getitem(self, node):
+    """TS2FXGraphConverter.convert_aten___getitem__, and an item of a list a loop appended to
+    (:class:`StackedList`): that row of the stacked items."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    container = self.get_fx_value_by_ir_value(node.inputsAt(0))
+    if not isinstance(container, StackedList):
+        return TS2FXGraphConverter.convert_aten___getitem__(self, node)
+    index = self.get_fx_value_by_ir_value(node.inputsAt(1))
+    self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
+        torch.ops.aten.select.int, (container.node, 0, index))
 
 
 def _convert_call(self, node):
@@ -192,6 +213,9 @@ def _convert_call(self, node):
             kwargs[name] = self.get_fx_value_by_ir_value(value)
         else:
             args.append(self.get_fx_value_by_ir_value(value))
+    if any(isinstance(arg, StackedList) for arg in (*args, *kwargs.values())):
+        self.name_to_node[node.output().debugName()] = stacked_call(self, node, target, args)
+        return
     fx_node = self.fx_graph.call_function(target, tuple(args), kwargs)
     if node.outputsSize() == 1:
         self.name_to_node[node.output().debugName()] = fx_node

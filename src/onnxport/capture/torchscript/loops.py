@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from onnxport.capture.torchscript.list_scans import StackedList, lists_as_scans
 from onnxport.errors import CaptureError
 
 
@@ -23,27 +24,43 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
     for block in node.blocks():
         names += sorted(set(converter.blocks_to_lifted_attrs[block]) - set(names))
     (body,), (body_converter,) = converter._convert_block_to_subgraph(node, names)
-    updated = body_converter.name_update_from_subblock_to_parent
-    if any(isinstance(value, (list, tuple)) for value in (*carried, *outer_values(
-            converter, names))) or any(isinstance(converter.name_to_node.get(name), (list, tuple))
-                                       for name in updated):
+    updated = list(body_converter.name_update_from_subblock_to_parent)
+    outer = outer_values(converter, names)
+    slots = lists_as_scans(converter.subgraphs[body.target], carried, names, outer, updated)
+    scanned = {slot.carried for slot in slots} | {slot.name for slot in slots}
+    carried = [value for k, value in enumerate(carried) if k not in scanned]
+    outer = [value for name, value in zip(names, outer) if name not in scanned]
+    updated = [name for name in updated if name not in scanned]
+    if any(isinstance(value, (list, tuple)) for value in (*carried, *outer)) or any(
+            isinstance(converter.name_to_node.get(name), (list, tuple)) for name in updated):
         raise CaptureError(
-            f"a loop ({where}) uses a list made before it (appends to it or reads it), and "
-            "ONNX Loop carries only tensors. Such a loop is unrolled when it runs a static "
-            "number of times (a static size of an input) and appends outside any branch; this "
-            "one's count is known only at run time (a dynamic axis or a tensor's value), or a "
-            "branch in it appends: collect the items in a tensor instead (torch.cat, or writes "
-            "into a preallocated tensor)")
+            f"a loop ({where}) uses a list made before it other than by appending one tensor "
+            "to it per iteration, and ONNX Loop carries only tensors. Such a loop is unrolled "
+            "when it runs a static number of times (a static size of an input) and appends "
+            "outside any branch; this one's count is known only at run time (a dynamic axis "
+            "or a tensor's value), or a branch in it appends: collect the items in a tensor "
+            "instead (torch.cat, or writes into a preallocated tensor)")
     if updated:
         raise CaptureError(
             f"a loop ({where}) writes in place to tensors made "
             "before it, which ONNX Loop cannot express; return the updated tensors instead")
-    outer = outer_values(converter, names)
-    loop = converter.fx_graph.call_function(
-        prim_loop, (body, trip_count, tuple(carried), tuple(outer), condition))
+    graph = converter.fx_graph
+    loop = graph.call_function(prim_loop, (body, trip_count, tuple(carried), tuple(outer),
+                                           condition))
+    stacked = {(slot.carried if slot.carried is not None else slot.name): StackedList(
+        graph.call_function(operator.getitem, (loop, len(carried) + j)), where)
+        for j, slot in enumerate(slots)}
+    kept = 0
     for k, output in enumerate(node.outputs()):
-        converter.name_to_node[output.debugName()] = converter.fx_graph.call_function(
-            operator.getitem, (loop, k))
+        if k in stacked:
+            converter.name_to_node[output.debugName()] = stacked[k]
+            continue
+        converter.name_to_node[output.debugName()] = graph.call_function(
+            operator.getitem, (loop, kept))
+        kept += 1
+    for slot in slots:
+        if slot.name is not None:
+            converter.name_to_node[slot.name] = stacked[slot.name]
 
 
 def outer_values(converter: Any, names: list) -> list:
@@ -71,20 +88,24 @@ def _loop_condition(converter: Any, node: torch._C.Node) -> Any:
 class _PrimLoop(torch._ops.HigherOrderOperator):
     """``prim_loop(body, trip_count, carried, outer, condition)``: at most ``trip_count``
     times, while the condition holds, ``body(*outer, i, *carried)`` returns (condition,
-    *carried); the last carried values are the results. Unlike torch's while_loop, the carried
-    tensors may change shape from one iteration to the next (torchvision grows its pasted
-    masks by one per iteration with cat), as in ONNX Loop."""
+    *carried, *scanned); the results are the last carried values, then each scanned value
+    stacked over the iterations (a list the loop appends to). Unlike torch's while_loop, the
+    carried tensors may change shape from one iteration to the next (torchvision grows its
+    pasted masks by one per iteration with cat), as in ONNX Loop."""
 
     def __init__(self):
         super().__init__("onnxport_prim_loop")
 
     def __call__(self, body, trip_count, carried, outer, condition=True):
-        carried = list(carried)
+        carried, scans = list(carried), []
         i = 0
         while i < int(trip_count) and bool(condition):
-            condition, *carried = body(*outer, i, *carried)[:1 + len(carried)]
+            condition, *results = body(*outer, i, *carried)
+            carried = results[:len(carried)]
+            scans.append(results[len(carried):])
             i += 1
-        return tuple(carried)
+        stacked = [torch.stack(items) for items in zip(*scans)]
+        return (*carried, *stacked)
 
 
 prim_loop = _PrimLoop()

@@ -547,12 +547,18 @@ def _propagate_loop(shape_env: Any, body: torch.fx.GraphModule, trip_count: Any,
     torch._check_is_size(index)
 
     def run(state):
-        return _run_subgraph(body, [*outer, index, *state])[1:1 + len(state)]
+        return _run_subgraph(body, [*outer, index, *state])
 
-    general = _generalized(shape_env, list(carried), run(list(carried)), "a loop")
+    results = run(list(carried))
+    general = _generalized(shape_env, list(carried), results[1:1 + len(carried)], "a loop")
     if any(g is not c for g, c in zip(general, carried)):
-        run(general)
-    return tuple(general)
+        results = run(general)
+    scanned = results[1 + len(carried):]  # one item per iteration, stacked
+    if scanned:
+        count = trip_count if condition is True and isinstance(trip_count, (int, torch.SymInt)) \
+            and trip_count < 2 ** 63 - 1 else shape_env.create_unbacked_symint()
+        scanned = [item.new_empty((count, *item.shape)) for item in scanned]
+    return (*general, *scanned)
 
 
 def _propagate_cond(shape_env: Any, pred: Any, true_branch: torch.fx.GraphModule,

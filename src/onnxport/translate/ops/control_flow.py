@@ -149,7 +149,8 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
     takes the outer values, the iteration number and the carried values, and returns the
     condition to go on (always true in a ``for``) and the next carried values, whose shapes
     may change from one iteration to the next (ONNX Loop allows that; torch's while_loop does
-    not). Carried numbers (a counter) are 1-D [1] tensors, as every SymInt."""
+    not), then the values it scans (one per iteration, stacked: a list the loop appends to).
+    Carried numbers (a counter) are 1-D [1] tensors, as every SymInt."""
     carried = [value if isinstance(value, ir.Value) else g.const([value]) for value in carried]
     metas = body_graph.input_metas
     body = g.subgraph(body_graph.name)
@@ -163,7 +164,7 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
     # The iteration number is a SymInt in the body, which lives as a 1-D [1] int64 tensor.
     outputs = body_graph.translate(body, [*outer, as_1d(body, iteration), *inputs])
     body.add_output(_condition(body, outputs[0]))
-    for value in outputs[1:1 + len(carried)]:
+    for value in outputs[1:]:  # the carried values, then the scanned ones (stacked by Loop)
         body.add_output(value)
     if isinstance(trip_count, ir.Value):
         count = g.op("Reshape", cast(g, trip_count, ir.DataType.INT64),
@@ -174,5 +175,8 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
         count = g.const(int(trip_count))
     start = _condition(g, condition) if isinstance(condition, ir.Value) else (
         None if condition is True else g.const(bool(condition)))
-    results = g.op("Loop", count, start, *carried, body_g=body.graph, outputs=len(carried))
-    return (results,) if len(carried) == 1 else results
+    if start is None and not carried:  # (an empty last input would be dropped)
+        start = g.const(True)
+    results = g.op("Loop", count, start, *carried, body_g=body.graph,
+                   outputs=len(outputs) - 1)
+    return (results,) if len(outputs) == 2 else results

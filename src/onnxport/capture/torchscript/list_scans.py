@@ -1,0 +1,115 @@
+"""Lists a scripted loop appends one tensor to per iteration (``ys.append(y)``, ``ys += [y]``),
+held as the loop's scan output: the items stacked along a new first axis, which ONNX Loop
+makes itself. What follows the loop reads the list through :class:`StackedList`:
+``torch.stack``, ``torch.cat``, ``len`` and indexing become ops on the stacked tensor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from onnxport.errors import CaptureError
+
+
+class StackedList:
+    """A list built by a loop, as the FX node of its items stacked: [count, *item]."""
+
+    def __init__(self, node: torch.fx.Node, where: str):
+        self.node, self.where = node, where
+
+
+@dataclasses.dataclass
+class _Slot:
+    """A list the loop appends to: carried (``ys += [y]``) or read from outside (append)."""
+
+    carried: int | None  # its place among the carried values, or
+    name: str | None  # the outer name the body updates
+    placeholder: torch.fx.Node
+    result: torch.fx.Node  # the body's call that appends
+    item: torch.fx.Node
+
+
+_APPENDS = {torch.ops.aten.add_.t, torch.ops.aten.add.t}
+
+
+def lists_as_scans(body: torch.fx.GraphModule, carried: list, names: list, outer: list,
+                   updated: list) -> list[_Slot]:
+    """Rewrite ``body`` (placeholders: outer names, the iteration, the carried values; outputs:
+    the condition, the carried values, then the updated outer names) so that each empty list
+    it appends exactly one tensor to per iteration leaves as a scan output, after the others.
+    Returns those lists, in the order of their scan outputs; the others are left as they are."""
+    from torch._export.converter import list_append
+
+    graph = body.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    output = next(n for n in graph.nodes if n.op == "output")
+    if not isinstance(output.args[0], (list, tuple)):
+        return []  # (the condition alone)
+    results = list(output.args[0])
+    candidates = [(k, None, placeholders[len(names) + 1 + k], results[1 + k])
+                  for k, value in enumerate(carried) if _empty_list(value)]
+    candidates += [(None, name, placeholders[names.index(name)],
+                    results[1 + len(carried) + updated.index(name)])
+                   for name in updated if _empty_list(outer[names.index(name)])]
+    slots = []
+    for k, name, placeholder, result in candidates:
+        if not isinstance(result, torch.fx.Node) or result.args[:1] != (placeholder,) or \
+                len(placeholder.users) != 1 or list(result.users) != [output] or \
+                sum(r is result for r in results) != 1:
+            continue
+        if result.target is list_append:
+            item = result.args[1]
+        elif result.target in _APPENDS and isinstance(result.args[1], (list, tuple)) and \
+                len(result.args[1]) == 1:
+            item = result.args[1][0]
+        else:
+            continue
+        if isinstance(item, torch.fx.Node):
+            slots.append(_Slot(k, name, placeholder, result, item))
+    if not slots:
+        return []
+    kept = [r for r in results if not any(r is slot.result for slot in slots)]
+    output.args = (kept + [slot.item for slot in slots],)
+    for slot in slots:
+        graph.erase_node(slot.result)
+        graph.erase_node(slot.placeholder)
+    body.recompile()
+    return slots
+
+
+def _empty_list(value: Any) -> bool:
+    return isinstance(value, list) and not value
+
+
+def stacked_call(converter: Any, node: torch._C.Node, target: Any, args: list) -> Any:
+    """``torch.stack`` or ``torch.cat`` of a :class:`StackedList` (the only argument that is
+    one) as ops on its stacked tensor; refused for any other op."""
+    graph = converter.fx_graph
+    stacked = next(a for a in args if isinstance(a, StackedList))
+    if target in (torch.ops.aten.stack.default, torch.ops.aten.cat.default) and \
+            args[0] is stacked and isinstance(args[1] if len(args) > 1 else 0, int):
+        dim = args[1] if len(args) > 1 else 0
+        if target is torch.ops.aten.stack.default:
+            return graph.call_function(torch.ops.aten.movedim.int, (stacked.node, 0, dim))
+        # cat along dim: the count axis moved in front of dim, then merged with it
+        at = dim if dim >= 0 else dim - 1
+        moved = graph.call_function(torch.ops.aten.movedim.int, (stacked.node, 0, at))
+        return graph.call_function(torch.ops.aten.flatten.using_ints, (moved, at, at + 1))
+    raise CaptureError(
+        f"the list that the loop ({stacked.where}) appends to is read by {node.kind()}, which "
+        "is not translated for a list whose length is known only at run time (torch.stack, "
+        "torch.cat, len() and indexing are); stack it first (torch.stack(items))")
+
+
+def refuse_returned(values: list) -> None:
+    """A list built by a loop of a run-time count cannot be a model output: ONNX outputs are
+    tensors, one each."""
+    for value in values:
+        if isinstance(value, StackedList):
+            raise CaptureError(
+                f"the model returns the list that the loop ({value.where}) appends to, whose "
+                "length is known only at run time; ONNX outputs are single tensors: return "
+                "torch.stack(items) instead")
