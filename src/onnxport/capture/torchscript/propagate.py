@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 from typing import Any, Mapping
 
@@ -390,22 +391,34 @@ def _fixes_symbols(target: Any, args: tuple, kwargs: dict) -> bool:
     """Whether ``target``'s schema takes a plain number (``int``, not ``SymInt``) where the
     graph gives a symbol: running it would fix that symbol, a dynamic dim, to the example's
     value (``linspace(0, 1, steps=x.size(0))``, ``hann_window(n)``)."""
-    schema = getattr(target, "_schema", None)
-    if schema is None:
+    plain = _plain_number_parameters(target)
+    if not plain:
         return False
-    given = dict(zip((a.name for a in schema.arguments), args)) | kwargs
-    for argument in schema.arguments:
-        value = given.get(argument.name)
-        kind = argument.real_type.kind()
-        if kind == "ListType":
-            values, kind = (value if isinstance(value, (list, tuple)) else []), \
-                argument.real_type.getElementType().kind()
-        else:
-            values = [value]
-        if kind in _PLAIN_NUMBERS and any(isinstance(v, (torch.SymInt, torch.SymFloat))
-                                          for v in values):
+    given = dict(zip((a.name for a in target._schema.arguments), args)) | kwargs
+    for name, is_list in plain:
+        value = given.get(name)
+        values = (value if isinstance(value, (list, tuple)) else []) if is_list else [value]
+        if any(isinstance(v, (torch.SymInt, torch.SymFloat)) for v in values):
             return True
     return False
+
+
+@functools.lru_cache(maxsize=None)  # (per op overload: a model has few)
+def _plain_number_parameters(target: Any) -> tuple[tuple[str, bool], ...]:
+    """The (name, whether a list) of the parameters of ``target``'s schema that take plain
+    numbers or lists of them."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return ()
+    found = []
+    for argument in schema.arguments:
+        kind = argument.real_type.kind()
+        is_list = kind == "ListType"
+        if is_list:
+            kind = argument.real_type.getElementType().kind()
+        if kind in _PLAIN_NUMBERS:
+            found.append((argument.name, is_list))
+    return tuple(found)
 
 
 def _run_on_hints(target: Any, args: tuple, kwargs: dict) -> Any:
