@@ -418,3 +418,20 @@ def test_a_split_whose_count_follows_a_dynamic_size_fails_where_torch_differs(
     for n in wrong:
         with pytest.raises(Exception, match="split_fails_unless_3_pieces_at_run_time"):
             program(R(n, 3))
+
+
+class _ScriptedReturnsCount(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rows = torch.jit.script(_ListAppend())  # returns (stacked, concatenated, len)
+
+    def forward(self, x):
+        stacked, _, count = self.rows(x)
+        return stacked + 1, stacked * count
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_scripted_submodule_returning_a_number_inside_a_traced_model(dynamo):
+    # The tracer refuses a call that returns an int ("cannot set value trace for type Int"):
+    # the scripted child's numbers come out as 0-d tensors, computed at run time.
+    _export_and_compare(_ScriptedReturnsCount(), (R(3, 4, 2),), [(R(5, 4, 2),)], N, dynamo)

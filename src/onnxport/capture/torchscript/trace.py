@@ -155,7 +155,41 @@ def _as_function(module: torch.jit.ScriptModule) -> Any | None:
     if this.uses():
         return None
     graph.eraseInput(0)
+    _numbers_returned_as_tensors(graph)
     return torch._C._create_function_from_graph(f"{module.original_name}_forward", graph)
+
+
+_NUMBER_TYPES = (torch._C.IntType, torch._C.FloatType, torch._C.BoolType)
+
+
+def _numbers_returned_as_tensors(graph: torch._C.Graph) -> None:
+    """The numbers ``graph`` returns, alone or in a tuple (``return torch.stack(ys), len(ys)``),
+    as 0-d tensors: the tracer records only tensors coming out of a call, and refuses a
+    function that returns an int ("Tracer cannot set value trace for type Int")."""
+    output = graph.return_node().inputsAt(0)
+    if isinstance(output.type(), _NUMBER_TYPES):
+        with graph.insert_point_guard(graph.return_node()):
+            tensor = graph.insertNode(graph.create("prim::NumToTensor", [output])).output()
+        tensor.setType(torch._C.TensorType.get())
+        graph.return_node().replaceInput(0, tensor)
+        return
+    if not isinstance(output.type(), torch._C.TupleType) or not any(
+            isinstance(t, _NUMBER_TYPES) for t in output.type().elements()):
+        return
+    kinds = output.type().elements()
+    with graph.insert_point_guard(graph.return_node()):
+        items = list(graph.insertNode(graph.create("prim::TupleUnpack", [output],
+                                                   len(kinds))).outputs())
+        converted = []
+        for item, kind in zip(items, kinds):
+            item.setType(kind)
+            if isinstance(kind, _NUMBER_TYPES):
+                item = graph.insertNode(graph.create("prim::NumToTensor", [item])).output()
+                item.setType(torch._C.TensorType.get())
+            converted.append(item)
+        packed = graph.insertNode(graph.create("prim::TupleConstruct", converted)).output()
+        packed.setType(torch._C.TupleType([item.type() for item in converted]))
+    graph.return_node().replaceInput(0, packed)
 
 
 @contextlib.contextmanager
