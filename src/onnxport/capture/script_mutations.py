@@ -19,6 +19,8 @@ _CONTROL_FLOW = ("prim::If", "prim::Loop")
 
 def functionalize_writes(graph: torch._C.Graph) -> None:
     """Rewrite ``graph`` (a TorchScript graph) in place; see the module's docstring."""
+    if all(graph.findNode(kind, True) is None for kind in _CONTROL_FLOW):
+        return  # (a traced graph has none: walking its nodes in Python is then time lost)
     _rewrite_nodes(graph, graph.block(), {})
 
 
