@@ -5,7 +5,7 @@ and at other sizes or values, and compared with eager."""
 from __future__ import annotations
 
 import warnings
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 import torch
@@ -255,6 +255,38 @@ class _WhileAppend(nn.Module):
         return torch.stack(res, -1), len(res)
 
 
+class _ShapeFactories(nn.Module):
+    def forward(self, x):
+        a, b = x.shape
+        return torch.zeros(x.size(0), x.size(1)) + torch.full(x.shape, 2.0) + x.new_ones((a, b))
+
+
+class _OptionalLeftOut(nn.Module):
+    def forward(self, x, y: Optional[torch.Tensor] = None):
+        if y is not None:
+            return x + y
+        return x * 2
+
+
+class _NestedListLoops(nn.Module):
+    def forward(self, x):
+        rows: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            row: List[torch.Tensor] = []
+            for j in range(x.size(1)):
+                row.append(x[i][j] * j)
+            rows.append(torch.stack(row))
+        return torch.stack(rows)
+
+
+class _RangeWithStart(nn.Module):
+    def forward(self, x):
+        total = x[0] * 0
+        for i in range(1, x.size(0), 2):
+            total = total + x[i] * i
+        return total
+
+
 class _ListAppendNested(nn.Module):
     def forward(self, x, y) -> List[torch.Tensor]:
         res: List[torch.Tensor] = []
@@ -282,6 +314,12 @@ SCRIPTED = {
     "list += read by index and len in a loop of a dynamic count": (
         _ListIndexed, True, (R(4, 3),), [(R(7, 3),)], N),
     "list append in a while loop": (_WhileAppend, True, (R(3),), [(R(3) - 4,)], None),
+    "x.shape read in scripted code": (_ShapeFactories, True, (R(2, 3),), [(R(4, 3),)], N),
+    "an Optional input left out": (_OptionalLeftOut, True, (R(2, 3),), [], None),
+    "lists appended in nested loops of dynamic counts": (_NestedListLoops, True, (R(3, 4),),
+                                                        [(R(5, 4),)], N),
+    "range with a start and a step over a dynamic size": (_RangeWithStart, True, (R(5, 3),),
+                                                          [(R(8, 3),), (R(2, 3),)], N),
     "list += in nested loops": (_ListAppendNested, True, (R(3, 2, 3, 4), R(4, 5)), [], None),
 }
 

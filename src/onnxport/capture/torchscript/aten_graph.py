@@ -14,6 +14,7 @@ from onnxport.capture.torchscript.convert import _shape_as_tensor, _tensor
 from onnxport.capture.torchscript.fx_helpers import _attribute
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.sizes import _size_read_back
+from onnxport.errors import CaptureError
 
 
 def _weight_kind(graph_module: torch.fx.GraphModule, target: str) -> tuple[Any, str]:
@@ -120,6 +121,12 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
             return _REFUSED
         remap[node] = remap[node.args[0]][index]  # of a list or an inlined body
         return True
+    if node.target in _RANGE_ARITHMETIC:
+        # range(lo, hi, step)'s length and index as Python arithmetic, which fake values
+        # follow on symbolic sizes (torch's ops take plain ints) and translation has.
+        args = [remap[a] if isinstance(a, torch.fx.Node) else a for a in node.args]
+        remap[node] = _RANGE_ARITHMETIC[node.target](graph, *args)
+        return True
     if node.target in _LIST_CONCATENATIONS:
         # Lists joined (``res += [y]`` in a loop the converter unrolled): the items joined.
         parts = [_list_value(argument, remap) for argument in node.args[:2]]
@@ -152,6 +159,27 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
     return False
 
 
+def _derive_index(graph: torch.fx.Graph, index, start, step):
+    """start + index * step: the ``index``-th value of a range."""
+    return graph.call_function(operator.add, (start, graph.call_function(
+        operator.mul, (index, step))))
+
+
+def _range_length(graph: torch.fx.Graph, low, high, step):
+    """The length of range(low, high, step) for a positive step: max(0, ceil((high - low) /
+    step))."""
+    span = graph.call_function(operator.sub, (high, low))
+    if not (isinstance(step, int) and step == 1):
+        if not isinstance(step, int) or step <= 0:
+            raise CaptureError("a range with a step that is not a positive number is not "
+                               "translated; give range() a positive step")
+        span = graph.call_function(operator.floordiv, (graph.call_function(
+            operator.add, (span, step - 1)), step))
+    return graph.call_function(torch.sym_max, (span, 0))
+
+
+_RANGE_ARITHMETIC = {torch.ops.aten.__derive_index.default: _derive_index,
+                     torch.ops.aten.__range_length.default: _range_length}
 _LIST_CONCATENATIONS = (torch.ops.aten.add.t, torch.ops.aten.add_.t)
 
 

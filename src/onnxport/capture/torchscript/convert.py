@@ -118,6 +118,7 @@ def _converter_class():
         convert_aten_len = _convert_len
         convert_call_function_op = _convert_call
         convert_aten___getitem__ = _convert_getitem
+        _convert_block_to_subgraph = _convert_blocks
         convert_node = _convert_node
 
     return Converter
@@ -143,16 +144,39 @@ def _convert(self) -> torch.fx.GraphModule:
     self.convert_graph_inputs()
     for node in self.ts_graph.nodes():
         self.convert_node(node)
-    refuse_returned([self.name_to_node.get(value.debugName())
-                     for value in self.ts_graph.outputs()])
+    if self.is_top_level_graph():
+        refuse_returned([self.name_to_node.get(value.debugName())
+                         for value in self.ts_graph.outputs()])
     self.convert_graph_outputs()
-    graph_module = _LazyGraphModule(
+    # (A branch's or loop body's module generates its code at once: torch.cond's dynamo
+    # tracing cannot step into a lazy module's first call.)
+    module_class = _LazyGraphModule if self.is_top_level_graph() else torch.fx.GraphModule
+    graph_module = module_class(
         {**self.subgraphs, **self.name_to_param, **self.name_to_buffer,
          **self.name_to_non_tensor_attribute, **self.name_to_constant},
         self.fx_graph)
     if any(node.target is torch.ops.aten.div.Scalar_mode for node in self.fx_graph.nodes):
         inplace_optimize_sym_size_div(graph_module)
     return graph_module
+
+
+def _convert_blocks(self, node, arguments: list):
+    """TS2FXGraphConverter._convert_block_to_subgraph, each block converted by this class
+    (torch's makes its own base class, which cannot convert a loop of a run-time count nested
+    in a loop or branch)."""
+    from torch._export.converter import normalize_name
+
+    subgraph_nodes, subgraph_converters = [], []
+    for block in node.blocks():
+        converter = type(self)(block, self.name_to_param, self.name_to_buffer,
+                               self.blocks_to_lifted_attrs, {}, self.name_to_constant,
+                               self.name_to_attribute_fqn)
+        for argument in arguments:
+            converter.name_to_node[argument] = converter.fx_graph.placeholder(
+                normalize_name(argument))
+        subgraph_nodes.append(self.fx_graph.get_attr(self.add_subgraph(converter.convert())))
+        subgraph_converters.append(converter)
+    return subgraph_nodes, subgraph_converters
 
 
 def _convert_loop_node(self, node):

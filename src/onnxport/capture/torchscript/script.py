@@ -39,7 +39,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     is then unrolled (with the lists it appends to); None when the graph reads no such size."""
     is_module = isinstance(scripted, torch.jit.ScriptModule)
     graph = scripted.inlined_graph if is_module else scripted.graph.copy()
-    _bind_arguments(graph, args, 1 if is_module else 0)
+    _bind_arguments(graph, (*args, *_defaults(scripted, len(args))), 1 if is_module else 0)
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
     _fold_dtypes(graph, tensors, 1 if is_module else 0)
@@ -52,6 +52,24 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
         name_to_param=dict(scripted.named_parameters()) if is_module else {},
         name_to_buffer=dict(scripted.named_buffers()) if is_module else {},
         name_to_non_tensor_attributes={}, name_to_constant={})
+
+
+def _defaults(scripted, given: int) -> list:
+    """The default values of the parameters after the ``given`` first (``y=None``), up to the
+    first without one: what the call leaves out."""
+    try:
+        function = scripted.forward if isinstance(scripted, torch.jit.ScriptModule) else scripted
+        arguments = function.schema.arguments
+    except (AttributeError, RuntimeError):
+        return []
+    if arguments and arguments[0].name == "self":
+        arguments = arguments[1:]
+    defaults = []
+    for argument in arguments[given:]:
+        if not argument.has_default_value():
+            break
+        defaults.append(argument.default_value)
+    return defaults
 
 
 def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int) -> None:

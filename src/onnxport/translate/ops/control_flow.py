@@ -162,7 +162,9 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
         body_graph.set_meta(value, meta)
         inputs.append(value)
     # The iteration number is a SymInt in the body, which lives as a 1-D [1] int64 tensor.
-    outputs = body_graph.translate(body, [*outer, as_1d(body, iteration), *inputs])
+    number = as_1d(body, iteration)
+    body_graph.set_meta(number, metas[len(outer)])
+    outputs = body_graph.translate(body, [*outer, number, *inputs])
     body.add_output(_condition(body, outputs[0]))
     for value in outputs[1:]:  # the carried values, then the scanned ones (stacked by Loop)
         body.add_output(value)

@@ -706,8 +706,14 @@ for _mode, _names in [
 
 
 @translates("aten::sym_size", "aten::size")
-def sym_size(g, self, dim):
-    """sym_size.int(Tensor self, int dim) -> SymInt"""
+def sym_size(g, self, dim=None):
+    """sym_size.int(Tensor self, int dim) -> SymInt
+
+    Without ``dim`` (``x.shape`` in scripted code, which torch's converter makes
+    ``aten.sym_size(x)``): every size, a number where it is static."""
+    if dim is None:
+        return [size if isinstance(size, int) else size_of(g, self, axis)
+                for axis, size in enumerate(self.shape)]
     return size_of(g, self, normalize_axis(dim, rank(self)))
 
 
