@@ -287,6 +287,18 @@ class _RangeWithStart(nn.Module):
         return total
 
 
+class _TwoAppendsThenEdits(nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            res.append(x[i] * 2)
+            res.append(x[i] + 1)
+        first = res.pop(0)
+        del res[-1]
+        res[1] = first * 3
+        return torch.stack(res), len(res)
+
+
 class _ListAppendNested(nn.Module):
     def forward(self, x, y) -> List[torch.Tensor]:
         res: List[torch.Tensor] = []
@@ -314,6 +326,8 @@ SCRIPTED = {
     "list += read by index and len in a loop of a dynamic count": (
         _ListIndexed, True, (R(4, 3),), [(R(7, 3),)], N),
     "list append in a while loop": (_WhileAppend, True, (R(3),), [(R(3) - 4,)], None),
+    "two appends per iteration, then pop, del and set": (
+        _TwoAppendsThenEdits, True, (R(3, 4),), [(R(5, 4),)], N),
     "x.shape read in scripted code": (_ShapeFactories, True, (R(2, 3),), [(R(4, 3),)], N),
     "an Optional input left out": (_OptionalLeftOut, True, (R(2, 3),), [], None),
     "lists appended in nested loops of dynamic counts": (_NestedListLoops, True, (R(3, 4),),

@@ -15,6 +15,8 @@ One module per phase, in the order an export runs them:
 
 from __future__ import annotations
 
+import logging
+
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
@@ -101,14 +103,22 @@ def capture_tracing(
 def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
              dynamic: list) -> torch.export.ExportedProgram:
     """The converted graph as an ExportedProgram: propagated here, else exported again."""
-    if any(dynamic):
-        program = _propagated(graph_module, tensors, dynamic,
-                              hints=_read_back_hints(graph_module, tensors))
-    else:
-        program = _propagated_static(graph_module, tensors, dynamic)
-    if program is None:
-        program = _export_traced(graph_module, tensors, dynamic)
-        _drop_runtime_asserts(program)
+    # An op that fails on fake tensors is reported by the CaptureError that names it; torch
+    # would also log it to stderr, with a traceback.
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
+    try:
+        if any(dynamic):
+            program = _propagated(graph_module, tensors, dynamic,
+                                  hints=_read_back_hints(graph_module, tensors))
+        else:
+            program = _propagated_static(graph_module, tensors, dynamic)
+        if program is None:
+            program = _export_traced(graph_module, tensors, dynamic)
+            _drop_runtime_asserts(program)
+    finally:
+        fake_log.setLevel(level)
     return program
 
 

@@ -238,7 +238,9 @@ def _convert_call(self, node):
         else:
             args.append(self.get_fx_value_by_ir_value(value))
     if any(isinstance(arg, StackedList) for arg in (*args, *kwargs.values())):
-        self.name_to_node[node.output().debugName()] = stacked_call(self, node, target, args)
+        result = stacked_call(self, node, target, args)
+        if node.outputsSize() == 1:
+            self.name_to_node[node.output().debugName()] = result
         return
     fx_node = self.fx_graph.call_function(target, tuple(args), kwargs)
     if node.outputsSize() == 1:

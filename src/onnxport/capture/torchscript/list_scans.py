@@ -28,8 +28,8 @@ class _Slot:
     carried: int | None  # its place among the carried values, or
     name: str | None  # the outer name the body updates
     placeholder: torch.fx.Node
-    result: torch.fx.Node  # the body's call that appends
-    item: torch.fx.Node
+    results: list  # the body's calls that append, in order
+    items: list  # what each appends
 
 
 _APPENDS = {torch.ops.aten.add_.t, torch.ops.aten.add.t}
@@ -56,28 +56,47 @@ def lists_as_scans(body: torch.fx.GraphModule, carried: list, names: list, outer
                    for name in updated if _empty_list(outer[names.index(name)])]
     slots = []
     for k, name, placeholder, result in candidates:
-        if not isinstance(result, torch.fx.Node) or result.args[:1] != (placeholder,) or \
-                len(placeholder.users) != 1 or list(result.users) != [output] or \
-                sum(r is result for r in results) != 1:
-            continue
-        if result.target is list_append:
-            item = result.args[1]
-        elif result.target in _APPENDS and isinstance(result.args[1], (list, tuple)) and \
-                len(result.args[1]) == 1:
-            item = result.args[1][0]
-        else:
-            continue
-        if isinstance(item, torch.fx.Node):
-            slots.append(_Slot(k, name, placeholder, result, item))
+        chain = _append_chain(placeholder, result, output, list_append)
+        if chain is not None and sum(r is result for r in results) == 1:
+            slots.append(_Slot(k, name, placeholder, [c for c, _ in chain],
+                               [item for _, item in chain]))
     if not slots:
         return []
-    kept = [r for r in results if not any(r is slot.result for slot in slots)]
-    output.args = (kept + [slot.item for slot in slots],)
+    last = {id(slot.results[-1]) for slot in slots}
+    kept = [r for r in results if id(r) not in last]
+    output.args = (kept + [item for slot in slots for item in slot.items],)
     for slot in slots:
-        graph.erase_node(slot.result)
+        for call in reversed(slot.results):
+            graph.erase_node(call)
         graph.erase_node(slot.placeholder)
     body.recompile()
     return slots
+
+
+def _append_chain(placeholder: torch.fx.Node, result: Any, output: torch.fx.Node,
+                  list_append: Any) -> list | None:
+    """The appends from ``placeholder`` (the list as the iteration starts) to ``result`` (as
+    it ends), each the only use of the one before, as (call, item); None when the list is
+    used otherwise."""
+    chain, current = [], placeholder
+    while current is not result:
+        if len(current.users) != 1:
+            return None
+        call = next(iter(current.users))
+        if call.target is list_append:
+            item = call.args[1]
+        elif call.target in _APPENDS and isinstance(call.args[1], (list, tuple)) and \
+                len(call.args[1]) == 1:
+            item = call.args[1][0]
+        else:
+            return None
+        if call.args[0] is not current or not isinstance(item, torch.fx.Node):
+            return None
+        chain.append((call, item))
+        current = call
+    if not chain or list(result.users) != [output]:
+        return None
+    return chain
 
 
 def _empty_list(value: Any) -> bool:
@@ -98,10 +117,40 @@ def stacked_call(converter: Any, node: torch._C.Node, target: Any, args: list) -
         at = dim if dim >= 0 else dim - 1
         moved = graph.call_function(torch.ops.aten.movedim.int, (stacked.node, 0, at))
         return graph.call_function(torch.ops.aten.flatten.using_ints, (moved, at, at + 1))
+    if target in _MUTATIONS and args[0] is stacked and isinstance(args[1], int):
+        return _mutated(converter, node, target, stacked, args)
     raise CaptureError(
         f"the list that the loop ({stacked.where}) appends to is read by {node.kind()}, which "
         "is not translated for a list whose length is known only at run time (torch.stack, "
         "torch.cat, len() and indexing are); stack it first (torch.stack(items))")
+
+
+_MUTATIONS = (torch.ops.aten.Delete.t, torch.ops.aten.pop.t, torch.ops.aten._set_item.t)
+
+
+def _mutated(converter: Any, node: torch._C.Node, target: Any, stacked: StackedList,
+             args: list) -> Any:
+    """``del ys[i]``, ``ys.pop(i)``, ``ys[i] = y`` on a :class:`StackedList`: the list's name
+    then stands for the new stacked tensor (TorchScript's lists change in place); returns
+    what the call returns."""
+    graph, index = converter.fx_graph, args[1]
+    if target is torch.ops.aten._set_item.t:
+        updated = graph.call_function(torch.ops.aten.select_scatter.default,
+                                      (stacked.node, args[2], 0, index))
+        result = None
+    else:
+        result = graph.call_function(torch.ops.aten.select.int, (stacked.node, 0, index)) \
+            if target is torch.ops.aten.pop.t else None
+        before = graph.call_function(torch.ops.aten.slice.Tensor, (stacked.node, 0, 0, index))
+        if index == -1:
+            updated = before
+        else:
+            after = graph.call_function(torch.ops.aten.slice.Tensor,
+                                        (stacked.node, 0, index + 1, 2 ** 63 - 1))
+            updated = graph.call_function(torch.ops.aten.cat.default, ([before, after], 0))
+    new = StackedList(updated, stacked.where)
+    converter.name_to_node[node.inputsAt(0).debugName()] = new
+    return new if target is torch.ops.aten._set_item.t else result
 
 
 def refuse_returned(values: list) -> None:

@@ -47,9 +47,16 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
     graph = converter.fx_graph
     loop = graph.call_function(prim_loop, (body, trip_count, tuple(carried), tuple(outer),
                                            condition))
-    stacked = {(slot.carried if slot.carried is not None else slot.name): StackedList(
-        graph.call_function(operator.getitem, (loop, len(carried) + j)), where)
-        for j, slot in enumerate(slots)}
+    stacked, first = {}, len(carried)
+    for slot in slots:
+        scans = [graph.call_function(operator.getitem, (loop, first + j))
+                 for j in range(len(slot.items))]
+        first += len(slot.items)
+        if len(scans) > 1:  # several appends per iteration: their items interleaved
+            scans = [graph.call_function(torch.ops.aten.flatten.using_ints, (
+                graph.call_function(torch.ops.aten.stack.default, (scans, 1)), 0, 1))]
+        key = slot.carried if slot.carried is not None else slot.name
+        stacked[key] = StackedList(scans[0], where)
     kept = 0
     for k, output in enumerate(node.outputs()):
         if k in stacked:
