@@ -299,6 +299,22 @@ class _TwoAppendsThenEdits(nn.Module):
         return torch.stack(res), len(res)
 
 
+class _WritesThroughViewsInALoop(nn.Module):
+    def forward(self, x):
+        acc = x.new_zeros(x.shape)
+        for i in range(x.size(0)):
+            acc[i] = x[i] * i
+            acc[i, 1:].fill_(float(i))
+        return acc
+
+
+class _SizeArithmetic(nn.Module):
+    def forward(self, x):
+        n = min(x.size(0), x.size(1))
+        m = max(x.size(0), 2)
+        return x[:n] * m * len(x)
+
+
 class _ListAppendNested(nn.Module):
     def forward(self, x, y) -> List[torch.Tensor]:
         res: List[torch.Tensor] = []
@@ -328,6 +344,10 @@ SCRIPTED = {
     "list append in a while loop": (_WhileAppend, True, (R(3),), [(R(3) - 4,)], None),
     "two appends per iteration, then pop, del and set": (
         _TwoAppendsThenEdits, True, (R(3, 4),), [(R(5, 4),)], N),
+    "writes through views in a loop (acc[i] = y, acc[i, 1:].fill_)": (
+        _WritesThroughViewsInALoop, True, (R(3, 4),), [(R(5, 4),)], N),
+    "min, max and len of sizes in scripted code": (_SizeArithmetic, True, (R(3, 4),),
+                                                   [(R(5, 4),), (R(2, 4),)], N),
     "x.shape read in scripted code": (_ShapeFactories, True, (R(2, 3),), [(R(4, 3),)], N),
     "an Optional input left out": (_OptionalLeftOut, True, (R(2, 3),), [], None),
     "lists appended in nested loops of dynamic counts": (_NestedListLoops, True, (R(3, 4),),

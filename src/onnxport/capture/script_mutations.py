@@ -101,19 +101,54 @@ def _rewrite_block_writes(graph, block, owner: torch._C.Node, written: dict,
         if functional is None or node.inputsSize() == 0:
             continue
         target = node.inputsAt(0)
-        if not (_outside(target, owner) or target in roots):
+        views = _views_of_outside(target, owner, roots)
+        if views is None:
             continue  # a tensor the block made itself
-        root = roots.get(target, target)
+        base = views[0].inputsAt(0) if views else target
+        root = roots.get(base, base)
         replacement = graph.create(functional, list(node.inputs()), 1)
         replacement.insertBefore(node)
         replacement.copyMetadata(node)
         replacement.output().setType(node.output().type())
         node.output().replaceAllUsesWith(replacement.output())
-        _replace_later_uses(target, node, replacement.output())
+        new = _scattered_back(graph, views, replacement.output(), node)
+        _replace_later_uses(base, node, new)
         node.destroy()
-        roots[replacement.output()] = root
-        latest[root] = replacement.output()
+        roots[new] = root
+        latest[root] = new
     return latest
+
+
+_SCATTERS = {"aten::select": "aten::select_scatter", "aten::slice": "aten::slice_scatter"}
+
+
+def _views_of_outside(target: torch._C.Value, owner: torch._C.Node, roots: dict) -> list | None:
+    """The view calls (select, slice: ``acc[i]``, ``acc[:, 1:]``) made in the block that lead
+    from a tensor from outside ``owner`` to ``target``, outermost first: [] when ``target``
+    is that tensor itself, None when it is a tensor the block made."""
+    views = []
+    value = target
+    while not (_outside(value, owner) or value in roots):
+        maker = value.node()
+        if maker.kind() not in _SCATTERS:
+            return None
+        views.insert(0, maker)
+        value = maker.inputsAt(0)
+    return views
+
+
+def _scattered_back(graph, views: list, written: torch._C.Value,
+                    before: torch._C.Node) -> torch._C.Value:
+    """The base tensor of ``views`` with the innermost view's new value ``written`` put back
+    through each view (select_scatter, slice_scatter), innermost first."""
+    for view in reversed(views):
+        scatter = graph.create(_SCATTERS[view.kind()],
+                               [view.inputsAt(0), written, *list(view.inputs())[1:]], 1)
+        scatter.insertBefore(before)
+        scatter.copyMetadata(view)
+        scatter.output().setType(view.inputsAt(0).type())
+        written = scatter.output()
+    return written
 
 
 def _rewrite_if(graph, node: torch._C.Node, written: dict) -> None:
@@ -161,7 +196,8 @@ def _written_from_outside(body, loop: torch._C.Node, written: dict) -> list:
     for node in body.nodes():
         targets = [written[o] for o in node.outputs() if o in written]
         if _functional_kind(node) is not None and node.inputsSize():
-            targets.append(node.inputsAt(0))
+            views = _views_of_outside(node.inputsAt(0), loop, {})
+            targets.append(views[0].inputsAt(0) if views else node.inputsAt(0))
         for value in targets:
             if _outside(value, loop) and value not in found:
                 found.append(value)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import operator
 from typing import Any
@@ -236,6 +237,9 @@ def _call_target(node: torch.fx.Node) -> Any:
         return prim_loop
     if node.target is torch.cond:
         return torch.ops.higher_order.cond
+    if node.target in (builtins.min, builtins.max) and len(node.args) == 2 and not node.kwargs:
+        # min/max of two sizes (scripted code's prim::min): symbolic, not fixed to the example
+        return torch.sym_min if node.target is builtins.min else torch.sym_max
     if node.target is _shape_as_tensor:
         # One op, which translation makes one Shape (propagation runs the replacement: a
         # fake tensor has no data for the ATen op to read).
@@ -304,7 +308,8 @@ def _overload_of(node: torch.fx.Node) -> Any:
         return target.int if with_dim else target.default
     if target in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
                   operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
-                  operator.getitem):
+                  operator.truediv, operator.mod, operator.getitem, torch.sym_float,
+                  torch.sym_int, torch.sym_max, torch.sym_min):
         return target
     return None
 

@@ -119,6 +119,7 @@ def _converter_class():
         convert_call_function_op = _convert_call
         convert_aten___getitem__ = _convert_getitem
         _convert_block_to_subgraph = _convert_blocks
+        convert_aten_Float = _convert_float
         convert_node = _convert_node
 
     return Converter
@@ -179,6 +180,25 @@ def _convert_blocks(self, node, arguments: list):
     return subgraph_nodes, subgraph_converters
 
 
+def _convert_float(self, node):
+    """``float(x)``: of a number, that number as a float; of a size (a loop's index, a tensor's
+    size), torch.sym_float of it; of a tensor, its value in double. (torch's converter calls
+    a function of its own that code generation cannot name.)"""
+    value = self.get_fx_value_by_ir_value(node.input())
+    name = node.output().debugName()
+    if isinstance(value, (int, float, bool)):
+        self.name_to_node[name] = float(value)
+        return
+    graph = self.fx_graph
+    if isinstance(node.input().type(), torch._C.TensorType):
+        double = graph.call_function(torch.ops.aten._to_copy.default, (value,),
+                                     {"dtype": torch.float64})
+        self.name_to_node[name] = graph.call_function(
+            torch.ops.aten._local_scalar_dense.default, (double,))
+    else:
+        self.name_to_node[name] = graph.call_function(torch.sym_float, (value,))
+
+
 def _convert_loop_node(self, node):
     from torch._export.converter import TS2FXGraphConverter
 
@@ -195,6 +215,10 @@ def _convert_len(self, node):
     number, so a loop over the list is unrolled as torch's converter unrolls one of a known
     count, instead of indexing a list by the iteration."""
     items = self.get_fx_value_by_ir_value(node.input())
+    if isinstance(node.input().type(), torch._C.TensorType):  # len(x): its first size
+        self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
+            torch.ops.aten.sym_size.int, (items, 0))
+        return
     if isinstance(items, StackedList):  # the count of a loop's iterations
         self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
             torch.ops.aten.sym_size.int, (items.node, 0))
