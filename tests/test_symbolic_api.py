@@ -61,7 +61,7 @@ def test_parse_args_converts_every_kind(registrations, mode):
 
 
 def test_parse_args_reads_constant_values_and_refuses_computed_ones():
-    from onnxport.translate.custom import SymbolicValue
+    from onnxport.compat.symbolic_graph import SymbolicValue
 
     graph = _graph()
     constant = graph.op("Constant", value_t=torch.tensor([2, 3]))
@@ -87,7 +87,7 @@ def _graph(opset=18):
     import onnx_ir as ir
 
     from onnxport.translate.builder import GraphBuilder
-    from onnxport.translate.custom import SymbolicGraph
+    from onnxport.compat.symbolic_graph import SymbolicGraph
 
     x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT),
                  shape=ir.Shape([2, ir.SymbolicDim("n")]))
@@ -120,7 +120,7 @@ def test_values_answer_torchs_value_api(registrations):
 
 def test_dynamic_sizes_are_none_in_varying_sizes_and_refused_by_sizes():
     g = _graph()
-    from onnxport.translate.custom import SymbolicValue
+    from onnxport.compat.symbolic_graph import SymbolicValue
 
     x = SymbolicValue(g.builder.graph.inputs[0])
     assert x.type().varyingSizes() == [2, None]
@@ -131,7 +131,7 @@ def test_dynamic_sizes_are_none_in_varying_sizes_and_refused_by_sizes():
 
 def test_g_op_attribute_suffixes_domains_and_outputs():
     g = _graph()
-    from onnxport.translate.custom import SymbolicValue
+    from onnxport.compat.symbolic_graph import SymbolicValue
 
     x = SymbolicValue(g.builder.graph.inputs[0])
     first, second = g.op("Split", x, axis_i=0, num_outputs_i=2, outputs=2)
@@ -240,7 +240,7 @@ def test_opset_aware_helpers(registrations, opset):
 
 def test_helpers_use_attributes_before_opset_13():
     # export starts at opset 13, but symbolics registered from 7 on may be given such a g.
-    from onnxport.translate.custom import SymbolicValue
+    from onnxport.compat.symbolic_graph import SymbolicValue
 
     g = _graph(opset=11)
     x = SymbolicValue(g.builder.graph.inputs[0])
