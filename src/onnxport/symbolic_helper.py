@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import torch
 
-from onnxport.errors import OnnxExporterError, TranslationError
 from onnxport.compat.symbolic_graph import SymbolicValue, as_torch
+from onnxport.errors import OnnxExporterError, TranslationError
 
 _DESCRIPTORS = ("v", "i", "is", "f", "fs", "b", "s", "t", "none")
 
