@@ -1,9 +1,11 @@
 """The examples of the TorchScript-based exporter page and of torch.onnx 1.x's API page, each as
 written there with ``torch.onnx`` replaced by ``onnxport`` (random weights instead of pretrained
 ones, CPU instead of CUDA, files in tmp_path). Their symbolic-function examples (elu, the
-custom op foo_forward, the onnxscript Selu) are in test_custom_ops.py.
+custom op foo_forward, the onnxscript Selu) are in compat/test_custom_symbolics.py.
 """
 
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -617,16 +619,18 @@ def test_1x_set_training():
 
 def test_1x_register_custom_op_symbolic_with_parse_args(registrations):
     # The 1.x page's foo_forward with a symbolic ONNX Runtime can run (its g.op("Foo") has no
-    # domain and is refused: test_custom_ops.py).
+    # domain and is refused: compat/test_custom_symbolics.py).
     @symbolic_helper.parse_args("v", "v", "f", "i")
     def symbolic_foo_forward(g, input1, input2, attr1, attr2):
         return g.op("Add", g.op("Mul", input1, torch.tensor(attr1)),
                     g.op("Mul", input2, torch.tensor(float(attr2))))
 
     registrations("custom_ops::foo_forward", symbolic_foo_forward, 9)
-    import test_custom_ops  # defines custom_ops::foo_forward and the document's FooModel
+    # (pytest imports tests/compat's modules under their own names, as this does)
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "compat"))
+    import test_custom_symbolics  # defines custom_ops::foo_forward and the document's FooModel
 
-    model = test_custom_ops.FooModel(2.0, 3)
+    model = test_custom_symbolics.FooModel(2.0, 3)
     dummy_input1, dummy_input2 = torch.randn(2, 3), torch.randn(2, 3)
     (actual,) = onnxport.export(model, (dummy_input1, dummy_input2), dynamo=False)(
         dummy_input1, dummy_input2)

@@ -26,16 +26,16 @@ _LAZY = {
     "VerificationError": "onnxport.errors",
     "ONNXProgram": "onnxport.program",
     "ONNXRuntimeOptions": "onnxport.program",
-    "OperatorExportTypes": "onnxport._enums",
-    "TrainingMode": "onnxport._enums",
-    "JitScalarType": "onnxport._type_utils",
-    "register_custom_op_symbolic": "onnxport.translate.custom",
-    "unregister_custom_op_symbolic": "onnxport.translate.custom",
-    "select_model_mode_for_export": "onnxport._model_mode",
-    "set_training": "onnxport._model_mode",
+    "OperatorExportTypes": "onnxport.compat.enums",
+    "TrainingMode": "onnxport.compat.enums",
+    "JitScalarType": "onnxport.compat.jit_scalar_type",
+    "register_custom_op_symbolic": "onnxport.compat.custom_symbolics",
+    "unregister_custom_op_symbolic": "onnxport.compat.custom_symbolics",
+    "select_model_mode_for_export": "onnxport.compat.model_mode",
+    "set_training": "onnxport.compat.model_mode",
     "disable_log": "onnxport.verification",
     "enable_log": "onnxport.verification",
-    "OnnxRegistry": "onnxport.registry_api",
+    "OnnxRegistry": "onnxport.compat.registry_api",
     "DiagnosticOptions": "onnxport.dynamo_api",
     "ExportOptions": "onnxport.dynamo_api",
     "ONNXProgramSerializer": "onnxport.dynamo_api",
@@ -70,9 +70,9 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from onnxport import operators, symbolic_helper, utils, verification  # noqa: F401
-    from onnxport._enums import OperatorExportTypes, TrainingMode  # noqa: F401
-    from onnxport._model_mode import select_model_mode_for_export, set_training  # noqa: F401
-    from onnxport._type_utils import JitScalarType  # noqa: F401
+    from onnxport.compat.enums import OperatorExportTypes, TrainingMode  # noqa: F401
+    from onnxport.compat.model_mode import select_model_mode_for_export, set_training  # noqa: F401
+    from onnxport.compat.jit_scalar_type import JitScalarType  # noqa: F401
     from onnxport.api import export, export_to_pretty_string, is_in_onnx_export  # noqa: F401
     from onnxport.dynamo_api import (DiagnosticOptions, ExportOptions,  # noqa: F401
                                      ONNXProgramSerializer, dynamo_export, enable_fake_mode)
@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
                                  OnnxExporterError, TranslationError, UnsupportedOpsError,
                                  VerificationError)
     from onnxport.program import ONNXProgram, ONNXRuntimeOptions  # noqa: F401
-    from onnxport.registry_api import OnnxRegistry  # noqa: F401
-    from onnxport.translate.custom import (register_custom_op_symbolic,  # noqa: F401
-                                           unregister_custom_op_symbolic)
+    from onnxport.compat.registry_api import OnnxRegistry  # noqa: F401
+    from onnxport.compat.custom_symbolics import (register_custom_op_symbolic,  # noqa: F401
+                                                  unregister_custom_op_symbolic)
     from onnxport.verification import disable_log, enable_log  # noqa: F401

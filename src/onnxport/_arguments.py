@@ -375,7 +375,7 @@ LEGACY_OPTIONS = {
 def check_legacy_options(options: Mapping[str, Any], operator_export_type: Any) -> Any:
     """Warn for each torch.onnx 1.x option given; returns the operator_export_type, which
     ``aten=True`` sets."""
-    from onnxport._enums import OperatorExportTypes
+    from onnxport.compat.enums import OperatorExportTypes
 
     for name in options:
         if name not in LEGACY_OPTIONS:
@@ -395,7 +395,7 @@ def check_legacy_options(options: Mapping[str, Any], operator_export_type: Any) 
 
 def check_training(training: Any):
     """``training``: a TrainingMode, or torch.onnx 1.x's bool (True = TRAINING)."""
-    from onnxport._enums import TrainingMode
+    from onnxport.compat.enums import TrainingMode
 
     if training is None or training is False:
         return TrainingMode.EVAL
@@ -410,7 +410,7 @@ def check_training(training: Any):
 
 
 def check_operator_export_type(operator_export_type: Any):
-    from onnxport._enums import OperatorExportTypes
+    from onnxport.compat.enums import OperatorExportTypes
 
     if operator_export_type is None:
         return OperatorExportTypes.ONNX

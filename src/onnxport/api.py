@@ -23,14 +23,15 @@ from onnxport.capture.torch_export import var_positional
 from onnxport.capture.dynamic import resolve_dynamic
 from onnxport.capture.quirks.autograd_functions import keep_autograd_functions, record_calls
 from onnxport.capture.strategies import capture_model
-from onnxport._model_mode import module_modes, restore_module_modes, set_module_mode
-from onnxport.translate.fallback import fallback_registry
+from onnxport.compat.model_mode import module_modes, restore_module_modes, set_module_mode
+from onnxport.compat.operator_export_type import fallback_registry
 from onnxport.diagnostics import report as reports
 from onnxport.errors import OnnxExporterError, UnsupportedOpsError, VerificationError
 from onnxport.program import ONNXProgram
 from onnxport.verification.validity import check_model, check_structure
 from onnxport.translate import TranslationContext, default_registry, functions, translate_graph
-from onnxport.translate.custom import check_custom_opsets, kept_autograd_functions
+from onnxport.compat.autograd_functions import kept_autograd_functions
+from onnxport.compat.custom_symbolics import check_custom_opsets
 from onnxport.translate.registry import aten_name
 
 # torch.export is not thread-safe: it keeps process-wide state (the dispatch mode stack, the
@@ -223,7 +224,7 @@ def _table_registry(table: Mapping[Any, Any], opset: int):
     function, or a list of them (the first is used). An overlay over the built-in op library
     for this export only, as an ``OnnxRegistry`` is."""
     from onnxport.errors import InvalidExportOptionsError
-    from onnxport.registry_api import OnnxRegistry
+    from onnxport.compat.registry_api import OnnxRegistry
 
     if not isinstance(table, Mapping):
         raise InvalidExportOptionsError(

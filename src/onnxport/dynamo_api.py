@@ -20,7 +20,7 @@ from onnxport.checkpoints import DescribedTensor
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
 from onnxport.passes import run_preset
 from onnxport.program import ONNXProgram
-from onnxport.registry_api import OnnxRegistry
+from onnxport.compat.registry_api import OnnxRegistry
 from onnxport.translate import functions
 
 

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import torch
 
+from onnxport.compat.symbolic_graph import SymbolicValue, as_torch
 from onnxport.errors import OnnxExporterError, TranslationError
-from onnxport.translate.custom import SymbolicValue, as_torch
 
 _DESCRIPTORS = ("v", "i", "is", "f", "fs", "b", "s", "t", "none")
 
@@ -200,7 +200,7 @@ def _get_tensor_dim_size(x: Any, dim: int) -> int | None:
 
 
 def _type_promote_from_values(*args: Any):
-    from onnxport._type_utils import JitScalarType
+    from onnxport.compat.jit_scalar_type import JitScalarType
 
     dtypes = [JitScalarType.from_value(a).dtype() for a in args if _is_value(a)
               and a.ir_value.dtype is not None]
@@ -213,7 +213,7 @@ def _type_promote_from_values(*args: Any):
 
 
 def _is_fp(value: Any) -> bool:
-    from onnxport._type_utils import JitScalarType
+    from onnxport.compat.jit_scalar_type import JitScalarType
 
     return _is_value(value) and JitScalarType.from_value(value, JitScalarType.UNDEFINED) in (
         JitScalarType.FLOAT, JitScalarType.DOUBLE, JitScalarType.HALF, JitScalarType.BFLOAT16)
@@ -226,7 +226,7 @@ def _is_bool(value: Any) -> bool:
 
 def _if_scalar_type_as(self: Any, tensor: Any) -> Any:
     """A Python number (or 0-d tensor) as a tensor of ``tensor``'s type; values pass as is."""
-    from onnxport._type_utils import JitScalarType
+    from onnxport.compat.jit_scalar_type import JitScalarType
 
     if _is_value(self):
         return self

@@ -6,9 +6,10 @@ from typing import Any
 
 import torch
 
-from onnxport._model_mode import select_model_mode_for_export
+from onnxport.compat.model_mode import select_model_mode_for_export
 from onnxport.api import export, export_to_pretty_string, is_in_onnx_export
-from onnxport.translate.custom import register_custom_op_symbolic, unregister_custom_op_symbolic
+from onnxport.compat.custom_symbolics import (register_custom_op_symbolic,
+                                              unregister_custom_op_symbolic)
 
 __all__ = ["export", "export_to_pretty_string", "is_in_onnx_export",
            "register_custom_op_symbolic", "select_model_mode_for_export",
@@ -27,7 +28,7 @@ def unconvertible_ops(model: Any, args: Any, training: Any = None,
     from onnxport.capture.strategies import capture_model
     from onnxport.errors import UnsupportedOpsError
     from onnxport.translate import TranslationContext, default_registry
-    from onnxport.translate.custom import kept_autograd_functions
+    from onnxport.compat.autograd_functions import kept_autograd_functions
     from onnxport.translate.graph import missing_translations
     from onnxport.translate.registry import aten_name
 

@@ -16,7 +16,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor, from_torch_dtype
-from onnxport.translate import runtime_types
+from onnxport.translate import missing_kernel_casts
 from onnxport.tensor_values import as_numpy
 
 _SUFFIX_TYPES = {
@@ -102,10 +102,10 @@ class GraphBuilder:
         input_values = [self._as_value(v) for v in inputs]
         while input_values and input_values[-1] is None:
             input_values.pop()
-        compute = runtime_types.compute_dtype(domain, op_type, input_values, attributes)
+        compute = missing_kernel_casts.compute_dtype(domain, op_type, input_values, attributes)
         if compute is not None:
-            return runtime_types.cast_around(self, op_type, input_values, compute, outputs,
-                                             attributes)
+            return missing_kernel_casts.cast_around(self, op_type, input_values, compute,
+                                                    outputs, attributes)
         attrs = [_make_attribute(k, v) for k, v in attributes.items() if v is not None]
         node = ir.Node(
             domain,

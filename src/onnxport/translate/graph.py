@@ -20,7 +20,7 @@ import torch.fx
 from onnx_ir.tensor_adapters import from_torch_dtype
 
 from onnxport import diagnostics
-from onnxport._type_utils import QUANTIZED_AS_INTEGER
+from onnxport.dtypes import QUANTIZED_AS_INTEGER
 from onnxport._version import __version__
 from onnxport.diagnostics.recorder import relative_path
 from onnxport.errors import TranslationError, UnsupportedOpsError

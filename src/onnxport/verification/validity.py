@@ -54,8 +54,8 @@ _UNREGISTERED_DOMAIN = "onnxport.unregistered"
 
 
 def _with_unregistered_ops_apart(model: ir.Model, proto: onnx.ModelProto) -> onnx.ModelProto:
-    """``proto`` (a copy, only checked) with the nodes marked by translate/custom.py moved to
-    their own domain, so that the checker checks everything else. The model keeps them where
+    """``proto`` (a copy, only checked) with the nodes marked by compat/symbolic_graph.py moved
+    to their own domain, so that the checker checks everything else. The model keeps them where
     the user asked."""
     names = {node.name for node in ir.traversal.RecursiveGraphIterator(model.graph)
              if node.meta.get(UNREGISTERED_OP) and node.domain in ("", "ai.onnx")}

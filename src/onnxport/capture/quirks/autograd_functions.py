@@ -5,8 +5,8 @@ Both torch.export and the tracer otherwise record the ops of its ``forward``: wh
 runs, ``Function.apply`` of such a Function calls ``onnxport::autograd_function`` instead, a
 torch.library op whose kernel is the Function's own forward. The op takes the tensor inputs
 and the name of a *call* (the Function class and its non-tensor arguments, kept here), and the
-translation (``translate/custom.py``) hands the call, which ``record_calls`` puts on the node,
-to the symbolic.
+translation (``compat/autograd_functions.py``) hands the call, which ``record_calls`` puts on
+the node, to the symbolic.
 """
 
 from __future__ import annotations

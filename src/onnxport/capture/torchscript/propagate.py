@@ -12,7 +12,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.experimental import _config as fx_config
 
-from onnxport._type_utils import QUANTIZED_AS_INTEGER
+from onnxport.dtypes import QUANTIZED_AS_INTEGER
 from onnxport.capture.common import first_lines
 from onnxport.capture.torchscript.aten_graph import _aten_graph, _aten_module, _weight_kind
 from onnxport.capture.torchscript.constants import _fold_filled_constants

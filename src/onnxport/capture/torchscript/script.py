@@ -76,7 +76,7 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int) -> None:
     """Reads of the tensor inputs' dtype and device (``prim::dtype(x)``, which ``x[i] = 0.0``
     makes) become constants of the example's: the converter's own helper for them cannot run
     inside a branch or loop body."""
-    from onnxport._type_utils import JitScalarType
+    from onnxport.compat.jit_scalar_type import JitScalarType
 
     inputs = list(graph.inputs())[first:]
     if len(inputs) != len(tensors):

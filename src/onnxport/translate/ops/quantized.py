@@ -8,6 +8,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import torch
 
+from onnxport.dtypes import QUANTIZED_AS_INTEGER, SCALAR_TYPE_DTYPES
 from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import cast, onnx_dtype
 from onnxport.translate.registry import translates
@@ -19,9 +20,7 @@ _RANGES = {ir.DataType.UINT8: (0, 255), ir.DataType.INT8: (-128, 127),
 
 def _scalar_type(dtype) -> ir.DataType:
     if isinstance(dtype, int):  # the TorchScript path passes ScalarType codes
-        from onnxport._type_utils import JitScalarType
-
-        dtype = JitScalarType(dtype).dtype()
+        dtype = SCALAR_TYPE_DTYPES[dtype]
     return onnx_dtype(dtype)
 
 
@@ -243,10 +242,8 @@ _QUANTIZATION = "onnxport.quantization"  # a quantized value's (scale, zero poin
 
 
 def _quantized_as_integer(dtype):
-    from onnxport._type_utils import QUANTIZED_AS_INTEGER, JitScalarType
-
     if isinstance(dtype, int):
-        dtype = JitScalarType(dtype).dtype()
+        dtype = SCALAR_TYPE_DTYPES[dtype]
     if dtype not in (torch.quint8, torch.qint8):  # (the integers QuantizeLinear makes)
         raise TranslationError(f"torch.quantize_per_tensor to {dtype} has no ONNX form "
                                "(quint8 and qint8 do)")

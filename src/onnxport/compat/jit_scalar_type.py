@@ -9,12 +9,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from onnxport.dtypes import SCALAR_TYPE_DTYPES
 from onnxport.errors import OnnxExporterError
-
-# torch's quantized dtypes as the integers that hold their values: what a quantized tensor is
-# in an ONNX graph (QuantizeLinear's output), and the dtype a fake run stands in for.
-QUANTIZED_AS_INTEGER = {torch.quint8: torch.uint8, torch.qint8: torch.int8,
-                        torch.qint32: torch.int32}
 
 
 class JitScalarType(enum.IntEnum):
@@ -156,14 +152,6 @@ _ONNX_TO_TYPE: dict[int, JitScalarType] = {}
 for _type, _onnx in _TYPE_TO_ONNX.items():
     if _type is not _T.COMPLEX32:
         _ONNX_TO_TYPE.setdefault(int(_onnx), _type)
-_TYPE_TO_DTYPE = {
-    _T.BOOL: torch.bool, _T.UINT8: torch.uint8, _T.INT8: torch.int8, _T.INT16: torch.short,
-    _T.INT: torch.int, _T.INT64: torch.int64, _T.HALF: torch.half, _T.FLOAT: torch.float,
-    _T.DOUBLE: torch.double, _T.COMPLEX32: torch.complex32, _T.COMPLEX64: torch.complex64,
-    _T.COMPLEX128: torch.complex128, _T.QINT8: torch.qint8, _T.QUINT8: torch.quint8,
-    _T.QINT32: torch.qint32, _T.BFLOAT16: torch.bfloat16, _T.FLOAT8E5M2: torch.float8_e5m2,
-    _T.FLOAT8E4M3FN: torch.float8_e4m3fn, _T.FLOAT8E5M2FNUZ: torch.float8_e5m2fnuz,
-    _T.FLOAT8E4M3FNUZ: torch.float8_e4m3fnuz,
-}
+_TYPE_TO_DTYPE = {_T(code): dtype for code, dtype in SCALAR_TYPE_DTYPES.items()}
 _DTYPE_TO_TYPE = {v: k for k, v in _TYPE_TO_DTYPE.items()}
 del _T, _D, _type, _onnx

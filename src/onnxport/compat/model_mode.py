@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from onnxport._enums import TrainingMode
+from onnxport.compat.enums import TrainingMode
 
 
 def module_modes(model: Any) -> list[tuple[torch.nn.Module, bool]]:

@@ -15,7 +15,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from onnxport._enums import OperatorExportTypes
+from onnxport.compat.enums import OperatorExportTypes
 from onnxport.translate import decompose
 from onnxport.translate.registry import (
     Registry, Translation, aten_name, default_registry, normalize_name)

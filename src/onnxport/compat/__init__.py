@@ -1,0 +1,4 @@
+"""torch.onnx's compatibility surface over the core: users' symbolic functions and the ``g``
+they run on, ``operator_export_type``, autograd Function symbolics, ``JitScalarType``, the
+export enums, training-mode handling and the registry API. The public modules
+(``onnxport.symbolic_helper``, ``onnxport.utils``, ...) are thin modules over it."""
