@@ -15,7 +15,7 @@ import torch
 import torch.utils._pytree as pytree
 from onnx_ir.tensor_adapters import TorchTensor
 
-from onnxport import api
+from onnxport import _arguments, api, pipeline
 from onnxport.checkpoints import DescribedTensor
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
 from onnxport.passes import run_preset
@@ -152,19 +152,21 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
     stages: list[str] = []
     start = time.perf_counter()
     try:
-        with api.translations_from(registry), \
-                api.diagnostic_settings(export_options.diagnostic_options):
-            program = api.export(
-                model, model_args, kwargs=model_kwargs, opset_version=registry.opset_version,
-                dynamo=True,  # torch.onnx.dynamo_export never traces instead
-                dynamic_shapes=dynamic_shapes, on_stage=stages.append,
-                # Passes that compute from weight values cannot run on fake weights.
-                optimize=not fake,
-                # As torch.onnx's dynamo_export did (and its page shows in Netron): each
-                # submodule is a function in the saved model.
-                export_modules_as_functions=(
-                    isinstance(model, torch.nn.Module)
-                    and registry.opset_version >= functions.MIN_OPSET))
+        options = _arguments.bound_options(
+            api.export, model, model_args, kwargs=model_kwargs,
+            opset_version=registry.opset_version,
+            dynamo=True,  # torch.onnx.dynamo_export never traces instead
+            dynamic_shapes=dynamic_shapes, on_stage=stages.append,
+            # Passes that compute from weight values cannot run on fake weights.
+            optimize=not fake,
+            # As torch.onnx's dynamo_export did (and its page shows in Netron): each
+            # submodule is a function in the saved model.
+            export_modules_as_functions=(
+                isinstance(model, torch.nn.Module)
+                and registry.opset_version >= functions.MIN_OPSET))
+        program = pipeline.run(_arguments.plan_export(
+            options, {}, registry=registry,
+            diagnostic_options=export_options.diagnostic_options))
     except InvalidExportOptionsError:
         raise
     except Exception as error:
