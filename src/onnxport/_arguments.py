@@ -457,10 +457,11 @@ class CaptureSettings:
 
     def capture_options(self) -> dict[str, Any]:
         """The keywords of ``capture_model`` that come from these settings."""
-        return dict(dynamo=self.dynamo, fallback=self.fallback,
-                    warn_on_fallback=self.warn_on_fallback, dynamic_shapes=self.dynamic_shapes,
-                    dim_names=self.dim_names, input_names=self.input_names,
-                    output_names=self.output_names, output_dim_names=self.output_dim_names)
+        return {"dynamo": self.dynamo, "fallback": self.fallback,
+                "warn_on_fallback": self.warn_on_fallback,
+                "dynamic_shapes": self.dynamic_shapes, "dim_names": self.dim_names,
+                "input_names": self.input_names, "output_names": self.output_names,
+                "output_dim_names": self.output_dim_names}
 
 
 @dataclasses.dataclass
@@ -477,9 +478,9 @@ class TranslationSettings:
 
     def graph_options(self) -> dict[str, Any]:
         """The keywords of ``translate_graph`` that come from these settings."""
-        return dict(export_params=self.export_params,
-                    keep_initializers_as_inputs=self.keep_initializers_as_inputs,
-                    custom_opsets=self.custom_opsets, fused_ops=self.fused_ops)
+        return {"export_params": self.export_params,
+                "keep_initializers_as_inputs": self.keep_initializers_as_inputs,
+                "custom_opsets": self.custom_opsets, "fused_ops": self.fused_ops}
 
 
 @dataclasses.dataclass
@@ -489,6 +490,7 @@ class PassSettings:
     optimize: bool = True
     fused_ops: bool = True
     module_functions: list = dataclasses.field(default_factory=list)
+    fake_weights: bool = False  # captured under enable_fake_mode: weights without values
 
 
 @dataclasses.dataclass
@@ -529,11 +531,12 @@ def bound_options(function: Callable, *args: Any, **kwargs: Any) -> dict[str, An
 
 def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], *,
                 registry: Any = None, diagnostic_options: Any = None,
-                stacklevel: int = 3) -> ExportPlan:
+                fake_weights: bool = False, stacklevel: int = 3) -> ExportPlan:
     """``export()``'s arguments (``options``: each of its parameters by name) checked, in the
     order users meet the errors, and turned into an :class:`ExportPlan`. ``registry``
     replaces the default op library (an ``OnnxRegistry``), ``diagnostic_options`` (a
-    ``DiagnosticOptions``) the default reporting; ``stacklevel`` is the user's frame, as
+    ``DiagnosticOptions``) the default reporting; ``fake_weights``: the model's weights are
+    fake tensors (``enable_fake_mode``), to be left without values; ``stacklevel`` is the user's frame, as
     ``warnings.warn`` counts from here (3: export's caller, when export calls this)."""
     check_unknown({k: v for k, v in unknown_options.items() if k not in LEGACY_OPTIONS},
                   options)
@@ -575,7 +578,7 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
     return ExportPlan(
         model=model, args=args, kwargs=kwargs, capture=capture, translation=translation,
         passes=PassSettings(optimize=options["optimize"], fused_ops=options["fused_ops"],
-                            module_functions=module_functions),
+                            module_functions=module_functions, fake_weights=fake_weights),
         save=SaveSettings(f=options["f"], external_data=external_data),
         diagnostics=_diagnostics_settings(options, model, diagnostic_options),
         verify=options["verify"], verbose=options["verbose"], on_stage=options["on_stage"])

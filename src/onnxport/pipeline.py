@@ -23,6 +23,7 @@ from onnxport.capture.quirks.autograd_functions import keep_autograd_functions, 
 from onnxport.capture.strategies import capture_model
 from onnxport.diagnostics.session import diagnosing
 from onnxport.errors import InvalidExportOptionsError, VerificationError
+from onnxport.fake_weights import drop_fake_weights
 from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, functions, translate_graph
 from onnxport.translate.custom import kept_autograd_functions
@@ -78,6 +79,11 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
     with stage("check"):
         check_model(onnx_model, "the export (translation, passes, type casts and "
                                 "module functions)")
+    # Fake weights (enable_fake_mode) have shapes, no values: each becomes a MissingWeight,
+    # and the passes that need no values run in place of the optimizations left out.
+    if plan.passes.fake_weights:
+        drop_fake_weights(onnx_model)
+        passes.run_preset(onnx_model, "weight-free")
     program = ONNXProgram(onnx_model, captured.exported_program,
                           input_names=captured.input_names,
                           output_names=captured.output_names)
