@@ -492,6 +492,10 @@ class PassSettings:
     module_functions: list = dataclasses.field(default_factory=list)
     fake_weights: bool = False  # captured under enable_fake_mode: weights without values
 
+    def preset_options(self) -> dict[str, Any]:
+        """The keywords of the ``default`` pass preset that come from these settings."""
+        return {"fused_ops": self.fused_ops}
+
 
 @dataclasses.dataclass
 class SaveSettings:

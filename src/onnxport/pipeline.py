@@ -146,7 +146,7 @@ def _run_passes(onnx_model: ir.Model, settings, weights, stage: Callable) -> Non
     """The passes: the optimizations asked for, the required rewrites, module functions."""
     if settings.optimize:
         with stage("optimize"):
-            passes.run_preset(onnx_model, "default", fused_ops=settings.fused_ops)
+            passes.run_preset(onnx_model, "default", **settings.preset_options())
     # Not an optimization: without it a bfloat16 Conv (before opset 22) is invalid ONNX.
     # Before the functions are outlined: it rewrites the main graph only.
     passes.run_preset(onnx_model, "required-only")
