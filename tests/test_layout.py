@@ -134,3 +134,18 @@ def test_only_the_pipeline_calls_the_stages():
                 if f"{name}:{function}" not in STAGE_CALLERS:
                     wrong.append(f"{name} calls {stage}'s {function}")
     assert not wrong, "\n".join(wrong)
+
+
+MAX_FUNCTION_LINES = 80
+# The front doors, the plan and its runner: read in one sitting, a function at a time.
+SHORT_FUNCTION_MODULES = ["api.py", "pipeline.py", "_arguments.py", "dynamo_api.py", "utils.py",
+                          "verification/__init__.py", "diagnostics/session.py"]
+
+
+def test_the_pipeline_and_its_front_doors_have_short_functions():
+    long = [f"{name}: {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for name in SHORT_FUNCTION_MODULES
+            for node in ast.walk(ast.parse((PACKAGE / name).read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, long
