@@ -26,7 +26,7 @@ FORBIDDEN_IMPORTS = {
     "compat": ["onnxport.capture", *_FRONT_DOORS],
     "passes": ["onnxport.capture", "onnxport.translate", *_FRONT_DOORS],
     "verification": _STAGES + _FRONT_DOORS,
-    "diagnostics": _STAGES + _FRONT_DOORS,
+    "diagnostics": _STAGES + _FRONT_DOORS + ["onnxport.pipeline", "onnxport._arguments"],
 }
 
 
@@ -100,3 +100,55 @@ def test_the_torchscript_package_imports_no_private_name_of_another_capture_modu
                 private += [f"{path.name}: {node.module}.{alias.name}" for alias in node.names
                             if alias.name.startswith("_")]
     assert not private, private
+
+
+# The entry points of the stages, by the package that defines them. Outside that package, only
+# the pipeline calls them (every front door builds a plan and runs it); ONNXProgram.optimize()
+# is torch.onnx's method that optimizes a finished program again.
+STAGE_ENTRY_POINTS = {
+    "capture": {"capture_model", "capture_torch_export", "capture_tracing"},
+    "translate": {"translate_graph", "missing_translations"},
+    "passes": {"run_preset", "run_passes", "optimize", "optimize_without_weights"},
+}
+STAGE_CALLERS = {"pipeline.py", "program.py:run_preset"}
+
+
+def _called_names(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            function = node.func
+            if isinstance(function, ast.Name):
+                names.add(function.id)
+            elif isinstance(function, ast.Attribute):
+                names.add(function.attr)
+    return names
+
+
+def test_only_the_pipeline_calls_the_stages():
+    wrong = []
+    for path in _modules():
+        name = _name(path)
+        called = _called_names(ast.parse(path.read_text()))
+        for stage, entry_points in STAGE_ENTRY_POINTS.items():
+            if name.split("/")[0] == stage or name in STAGE_CALLERS:
+                continue
+            for function in sorted(called & entry_points):
+                if f"{name}:{function}" not in STAGE_CALLERS:
+                    wrong.append(f"{name} calls {stage}'s {function}")
+    assert not wrong, "\n".join(wrong)
+
+
+MAX_FUNCTION_LINES = 80
+# The front doors, the plan and its runner: read in one sitting, a function at a time.
+SHORT_FUNCTION_MODULES = ["api.py", "pipeline.py", "_arguments.py", "dynamo_api.py", "utils.py",
+                          "verification/__init__.py", "diagnostics/session.py"]
+
+
+def test_the_pipeline_and_its_front_doors_have_short_functions():
+    long = [f"{name}: {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for name in SHORT_FUNCTION_MODULES
+            for node in ast.walk(ast.parse((PACKAGE / name).read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, long

@@ -1,8 +1,10 @@
-"""The checks on ``export()``'s arguments: every one is refused with a message naming the
-argument, what was given and what is accepted, before anything is captured or written."""
+"""``export()``'s arguments checked and turned into one plan for the pipeline: settings for
+each stage. Every argument is refused with a message naming the argument, what was given and
+what is accepted, before anything is captured or written."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import io
@@ -372,9 +374,10 @@ LEGACY_OPTIONS = {
 }
 
 
-def check_legacy_options(options: Mapping[str, Any], operator_export_type: Any) -> Any:
-    """Warn for each torch.onnx 1.x option given; returns the operator_export_type, which
-    ``aten=True`` sets."""
+def check_legacy_options(options: Mapping[str, Any], operator_export_type: Any,
+                         stacklevel: int = 3) -> Any:
+    """Warn for each torch.onnx 1.x option given (at the frame ``stacklevel`` up: the user's
+    call); returns the operator_export_type, which ``aten=True`` sets."""
     from onnxport.compat.enums import OperatorExportTypes
 
     for name in options:
@@ -382,7 +385,7 @@ def check_legacy_options(options: Mapping[str, Any], operator_export_type: Any) 
             continue
         warnings.warn(f"export({name}=...) is from torch.onnx 1.x and deprecated: "
                       f"{LEGACY_OPTIONS[name]}; remove the argument.", FutureWarning,
-                      stacklevel=3)
+                      stacklevel=stacklevel)
     if options.get("export_raw_ir"):
         raise InvalidExportOptionsError(
             "export_raw_ir=True (torch.onnx 1.x's export of its internal graph) is not "
@@ -435,3 +438,237 @@ def _our_member(value: Any, enum: type) -> Any:
 def known_options(function: Callable) -> list[str]:
     return [name for name, p in inspect.signature(function).parameters.items()
             if p.kind != p.VAR_KEYWORD]
+
+
+# -- the plan: one settings object per stage -------------------------------------------------
+@dataclasses.dataclass
+class CaptureSettings:
+    """How the model is captured (capture/): which strategies, the dynamic dims, the names."""
+
+    dynamo: bool = True
+    fallback: bool = False
+    warn_on_fallback: bool = False
+    training: Any = None  # a TrainingMode; None leaves the modules' modes as they are
+    input_names: Sequence[str] | None = None
+    output_names: Sequence[str] | None = None
+    dynamic_shapes: Any = None
+    dim_names: Any = None
+    output_dim_names: Any = None
+
+    def capture_options(self) -> dict[str, Any]:
+        """The keywords of ``capture_model`` that come from these settings."""
+        return {"dynamo": self.dynamo, "fallback": self.fallback,
+                "warn_on_fallback": self.warn_on_fallback,
+                "dynamic_shapes": self.dynamic_shapes, "dim_names": self.dim_names,
+                "input_names": self.input_names, "output_names": self.output_names,
+                "output_dim_names": self.output_dim_names}
+
+
+@dataclasses.dataclass
+class TranslationSettings:
+    """How the captured graph is translated (translate/): with which registry, at which opset."""
+
+    registry: Any
+    opset: int = DEFAULT_OPSET
+    operator_export_type: Any = None
+    export_params: bool = True
+    keep_initializers_as_inputs: bool = False
+    custom_opsets: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    fused_ops: bool = True
+
+    def graph_options(self) -> dict[str, Any]:
+        """The keywords of ``translate_graph`` that come from these settings."""
+        return {"export_params": self.export_params,
+                "keep_initializers_as_inputs": self.keep_initializers_as_inputs,
+                "custom_opsets": self.custom_opsets, "fused_ops": self.fused_ops}
+
+
+@dataclasses.dataclass
+class PassSettings:
+    """Which rewrites run on the ONNX model (passes/, and the module functions outlined)."""
+
+    optimize: bool = True
+    fused_ops: bool = True
+    module_functions: list = dataclasses.field(default_factory=list)
+    fake_weights: bool = False  # captured under enable_fake_mode: weights without values
+
+    def preset_options(self) -> dict[str, Any]:
+        """The keywords of the ``default`` pass preset that come from these settings."""
+        return {"fused_ops": self.fused_ops}
+
+
+@dataclasses.dataclass
+class SaveSettings:
+    """Where the program is written (``f``; None: not written), and how."""
+
+    f: Any = None
+    external_data: bool | None = None
+
+
+@dataclasses.dataclass
+class ExportPlan:
+    """One export: the model and its inputs, the settings of each stage, and what runs around
+    them (diagnostics, verification, the printout, the stage callback)."""
+
+    model: Any
+    args: tuple
+    kwargs: dict
+    capture: CaptureSettings
+    translation: TranslationSettings
+    passes: PassSettings
+    save: SaveSettings
+    diagnostics: Any  # diagnostics.session.DiagnosticsSettings
+    verify: bool = False
+    verbose: bool | None = None
+    on_stage: Callable[[str], None] | None = None
+
+
+def bound_options(function: Callable, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``function(*args, **kwargs)``'s arguments by name, its defaults filled in: what a front
+    door passes to :func:`plan_export` for a call of ``export`` it makes itself."""
+    signature = inspect.signature(function)
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return {name: value for name, value in bound.arguments.items()
+            if signature.parameters[name].kind != inspect.Parameter.VAR_KEYWORD}
+
+
+def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], *,
+                registry: Any = None, diagnostic_options: Any = None,
+                fake_weights: bool = False, stacklevel: int = 3) -> ExportPlan:
+    """``export()``'s arguments (``options``: each of its parameters by name) checked, in the
+    order users meet the errors, and turned into an :class:`ExportPlan`. ``registry``
+    replaces the default op library (an ``OnnxRegistry``), ``diagnostic_options`` (a
+    ``DiagnosticOptions``) the default reporting; ``fake_weights``: the model's weights are
+    fake tensors (``enable_fake_mode``), to be left without values; ``stacklevel`` is the user's frame, as
+    ``warnings.warn`` counts from here (3: export's caller, when export calls this)."""
+    check_unknown({k: v for k, v in unknown_options.items() if k not in LEGACY_OPTIONS},
+                  options)
+    check_flags(options)
+    check_on_stage(options["on_stage"])
+    model = options["model"]
+    args, kwargs = check_args(options["args"], options["kwargs"])
+    opset = check_opset(options["opset_version"])
+    dynamo, fallback, warn_on_fallback = capture_path(options["dynamo"], options["fallback"])
+    check_model(model, dynamo)
+    check_destination(options["f"])
+    check_artifacts_dir(options["artifacts_dir"])
+    check_names(options["input_names"], options["output_names"])
+    check_dynamic_axes_type(options["dynamic_axes"], options["dynamic_shapes"])
+    from onnxport.translate import functions
+    from onnxport.compat.custom_symbolics import check_custom_opsets
+
+    module_functions = functions.modules_to_export_as_functions(
+        model, options["export_modules_as_functions"], opset)
+    training = check_training(options["training"])
+    operator_export_type = check_operator_export_type(options["operator_export_type"])
+    operator_export_type = check_legacy_options(unknown_options, operator_export_type,
+                                                stacklevel=stacklevel + 1)
+    external_data = options["external_data"]
+    if unknown_options.get("use_external_data_format") and external_data is None:
+        external_data = True
+    custom_opsets = check_custom_opsets(options["custom_opsets"])
+    check_forward_arguments(model, args, kwargs)
+    check_devices(model, args, kwargs)
+    capture = _capture_settings(options, model, args, kwargs, dynamo=dynamo, fallback=fallback,
+                                warn_on_fallback=warn_on_fallback, training=training)
+    translation = TranslationSettings(
+        registry=_registry(registry, options["custom_translation_table"], opset,
+                           operator_export_type),
+        opset=opset, operator_export_type=operator_export_type,
+        export_params=options["export_params"],
+        keep_initializers_as_inputs=options["keep_initializers_as_inputs"],
+        custom_opsets=custom_opsets, fused_ops=options["fused_ops"])
+    return ExportPlan(
+        model=model, args=args, kwargs=kwargs, capture=capture, translation=translation,
+        passes=PassSettings(optimize=options["optimize"], fused_ops=options["fused_ops"],
+                            module_functions=module_functions, fake_weights=fake_weights),
+        save=SaveSettings(f=options["f"], external_data=external_data),
+        diagnostics=_diagnostics_settings(options, model, diagnostic_options),
+        verify=options["verify"], verbose=options["verbose"], on_stage=options["on_stage"])
+
+
+def _capture_settings(options: Mapping[str, Any], model: Any, args: tuple, kwargs: dict,
+                      **settings: Any) -> CaptureSettings:
+    """The capture's settings, with the dynamic dims of ``dynamic_axes``/``dynamic_shapes``
+    resolved against the model's inputs and outputs."""
+    from onnxport.capture import parameter_names
+    from onnxport.capture.dynamic import resolve_dynamic
+    from onnxport.capture.torch_export import var_positional
+
+    exported = isinstance(model, torch.export.ExportedProgram)
+    names = _exported_program_argument_names(model, args) if exported else \
+        parameter_names(model)
+    input_names, output_names = options["input_names"], options["output_names"]
+    dynamic = resolve_dynamic(args, kwargs, names, input_names, output_names,
+                              options["dynamic_axes"], options["dynamic_shapes"],
+                              None if exported else var_positional(model))
+    return CaptureSettings(input_names=input_names, output_names=output_names,
+                           dynamic_shapes=dynamic.dynamic_shapes, dim_names=dynamic.dim_names,
+                           output_dim_names=dynamic.output_dim_names, **settings)
+
+
+def _exported_program_argument_names(program, args: tuple) -> list[str]:
+    """The forward's argument names of an ExportedProgram, for dynamic_shapes keyed by them:
+    its placeholders are named after them when every argument is one tensor."""
+    user_inputs = list(program.graph_signature.user_inputs)
+    return user_inputs if len(user_inputs) == len(args) else []
+
+
+def _registry(registry: Any, table: Mapping[Any, Any] | None, opset: int,
+              operator_export_type: Any):
+    """The op library the export translates with: the default one or ``registry``, or the
+    ``custom_translation_table`` over it, as ``operator_export_type`` asks."""
+    from onnxport.translate import default_registry
+    from onnxport.compat.operator_export_type import fallback_registry
+
+    registry = registry or default_registry()
+    if table:
+        registry = _table_registry(table, opset)
+    return fallback_registry(registry, operator_export_type)
+
+
+def _table_registry(table: Mapping[Any, Any], opset: int):
+    """torch.onnx's ``custom_translation_table``: ``{torch op: function}`` (an OpOverload such as
+    ``torch.ops.aten.add.Tensor``, a packet such as ``torch.ops.aten.add`` for every overload, or
+    the name ``"aten::add.Tensor"``), the function ``fn(g, *args, **kwargs)`` or an onnxscript
+    function, or a list of them (the first is used). An overlay over the built-in op library
+    for this export only, as an ``OnnxRegistry`` is."""
+    from onnxport.compat.registry_api import OnnxRegistry
+
+    if not isinstance(table, Mapping):
+        raise InvalidExportOptionsError(
+            f"custom_translation_table must be a dict {{torch op: function}}, got "
+            f"{type(table).__name__}")
+    registry = OnnxRegistry(opset)
+    for op, functions in table.items():
+        function = functions[0] if isinstance(functions, (list, tuple)) and functions \
+            else functions
+        if isinstance(op, torch._ops.OpOverload):
+            name, overload = op._schema.name, op._overloadname
+        elif isinstance(op, torch._ops.OpOverloadPacket):
+            name, overload = op._qualified_op_name, None
+        elif isinstance(op, str) and "::" in op:
+            name, _, overload = op.partition(".")
+            overload = overload or None
+        else:
+            raise InvalidExportOptionsError(
+                f"custom_translation_table key {op!r} is not a torch op: give "
+                "torch.ops.aten.add.Tensor, torch.ops.aten.add or 'aten::add.Tensor'")
+        namespace, _, op_name = name.partition("::")
+        registry.register_op(function, namespace, op_name, overload)
+    return registry
+
+
+def _diagnostics_settings(options: Mapping[str, Any], model: Any, diagnostic_options: Any):
+    import logging
+
+    from onnxport.diagnostics.report import artifact_name
+    from onnxport.diagnostics.session import DiagnosticsSettings
+
+    return DiagnosticsSettings(
+        name=artifact_name(model), report=options["report"], profile=options["profile"],
+        dump_exported_program=options["dump_exported_program"],
+        artifacts_dir=options["artifacts_dir"],
+        verbosity_level=getattr(diagnostic_options, "verbosity_level", logging.INFO),
+        warnings_as_errors=getattr(diagnostic_options, "warnings_as_errors", False))

@@ -10,15 +10,12 @@ import time
 import warnings
 from typing import Any, Iterator, Protocol, runtime_checkable
 
-import onnx_ir as ir
 import torch
 import torch.utils._pytree as pytree
-from onnx_ir.tensor_adapters import TorchTensor
 
-from onnxport import api
-from onnxport.checkpoints import DescribedTensor
+from onnxport import _arguments, api, pipeline
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
-from onnxport.passes import run_preset
+from onnxport.fake_weights import MissingWeight, no_value_error
 from onnxport.program import ONNXProgram
 from onnxport.compat.registry_api import OnnxRegistry
 from onnxport.translate import functions
@@ -152,19 +149,21 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
     stages: list[str] = []
     start = time.perf_counter()
     try:
-        with api.translations_from(registry), \
-                api.diagnostic_settings(export_options.diagnostic_options):
-            program = api.export(
-                model, model_args, kwargs=model_kwargs, opset_version=registry.opset_version,
-                dynamo=True,  # torch.onnx.dynamo_export never traces instead
-                dynamic_shapes=dynamic_shapes, on_stage=stages.append,
-                # Passes that compute from weight values cannot run on fake weights.
-                optimize=not fake,
-                # As torch.onnx's dynamo_export did (and its page shows in Netron): each
-                # submodule is a function in the saved model.
-                export_modules_as_functions=(
-                    isinstance(model, torch.nn.Module)
-                    and registry.opset_version >= functions.MIN_OPSET))
+        options = _arguments.bound_options(
+            api.export, model, model_args, kwargs=model_kwargs,
+            opset_version=registry.opset_version,
+            dynamo=True,  # torch.onnx.dynamo_export never traces instead
+            dynamic_shapes=dynamic_shapes, on_stage=stages.append,
+            # Passes that compute from weight values cannot run on fake weights.
+            optimize=not fake,
+            # As torch.onnx's dynamo_export did (and its page shows in Netron): each
+            # submodule is a function in the saved model.
+            export_modules_as_functions=(
+                isinstance(model, torch.nn.Module)
+                and registry.opset_version >= functions.MIN_OPSET))
+        program = pipeline.run(_arguments.plan_export(
+            options, {}, registry=registry, fake_weights=fake,
+            diagnostic_options=export_options.diagnostic_options))
     except InvalidExportOptionsError:
         raise
     except Exception as error:
@@ -181,8 +180,6 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
         wrapped.diagnostics, wrapped.onnx_program = diagnostics, failed
         raise wrapped from error
     if fake:
-        _drop_fake_weights(program.model)
-        run_preset(program.model, "weight-free")
         program = _with_class(program, FakeModeProgram)
     program.diagnostic_options = export_options.diagnostic_options
     return program
@@ -222,44 +219,6 @@ def _all_dims_dynamic(model: Any, args: tuple, kwargs: dict) -> Any:
     shapes = {name: value for name, value in zip(names, args_spec)}
     shapes.update({key: pytree.tree_map(spec, value) for key, value in kwargs.items()})
     return shapes
-
-
-class MissingWeight(DescribedTensor):
-    """An initializer of a model exported under ``enable_fake_mode``: shape and dtype only.
-    Reading it fails with the way out; ``save(path, model_state=...)`` replaces it."""
-
-    __slots__ = ()
-
-    def _missing(self):
-        raise _no_value_error(self.name)
-
-    def numpy(self):
-        self._missing()
-
-    def __array__(self, dtype: Any = None, copy: Any = None):
-        self._missing()
-
-    def __dlpack__(self, *, stream: Any = None):
-        self._missing()
-
-    def __dlpack_device__(self):
-        self._missing()
-
-    def tobytes(self) -> bytes:
-        self._missing()
-
-    def tofile(self, file) -> None:
-        self._missing()
-
-    def __repr__(self) -> str:
-        return f"MissingWeight({self.name!r}, {self._dtype}, {list(self._shape)})"
-
-
-def _no_value_error(name: str) -> OnnxExporterError:
-    return OnnxExporterError(
-        f"weight {name!r} has no value: the model was exported under enable_fake_mode(); "
-        "pass the real weights with onnx_program.save(path, model_state=model.state_dict() or "
-        "a checkpoint path)")
 
 
 class FakeModeProgram(ONNXProgram):
@@ -303,7 +262,7 @@ class FakeModeProgram(ONNXProgram):
     def __call__(self, *args, **kwargs):
         missing = self.missing_weights()
         if missing:
-            raise _no_value_error(missing[0])
+            raise no_value_error(missing[0])
         return super().__call__(*args, **kwargs)
 
 
@@ -313,15 +272,6 @@ def _with_class(program: ONNXProgram, kind: type) -> ONNXProgram:
     for key, value in vars(program).items():
         setattr(new, key, value)
     return new
-
-
-def _drop_fake_weights(model: ir.Model) -> None:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    for name, value in model.graph.initializers.items():
-        tensor = value.const_value
-        if isinstance(tensor, TorchTensor) and isinstance(tensor.raw, FakeTensor):
-            value.const_value = MissingWeight(name, tensor.dtype, tensor.shape)
 
 
 __all__ = ["DiagnosticOptions", "ExportOptions", "FakeModeProgram", "MissingWeight", "ONNXFakeContext",

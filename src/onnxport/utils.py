@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 
-from onnxport.compat.model_mode import select_model_mode_for_export
 from onnxport.api import export, export_to_pretty_string, is_in_onnx_export
 from onnxport.compat.custom_symbolics import (register_custom_op_symbolic,
                                               unregister_custom_op_symbolic)
+from onnxport.compat.model_mode import select_model_mode_for_export
 
 __all__ = ["export", "export_to_pretty_string", "is_in_onnx_export",
            "register_custom_op_symbolic", "select_model_mode_for_export",
@@ -22,31 +22,14 @@ def unconvertible_ops(model: Any, args: Any, training: Any = None,
     names of every op in it (or in the decompositions of its ops) that has no translation at
     ``opset_version``, without translating anything: all of them at once, where a failed
     export stops at the translation stage."""
-    from onnxport import _arguments
-    from onnxport.api import EXPORT_LOCK
-    from onnxport.capture.quirks.autograd_functions import keep_autograd_functions
-    from onnxport.capture.strategies import capture_model
-    from onnxport.errors import UnsupportedOpsError
-    from onnxport.translate import TranslationContext, default_registry
-    from onnxport.compat.autograd_functions import kept_autograd_functions
-    from onnxport.translate.graph import missing_translations
-    from onnxport.translate.registry import aten_name
+    from onnxport import _arguments, pipeline
+    from onnxport.translate import default_registry
 
     opset = _arguments.check_opset(opset_version)
     args, kwargs = _arguments.check_args(args, None)
-    mode = _arguments.check_training(training)
-    registry = default_registry()
-    operator_export_type = _arguments.check_operator_export_type(None)
-    # Under the export lock: capture is not thread-safe (torch.export's state, the
-    # Function.apply patch).
-    with EXPORT_LOCK, select_model_mode_for_export(model, mode), \
-            keep_autograd_functions(kept_autograd_functions(opset, operator_export_type)):
-        captured, _, _ = capture_model(
-            model, args, kwargs, dynamo=False, fallback=False,
-            keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None)
-    context = TranslationContext(
-        graph_module=captured.exported_program.graph_module,
-        user_inputs=captured.user_inputs, onnx_input_names=captured.input_names,
-        weights=captured.weights, user_outputs=captured.user_outputs,
-        onnx_output_names=captured.output_names, symbol_names=captured.symbol_names)
-    return captured.exported_program.graph, missing_translations(context, registry, opset)
+    capture = _arguments.CaptureSettings(dynamo=False, fallback=False,
+                                         training=_arguments.check_training(training))
+    translation = _arguments.TranslationSettings(
+        registry=default_registry(), opset=opset,
+        operator_export_type=_arguments.check_operator_export_type(None))
+    return pipeline.unconvertible_ops(model, args, kwargs, capture, translation)

@@ -59,14 +59,15 @@ class Provenance:
 class GraphBuilder:
     """Appends nodes to an ``onnx_ir.Graph``; the ``g`` of every translation function."""
 
-    def __init__(self, graph: ir.Graph, opset: int, custom_opsets: dict[str, int] | None = None):
+    def __init__(self, graph: ir.Graph, opset: int, custom_opsets: dict[str, int] | None = None,
+                 *, fused_ops: bool = True):
         self.graph = graph
         # The outermost graph: constants and weights live there, and subgraphs (If branches,
         # Loop bodies) read them by name from the enclosing scope.
         self.root_graph = graph
         self.opset = opset
         # False: opset 23's Attention, RMSNormalization... are not used (export(fused_ops=)).
-        self.fused_ops = True
+        self.fused_ops = fused_ops
         self.custom_opsets = dict(custom_opsets or {})
         # ONNX functions the graph calls (from symbolic functions' g.onnxscript_op).
         self.functions: dict[tuple, ir.Function] = {}

@@ -67,8 +67,7 @@ def translate_graph(
     versions of custom domains, 1 for those not named; ``fused_ops=False``: no opset-23 fused
     ops, their decomposed forms instead)."""
     graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
-    g = GraphBuilder(graph, opset, custom_opsets)
-    g.fused_ops = fused_ops
+    g = GraphBuilder(graph, opset, custom_opsets, fused_ops=fused_ops)
     translator = _Translator(context, registry, g)
     translator.check_supported()
     translator.run(export_params, keep_initializers_as_inputs)

@@ -2,8 +2,8 @@
 (``verify_program``) or part by part (``find_mismatch``).
 
 The modules of this package are the verification stage and import no front door; this public
-module (torch.onnx's ``verification``) adds ``find_mismatch``, which exports through the public
-``onnxport.export`` like a user's script does."""
+module (torch.onnx's ``verification``) adds ``find_mismatch``, a front door that runs the
+export pipeline itself (with ``onnxport.export``'s defaults) before comparing part by part."""
 
 from __future__ import annotations
 
@@ -28,12 +28,13 @@ def find_mismatch(model, input_args, do_constant_folding: bool = True, training:
     call keeps its ONNX value); each part is then run alone in ONNX Runtime on PyTorch's values
     of its inputs, so that a wrong translation is found even after an earlier one."""
     import onnxport
-    from onnxport._arguments import check_args
+    from onnxport import _arguments, pipeline
 
     options = checked_options(options)
-    args, kwargs = check_args(input_args, None)
-    program = onnxport.export(model, args, kwargs=kwargs, opset_version=opset_version,
-                              do_constant_folding=do_constant_folding, training=training,
-                              keep_initializers_as_inputs=keep_initializers_as_inputs,
-                              verbose=verbose, optimize=False)
+    args, kwargs = _arguments.check_args(input_args, None)
+    program = pipeline.run(_arguments.plan_export(_arguments.bound_options(
+        onnxport.export, model, args, kwargs=kwargs, opset_version=opset_version,
+        do_constant_folding=do_constant_folding, training=training,
+        keep_initializers_as_inputs=keep_initializers_as_inputs,
+        verbose=verbose, optimize=False), {}))
     return mismatch_tree(program, args, kwargs, options)

@@ -1,0 +1,280 @@
+"""The one runner of an export's stages, in order: capture -> translate -> passes -> check ->
+verify -> save, from the per-stage settings of an ``ExportPlan`` (``_arguments`` builds it).
+Every front door (``export``, ``dynamo_export``, ``unconvertible_ops``, ``find_mismatch``, the
+command line) comes here; no other module calls a stage."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import logging
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+import onnx_ir as ir
+import torch
+
+from onnxport import _arguments, diagnostics, passes
+from onnxport._arguments import CaptureSettings, ExportPlan, TranslationSettings
+from onnxport.capture.quirks.autograd_functions import keep_autograd_functions, record_calls
+from onnxport.capture.strategies import capture_model
+from onnxport.compat.autograd_functions import kept_autograd_functions
+from onnxport.compat.model_mode import module_modes, restore_module_modes, set_module_mode
+from onnxport.diagnostics.session import diagnosing
+from onnxport.errors import InvalidExportOptionsError, VerificationError
+from onnxport.fake_weights import drop_fake_weights
+from onnxport.program import ONNXProgram
+from onnxport.translate import TranslationContext, functions, translate_graph
+from onnxport.translate.graph import missing_translations
+from onnxport.translate.registry import aten_name
+from onnxport.verification.validity import check_model, check_structure
+
+# torch.export is not thread-safe: it keeps process-wide state (the dispatch mode stack, the
+# fake-tensor and tracing contexts, patched functions) that two captures running at once
+# corrupt, and the failure then reads as the model's fault. One export runs at a time; an
+# RLock so that a model whose forward exports (or a callback that does) does not deadlock.
+# Every run that captures (run, unconvertible_ops) holds it.
+EXPORT_LOCK = threading.RLock()
+_logger = logging.getLogger("onnxport")  # stage timings; shown by enable_log()
+_state = threading.local()  # whether an export is running in this thread: not an option
+
+
+def is_in_onnx_export() -> bool:
+    """True only while an export is running in this thread."""
+    return getattr(_state, "in_export", False)
+
+
+def run(plan: ExportPlan) -> ONNXProgram:
+    """Run the export ``plan`` describes and return its program (saved when ``plan.save.f``)."""
+    timings: dict[str, float] = {}
+    modes = module_modes(plan.model)
+    with EXPORT_LOCK, _collection_paused(), diagnosing(plan.diagnostics, timings) as session:
+        outer = is_in_onnx_export()
+        _state.in_export = True
+        try:
+            program = _run_stages(plan, session, timings)
+        finally:
+            _state.in_export = outer
+            restore_module_modes(modes)
+    return program
+
+
+def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXProgram:
+    stage = functools.partial(_stage, plan.on_stage, timings)
+    translation = plan.translation
+    captured, strategy, attempts = _capture(plan.model, plan.args, plan.kwargs, plan.capture,
+                                            translation, stage)
+    session.exported_program = captured.exported_program
+    _name_weights(captured, plan.model, plan.capture.input_names)
+    if hasattr(translation.registry, "prepare"):  # operator_export_type's FallbackRegistry
+        translation.registry.prepare(captured.exported_program.graph_module, translation.opset)
+    for failed, reason in attempts:
+        diagnostics.record("OPX0002", f"capture with {failed} failed, {strategy} was "
+                           f"used instead: {reason}", strategy=failed)
+    with stage("translate"):
+        onnx_model = _translate(captured, plan.capture, translation)
+    _run_passes(onnx_model, plan.passes, captured.weights, stage)
+    with stage("check"):
+        check_model(onnx_model, "the export (translation, passes, type casts and "
+                                "module functions)")
+    # Fake weights (enable_fake_mode) have shapes, no values: each becomes a MissingWeight,
+    # and the passes that need no values run in place of the optimizations left out.
+    if plan.passes.fake_weights:
+        drop_fake_weights(onnx_model)
+        passes.run_preset(onnx_model, "weight-free")
+    program = ONNXProgram(onnx_model, captured.exported_program,
+                          input_names=captured.input_names,
+                          output_names=captured.output_names)
+    program.stage_seconds = timings
+    program.diagnostics = session.recorder
+    session.program = program
+    program.capture_strategy, program.capture_attempts = strategy, attempts
+    if plan.verbose:
+        print(pretty_string(program))
+    if plan.verify:
+        with stage("verify"):
+            _verify(program, plan.model, plan.args, plan.kwargs)
+    if plan.save.f is not None:
+        with stage("save"):
+            program.save(plan.save.f, external_data=plan.save.external_data)
+    return program
+
+
+def _capture(model: Any, args: tuple, kwargs: dict, settings: CaptureSettings,
+             translation: TranslationSettings, stage: Callable):
+    """The capture stage: the model in the training mode asked for, autograd Functions kept
+    as one call where translation has a symbolic for them."""
+    registry, opset = translation.registry, translation.opset
+    if settings.training is not None:
+        set_module_mode(model, settings.training)
+    with stage("capture"), keep_autograd_functions(
+            kept_autograd_functions(opset, translation.operator_export_type)):
+        captured, strategy, attempts = capture_model(
+            model, args, kwargs, **settings.capture_options(),
+            keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None)
+        record_calls(captured.exported_program.graph_module)
+    return captured, strategy, attempts
+
+
+def _translation_context(captured) -> TranslationContext:
+    return TranslationContext(
+        graph_module=captured.exported_program.graph_module,
+        user_inputs=captured.user_inputs,
+        onnx_input_names=captured.input_names,
+        weights=captured.weights,
+        user_outputs=captured.user_outputs,
+        onnx_output_names=captured.output_names,
+        symbol_names=captured.symbol_names,
+    )
+
+
+def _translate(captured, capture: CaptureSettings, translation: TranslationSettings) -> ir.Model:
+    """The translate stage, with the checks that need the translated graph."""
+    onnx_model = translate_graph(_translation_context(captured), translation.registry,
+                                 translation.opset, **translation.graph_options())
+    _arguments.check_against_model(onnx_model, captured.input_names,
+                                   (capture.input_names or [])[:len(captured.input_names)],
+                                   capture.output_names, capture.output_dim_names)
+    _rename_output_dims(onnx_model, captured.output_dim_names)
+    check_structure(onnx_model, "translation")
+    return onnx_model
+
+
+def _run_passes(onnx_model: ir.Model, settings, weights, stage: Callable) -> None:
+    """The passes: the optimizations asked for, the required rewrites, module functions."""
+    if settings.optimize:
+        with stage("optimize"):
+            passes.run_preset(onnx_model, "default", **settings.preset_options())
+    # Not an optimization: without it a bfloat16 Conv (before opset 22) is invalid ONNX.
+    # Before the functions are outlined: it rewrites the main graph only.
+    passes.run_preset(onnx_model, "required-only")
+    if settings.module_functions:
+        with stage("functions"):
+            left_inline = functions.export_modules_as_functions(
+                onnx_model, settings.module_functions,
+                weight_names=[name for name, _ in weights.values()])
+            for reason in left_inline:
+                diagnostics.record("OPX0008", f"module {reason}; its nodes stay in the graph")
+
+
+def unconvertible_ops(model: Any, args: tuple, kwargs: dict, capture: CaptureSettings,
+                      translation: TranslationSettings) -> tuple[torch.fx.Graph, list[str]]:
+    """Capture ``model`` as ``run`` does and return its graph with the names of every op in it
+    (or in the decompositions of its ops) that has no translation, without translating."""
+    with EXPORT_LOCK:
+        modes = module_modes(model)
+        try:
+            captured, _, _ = _capture(model, args, kwargs, capture, translation,
+                                      contextlib.nullcontext)
+        finally:
+            restore_module_modes(modes)
+    return captured.exported_program.graph, missing_translations(
+        _translation_context(captured), translation.registry, translation.opset)
+
+
+def pretty_string(program: ONNXProgram) -> str:
+    """The model as readable text (ONNX's textual syntax, weights elided)."""
+    return str(program.model)
+
+
+def _name_weights(captured, model: Any, input_names) -> None:
+    """``input_names`` past the model's inputs name its weights, in the order torch.onnx's
+    traced graph takes them: the state_dict's (AlexNet's ``learned_0``...``learned_15``)."""
+    extra = list(input_names or [])[len(captured.input_names):]
+    if not extra:
+        return
+    by_name = {onnx_name: fx_name for fx_name, (onnx_name, _) in captured.weights.items()}
+    if isinstance(model, torch.nn.Module):
+        order = [name for name in torch.jit._unique_state_dict(model, keep_vars=True)
+                 if name in by_name]
+    else:
+        order = list(by_name)
+    order += [name for name in by_name if name not in order]
+    renamed = dict(zip(order, extra))
+    clashes = sorted(set(extra) & (set(order) - set(renamed)))
+    if clashes:
+        raise InvalidExportOptionsError(
+            f"input_names names weights {clashes}, which are the names of other weights of "
+            f"the model (those not renamed); choose other names")
+    # In that order too as graph inputs (keep_initializers_as_inputs=True).
+    captured.weights = {by_name[name]: (renamed.get(name, name), captured.weights[by_name[name]][1])
+                        for name in order}
+
+
+def _rename_output_dims(model: ir.Model, output_dim_names: Mapping[str, Mapping[int, str]]) -> None:
+    for value in model.graph.outputs:
+        names = output_dim_names.get(value.name)
+        if not names or value.shape is None:
+            continue
+        dims = list(value.shape)
+        for axis, name in names.items():
+            if -len(dims) <= axis < len(dims):
+                dims[axis] = ir.SymbolicDim(name)
+        value.shape = ir.Shape(dims)
+
+
+def _verify(program: ONNXProgram, model: Any, args: tuple, kwargs: dict) -> None:
+    from onnxport.verification.compare import format_report, tolerance_for, verify_program
+
+    rtol, atol = tolerance_for(model, args, kwargs)
+    results = verify_program(program, model, args, kwargs, rtol=rtol, atol=atol)
+    program.verification = results
+    for result in results:
+        if not result.passed:
+            diagnostics.record("OPX0006", f"output {result.name} differs from PyTorch's: max abs "
+                               f"diff {result.max_abs_diff:.3g}, max rel diff "
+                               f"{result.max_rel_diff:.3g}", output=result.name)
+    report = format_report(results)
+    if not all(r.passed for r in results):
+        raise VerificationError(
+            f"ONNX Runtime's outputs differ from PyTorch's (rtol {rtol:g}, atol {atol:g}):\n"
+            + report
+            + _first_divergence_note(program, args, kwargs))
+
+
+def _first_divergence_note(program: ONNXProgram, args: tuple, kwargs: dict) -> str:
+    """Where the values first part ways, call by call; said when it can be found."""
+    from onnxport.verification.find_mismatch import first_divergence
+
+    try:
+        divergence = first_divergence(program, args, kwargs)
+    except Exception:  # the search is a help: its own failure must not hide the mismatch
+        return ""
+    if divergence is None:
+        return ""
+    return (f"\nThe values first differ at {divergence.describe()}\n(onnxport.verification."
+            "find_mismatch(model, args) lists every part that differs)")
+
+
+def _stage(on_stage: Callable[[str], None] | None, timings: dict[str, float], name: str):
+    """Stage ``name`` begins: said to ``on_stage``; its time is kept in ``timings``."""
+    if on_stage is not None:
+        on_stage(name)
+    return _timed(timings, name)
+
+
+@contextlib.contextmanager
+def _collection_paused():
+    """Python's cyclic garbage collector off during an export: the many objects an export
+    makes (graph nodes, fake tensors, ONNX values) trigger full collections that walk the
+    whole heap, torch's objects included, and find little to free (timings in
+    benchmarks/README.md); what the export leaves is collected after it, at most once."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], name: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = time.perf_counter() - start
+        _logger.info("%s took %.3f s", name, timings[name])

@@ -1,0 +1,115 @@
+"""The export plan and its one runner: ``_arguments.plan_export`` turns a call of ``export`` into
+per-stage settings, and ``pipeline.run`` runs the stages from them; every front door goes
+through it (no thread-locals, no second copy of the glue)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import onnxruntime as ort
+import torch
+
+import onnxport
+from onnxport import _arguments, api, pipeline
+
+TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc0 = torch.nn.Linear(8, 16)
+        self.norm = torch.nn.LayerNorm(16)
+        self.fc1 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc1(torch.sigmoid(self.norm(self.fc0(x))))
+
+
+def _plan(model, args, **options):
+    return _arguments.plan_export(_arguments.bound_options(onnxport.export, model, args,
+                                                           **options), {})
+
+
+def _run_in_onnxruntime(program, *inputs):
+    session = ort.InferenceSession(program.model_proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
+    return session.run(None, feeds)
+
+
+def test_plan_has_one_settings_object_per_stage(tmp_path):
+    model, x = Net().eval(), torch.rand(2, 8)
+    path = tmp_path / "m.onnx"
+    plan = _plan(model, (x,), f=str(path), opset_version=17, fused_ops=False, optimize=False,
+                 input_names=["x"], dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+    assert (plan.capture.dynamo, plan.capture.fallback, plan.capture.input_names) == \
+        (False, False, ["x"])
+    assert plan.capture.dim_names  # dynamic_axes resolved against the inputs
+    assert plan.translation.opset == 17
+    assert plan.translation.graph_options()["fused_ops"] is False
+    assert (plan.passes.optimize, plan.passes.fused_ops) == (False, False)
+    assert plan.save.f == str(path)
+    assert plan.diagnostics.name.startswith("onnx_export_")
+    assert not path.exists()  # planning writes nothing
+
+
+def test_pipeline_run_matches_eager_in_onnxruntime_with_a_dynamic_batch(tmp_path):
+    model, x = Net().eval(), torch.rand(2, 8)
+    stages = []
+    program = pipeline.run(_plan(model, (x,), f=str(tmp_path / "m.onnx"),
+                                 dynamic_axes={"x": {0: "batch"}}, on_stage=stages.append))
+    assert stages == ["capture", "translate", "optimize", "check", "save"]
+    assert (tmp_path / "m.onnx").exists()
+    for batch in (1, 5):
+        y = torch.rand(batch, 8)
+        (actual,) = _run_in_onnxruntime(program, y)
+        np.testing.assert_allclose(actual, model(y).detach().numpy(), **TOLERANCE)
+
+
+def test_export_is_the_plan_run_by_the_pipeline():
+    model, x = Net().eval(), torch.rand(3, 8)
+    for dynamo in (True, False):
+        by_export = onnxport.export(model, (x,), dynamo=dynamo).model_proto
+        by_plan = pipeline.run(_plan(model, (x,), dynamo=dynamo)).model_proto
+        assert by_export.SerializeToString() == by_plan.SerializeToString()
+
+
+def _sigmoid_as_exp(g, self):
+    one = g.const(1.0, self.dtype)
+    return g.op("Reciprocal", g.op("Add", one, g.op("Exp", g.op("Neg", self))))
+
+
+def test_dynamo_export_registry_travels_in_the_plan_not_in_the_thread():
+    assert not hasattr(api, "_state") and not hasattr(api, "translations_from")
+    registry = onnxport.OnnxRegistry()
+    registry.register_op(_sigmoid_as_exp, "aten", "sigmoid")
+    model, x = Net().eval(), torch.rand(2, 8)
+    seen = {}
+
+    def export_plainly():  # in another thread, while the custom export ran in this one
+        seen["ops"] = {n.op_type for n in onnxport.export(model, (x,)).model_proto.graph.node}
+
+    custom = onnxport.dynamo_export(
+        model, x, export_options=onnxport.ExportOptions(onnx_registry=registry))
+    thread = threading.Thread(target=export_plainly)
+    thread.start()
+    thread.join()
+    # dynamo_export keeps each submodule a function: look into them too.
+    ops = {n.op_type for n in custom.model_proto.graph.node} | {
+        n.op_type for f in custom.model_proto.functions for n in f.node}
+    assert "Reciprocal" in ops and "Sigmoid" not in ops
+    assert "Sigmoid" in seen["ops"] and "Reciprocal" not in seen["ops"]
+    plain = {n.op_type for n in onnxport.export(model, (x,)).model_proto.graph.node}
+    assert "Sigmoid" in plain  # nothing of the custom export stayed behind
+    (actual,) = _run_in_onnxruntime(custom, x)
+    np.testing.assert_allclose(actual, model(x).detach().numpy(), **TOLERANCE)
+
+
+def test_unconvertible_ops_captures_through_the_pipeline_and_restores_the_mode():
+    model, x = Net().train(), torch.rand(2, 8)
+    graph, missing = onnxport.utils.unconvertible_ops(model, (x,))
+    assert isinstance(graph, torch.fx.Graph) and missing == []
+    assert model.training  # captured in eval mode (the default), then put back
+    assert not pipeline.is_in_onnx_export()
