@@ -18,7 +18,6 @@ import torch
 
 from onnxport import _arguments, diagnostics, passes
 from onnxport._arguments import CaptureSettings, ExportPlan, TranslationSettings
-from onnxport.capture.quirks.autograd_functions import keep_autograd_functions, record_calls
 from onnxport.capture.strategies import capture_model
 from onnxport.compat.autograd_functions import kept_autograd_functions
 from onnxport.compat.model_mode import module_modes, restore_module_modes, set_module_mode
@@ -109,12 +108,11 @@ def _capture(model: Any, args: tuple, kwargs: dict, settings: CaptureSettings,
     registry, opset = translation.registry, translation.opset
     if settings.training is not None:
         set_module_mode(model, settings.training)
-    with stage("capture"), keep_autograd_functions(
-            kept_autograd_functions(opset, translation.operator_export_type)):
+    with stage("capture"):
         captured, strategy, attempts = capture_model(
             model, args, kwargs, **settings.capture_options(),
+            keep_functions=kept_autograd_functions(opset, translation.operator_export_type),
             keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None)
-        record_calls(captured.exported_program.graph_module)
     return captured, strategy, attempts
 
 

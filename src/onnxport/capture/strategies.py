@@ -153,12 +153,31 @@ def _export_strategy(name: str) -> str:
 
 
 def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallback: bool,
-                  dynamic_shapes: Any = None, warn_on_fallback: bool = False, **options: Any,
+                  dynamic_shapes: Any = None, warn_on_fallback: bool = False,
+                  keep_functions: Callable[[type], bool] | None = None, **options: Any,
                   ) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
     """The capture strategy chain: torch.export (``dynamo=True``), then tracing when
     ``fallback`` is set; tracing alone for ``dynamo=False``; a scripted model's own graph
     (torch.export cannot run TorchScript). Returns what :func:`capture_with_fallback` does.
-    ``options`` are those both captures take (dim_names, input_names, output_names...)."""
+    ``keep_functions`` says which torch.autograd.Functions stay one call each (those with a
+    symbolic); ``options`` are those both captures take (dim_names, input_names...)."""
+    if keep_functions is None:
+        return _capture_model(model, args, kwargs, dynamo=dynamo, fallback=fallback,
+                              dynamic_shapes=dynamic_shapes,
+                              warn_on_fallback=warn_on_fallback, **options)
+    from onnxport.capture.quirks.autograd_functions import record_calls
+
+    with quirks.keeping_autograd_functions(keep_functions):
+        result = _capture_model(model, args, kwargs, dynamo=dynamo, fallback=fallback,
+                                dynamic_shapes=dynamic_shapes,
+                                warn_on_fallback=warn_on_fallback, **options)
+    record_calls(result[0].exported_program.graph_module)
+    return result
+
+
+def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallback: bool,
+                   dynamic_shapes: Any = None, warn_on_fallback: bool = False, **options: Any,
+                   ) -> tuple[CapturedProgram, str, list[tuple[str, str]]]:
     scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
     if not scripted:
         model = quirks.prepared(model)

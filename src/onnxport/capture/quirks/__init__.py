@@ -9,7 +9,9 @@
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
 Capture applies them through one hook, :func:`applied`, naming the step it is in; the model's
-own form for capture (quantized modules swapped) comes from :func:`prepared`.
+own form for capture (quantized modules swapped) comes from :func:`prepared`, and the whole
+capture keeps autograd Functions through :func:`keeping_autograd_functions`
+(``capture_model``'s ``keep_functions``): nothing outside capture/ enters a quirk.
 """
 
 from __future__ import annotations
