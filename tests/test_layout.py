@@ -19,7 +19,7 @@ LONG_MODULES: dict[str, int] = {}
 # front door. compat/ (the torch.onnx compatibility layer) sits on translation: it may import
 # translate/, never the other way round (users' symbolics reach translation as the adapted
 # callables compat registers), and it knows nothing of capture or a front door.
-_FRONT_DOORS = ["onnxport.api", "onnxport.dynamo_api", "onnxport.utils", "onnxport.cli"]
+_FRONT_DOORS = ["onnxport.api", "onnxport.compat.dynamo_api", "onnxport.utils", "onnxport.cli"]
 _STAGES = ["onnxport.capture", "onnxport.translate", "onnxport.passes", "onnxport.program"]
 FORBIDDEN_IMPORTS = {
     "translate": ["onnxport.capture", "onnxport.compat", *_FRONT_DOORS],
@@ -57,11 +57,17 @@ def _imported(path: Path) -> set[str]:
     return names
 
 
+# dynamo_export is torch.onnx's compatibility surface (issue 19 puts it in compat/) but a front
+# door over the pipeline, not a piece translation builds on: it is held to the front doors'
+# rules (short functions), not compat's.
+FRONT_DOOR_FILES = {"compat/dynamo_api.py"}
+
+
 @pytest.mark.parametrize("stage", sorted(FORBIDDEN_IMPORTS))
 def test_no_import_against_the_pipeline(stage):
     wrong = []
     for path in _modules():
-        if _name(path).split("/")[0] != stage:
+        if _name(path).split("/")[0] != stage or _name(path) in FRONT_DOOR_FILES:
             continue
         for name in sorted(_imported(path)):
             if any(name == f or name.startswith(f + ".") for f in FORBIDDEN_IMPORTS[stage]):
@@ -141,8 +147,8 @@ def test_only_the_pipeline_calls_the_stages():
 
 MAX_FUNCTION_LINES = 80
 # The front doors, the plan and its runner: read in one sitting, a function at a time.
-SHORT_FUNCTION_MODULES = ["api.py", "pipeline.py", "_arguments.py", "dynamo_api.py", "utils.py",
-                          "verification/__init__.py", "diagnostics/session.py"]
+SHORT_FUNCTION_MODULES = ["api.py", "pipeline.py", "_arguments.py", "compat/dynamo_api.py",
+                          "utils.py", "verification/__init__.py", "diagnostics/session.py"]
 
 
 def test_the_pipeline_and_its_front_doors_have_short_functions():

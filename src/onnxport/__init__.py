@@ -36,11 +36,11 @@ _LAZY = {
     "disable_log": "onnxport.verification",
     "enable_log": "onnxport.verification",
     "OnnxRegistry": "onnxport.compat.registry_api",
-    "DiagnosticOptions": "onnxport.dynamo_api",
-    "ExportOptions": "onnxport.dynamo_api",
-    "ONNXProgramSerializer": "onnxport.dynamo_api",
-    "dynamo_export": "onnxport.dynamo_api",
-    "enable_fake_mode": "onnxport.dynamo_api",
+    "DiagnosticOptions": "onnxport.compat.dynamo_api",
+    "ExportOptions": "onnxport.compat.dynamo_api",
+    "ONNXProgramSerializer": "onnxport.compat.dynamo_api",
+    "dynamo_export": "onnxport.compat.dynamo_api",
+    "enable_fake_mode": "onnxport.compat.dynamo_api",
 }
 _SUBMODULES = ("operators", "symbolic_helper", "utils", "verification")
 
@@ -74,7 +74,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from onnxport.compat.model_mode import select_model_mode_for_export, set_training  # noqa: F401
     from onnxport.compat.jit_scalar_type import JitScalarType  # noqa: F401
     from onnxport.api import export, export_to_pretty_string, is_in_onnx_export  # noqa: F401
-    from onnxport.dynamo_api import (DiagnosticOptions, ExportOptions,  # noqa: F401
+    from onnxport.compat.dynamo_api import (DiagnosticOptions, ExportOptions,  # noqa: F401
                                      ONNXProgramSerializer, dynamo_export, enable_fake_mode)
     from onnxport.errors import (CaptureError, InvalidExportOptionsError,  # noqa: F401
                                  OnnxExporterError, TranslationError, UnsupportedOpsError,
