@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "op_models.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "op_models.py"
 
 
 @pytest.fixture(scope="module")
