@@ -29,7 +29,7 @@ from onnxport.diagnostics import report as reports
 from onnxport.errors import OnnxExporterError, UnsupportedOpsError, VerificationError
 from onnxport.program import ONNXProgram
 from onnxport.verification.validity import check_model, check_structure
-from onnxport.translate import TranslationContext, default_registry, functions, translate_graph
+from onnxport.translate import TranslationContext, default_registry, translate_graph
 from onnxport.translate.custom import check_custom_opsets, kept_autograd_functions
 from onnxport.translate.registry import aten_name
 
@@ -104,7 +104,7 @@ def export(
     _arguments.check_artifacts_dir(artifacts_dir)
     _arguments.check_names(input_names, output_names)
     _arguments.check_dynamic_axes_type(dynamic_axes, dynamic_shapes)
-    module_functions = functions.modules_to_export_as_functions(
+    module_functions = passes.modules_to_export_as_functions(
         model, export_modules_as_functions, opset)
     training = _arguments.check_training(training)
     operator_export_type = _arguments.check_operator_export_type(operator_export_type)
@@ -183,15 +183,10 @@ def export(
                                                output_names, dynamic.output_dim_names)
                 _rename_output_dims(onnx_model, captured.output_dim_names)
                 check_structure(onnx_model, "translation")
-            if optimize:
-                with stage("optimize"):
-                    passes.run_preset(onnx_model, "default", fused_ops=fused_ops)
-            # Not an optimization: without it a bfloat16 Conv (before opset 22) is invalid ONNX.
-            # Before the functions are outlined: it rewrites the main graph only.
-            passes.run_preset(onnx_model, "required-only")
-            if module_functions:
-                with stage("functions"):
-                    _export_modules_as_functions(onnx_model, module_functions, captured.weights)
+            with stage("passes"):
+                passes.run_preset(onnx_model, "default" if optimize else "required-only",
+                                  fused_ops=fused_ops, outline=passes.OutlineModuleFunctions(
+                                      module_functions, [n for n, _ in captured.weights.values()]))
             with stage("check"):
                 check_model(onnx_model, "the export (translation, passes, type casts and "
                                         "module functions)")
@@ -496,13 +491,6 @@ def _first_divergence_note(program: ONNXProgram, args: tuple, kwargs: dict) -> s
         return ""
     return (f"\nThe values first differ at {divergence.describe()}\n(onnxport.verification."
             "find_mismatch(model, args) lists every part that differs)")
-
-
-def _export_modules_as_functions(onnx_model: ir.Model, instances, weights) -> None:
-    left_inline = functions.export_modules_as_functions(
-        onnx_model, instances, weight_names=[name for name, _ in weights.values()])
-    for reason in left_inline:
-        diagnostics.record("OPX0008", f"module {reason}; its nodes stay in the graph")
 
 
 def _rename_output_dims(model: ir.Model, output_dim_names: Mapping[str, Mapping[int, str]]) -> None:

@@ -18,10 +18,9 @@ from onnx_ir.tensor_adapters import TorchTensor
 from onnxport import api
 from onnxport.checkpoints import DescribedTensor
 from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
-from onnxport.passes import run_preset
+from onnxport.passes import MODULE_FUNCTIONS_MIN_OPSET, run_preset
 from onnxport.program import ONNXProgram
 from onnxport.registry_api import OnnxRegistry
-from onnxport.translate import functions
 
 
 class DiagnosticOptions:
@@ -164,7 +163,7 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
                 # submodule is a function in the saved model.
                 export_modules_as_functions=(
                     isinstance(model, torch.nn.Module)
-                    and registry.opset_version >= functions.MIN_OPSET))
+                    and registry.opset_version >= MODULE_FUNCTIONS_MIN_OPSET))
     except InvalidExportOptionsError:
         raise
     except Exception as error:
