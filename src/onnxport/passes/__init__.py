@@ -1,7 +1,8 @@
 """Passes: ONNX-to-ONNX rewrites, each in its own module, run in a fixed order by the named
 presets of ``presets.py``, to a fixed point (``manager.py``; the default preset, for now, one
-round: ``presets.DEFAULT_ROUNDS``); after each, the model must still be valid ONNX (unique names, opset imports), or the error names the pass. Outlining modules as
-functions is the pass that runs last, once."""
+round: ``presets.DEFAULT_ROUNDS``); after each, the model must still be valid ONNX (unique names,
+opset imports), or the error names the pass. Outlining modules as functions is the pass that
+runs last, once."""
 
 from __future__ import annotations
 
