@@ -555,10 +555,10 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
     check_artifacts_dir(options["artifacts_dir"])
     check_names(options["input_names"], options["output_names"])
     check_dynamic_axes_type(options["dynamic_axes"], options["dynamic_shapes"])
-    from onnxport.translate import functions
+    from onnxport.passes import modules_to_export_as_functions
     from onnxport.compat.custom_symbolics import check_custom_opsets
 
-    module_functions = functions.modules_to_export_as_functions(
+    module_functions = modules_to_export_as_functions(
         model, options["export_modules_as_functions"], opset)
     training = check_training(options["training"])
     operator_export_type = check_operator_export_type(options["operator_export_type"])

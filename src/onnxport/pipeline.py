@@ -25,7 +25,7 @@ from onnxport.diagnostics.session import diagnosing
 from onnxport.errors import InvalidExportOptionsError, VerificationError
 from onnxport.fake_weights import drop_fake_weights
 from onnxport.program import ONNXProgram
-from onnxport.translate import TranslationContext, functions, translate_graph
+from onnxport.translate import TranslationContext, translate_graph
 from onnxport.translate.graph import missing_translations
 from onnxport.translate.registry import aten_name
 from onnxport.verification.validity import check_model, check_structure
@@ -141,20 +141,14 @@ def _translate(captured, capture: CaptureSettings, translation: TranslationSetti
 
 
 def _run_passes(onnx_model: ir.Model, settings, weights, stage: Callable) -> None:
-    """The passes: the optimizations asked for, the required rewrites, module functions."""
-    if settings.optimize:
-        with stage("optimize"):
-            passes.run_preset(onnx_model, "default", **settings.preset_options())
-    # Not an optimization: without it a bfloat16 Conv (before opset 22) is invalid ONNX.
-    # Before the functions are outlined: it rewrites the main graph only.
-    passes.run_preset(onnx_model, "required-only")
-    if settings.module_functions:
-        with stage("functions"):
-            left_inline = functions.export_modules_as_functions(
-                onnx_model, settings.module_functions,
-                weight_names=[name for name, _ in weights.values()])
-            for reason in left_inline:
-                diagnostics.record("OPX0008", f"module {reason}; its nodes stay in the graph")
+    """The passes, one preset: the optimizations asked for (``default``) or only the required
+    rewrites (``required-only``: without them a bfloat16 Conv before opset 22 is invalid ONNX),
+    then the module functions outlined."""
+    outline = passes.OutlineModuleFunctions(settings.module_functions,
+                                            [name for name, _ in weights.values()])
+    with stage("passes"):
+        passes.run_preset(onnx_model, "default" if settings.optimize else "required-only",
+                          **settings.preset_options(), outline=outline)
 
 
 def unconvertible_ops(model: Any, args: tuple, kwargs: dict, capture: CaptureSettings,

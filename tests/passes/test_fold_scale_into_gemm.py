@@ -91,12 +91,12 @@ def test_the_folded_weight_is_written_a_slice_at_a_time(monkeypatch, tmp_path):
     # (20 MB against torch.onnx's 9); the file must hold the same numbers.
     import onnxruntime
 
-    from onnxport.passes import _piecewise
+    from onnxport import piecewise_tensor
 
-    monkeypatch.setattr(_piecewise, "_PIECE_BYTES", 64)  # (a few rows per piece)
+    monkeypatch.setattr(piecewise_tensor, "_PIECE_BYTES", 64)  # (a few rows per piece)
     block, x = _block(), torch.randn(2, 16, 6, 6)
     program = onnxport.export(block, (x,), opset_version=18)
-    assert any(isinstance(v.const_value, _piecewise.PiecewiseTensor)
+    assert any(isinstance(v.const_value, piecewise_tensor.PiecewiseTensor)
                for v in program.model.graph.initializers.values())
     program.save(tmp_path / "block.onnx")
     session = onnxruntime.InferenceSession(str(tmp_path / "block.onnx"))

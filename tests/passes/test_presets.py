@@ -25,3 +25,20 @@ def test_default_without_fused_ops_leaves_opset_23_fusions_out():
     names = _names("default")
     assert names.index("FuseRotaryEmbedding") < names.index("RotateHalfMatMul")
     assert names.index("ZeroMaskedRows") < names.index("GroupedQueryMatMul")
+
+
+def test_every_export_preset_ends_with_the_required_casts_then_the_outlining():
+    outline = passes.OutlineModuleFunctions([])
+    for preset in ("default", "required-only"):
+        names = _names(preset, outline=outline)
+        assert names[-2:] == ["CastUnsupportedTypes", "OutlineModuleFunctions"]
+        assert names.count("OutlineModuleFunctions") == 1
+    assert "CastUnsupportedTypes" not in _names("weight-free")
+
+
+def test_rewrites_run_under_a_fixed_point_manager():
+    for preset in passes.PRESETS:
+        stages = passes.pipeline(preset).passes
+        assert all(isinstance(stage, passes.FixedPointManager) for stage in stages)
+    # The default rewrites: one round while a second would change two zoo exports.
+    assert passes.pipeline("default").passes[0].steps == passes.presets.DEFAULT_ROUNDS

@@ -18,8 +18,7 @@ STAGE_TEXT = {
     "arguments": "checking the export's arguments",
     "capture": "capturing the model with torch.export",
     "translate": "translating ATen calls to ONNX",
-    "optimize": "optimizing the ONNX graph",
-    "functions": "outlining module functions",
+    "passes": "running the ONNX passes",  # optimizations, casts, module functions
     "check": "checking the ONNX model",
     "verify": "comparing ONNX Runtime's outputs with PyTorch's",
     "save": "writing {output}",

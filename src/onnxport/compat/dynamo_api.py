@@ -18,7 +18,7 @@ from onnxport.errors import InvalidExportOptionsError, OnnxExporterError
 from onnxport.fake_weights import MissingWeight, no_value_error
 from onnxport.program import ONNXProgram
 from onnxport.compat.registry_api import OnnxRegistry
-from onnxport.translate import functions
+from onnxport.passes import MODULE_FUNCTIONS_MIN_OPSET
 
 
 class DiagnosticOptions:
@@ -160,7 +160,7 @@ def dynamo_export(model: Any, /, *model_args: Any, export_options: ExportOptions
             # submodule is a function in the saved model.
             export_modules_as_functions=(
                 isinstance(model, torch.nn.Module)
-                and registry.opset_version >= functions.MIN_OPSET))
+                and registry.opset_version >= MODULE_FUNCTIONS_MIN_OPSET))
         program = pipeline.run(_arguments.plan_export(
             options, {}, registry=registry, fake_weights=fake,
             diagnostic_options=export_options.diagnostic_options))

@@ -1,6 +1,8 @@
 """Passes: ONNX-to-ONNX rewrites, each in its own module, run in a fixed order by the named
-presets of ``presets.py``; after each, the model must still be valid ONNX (unique names, opset
-imports), or the error names the pass."""
+presets of ``presets.py``, to a fixed point (``manager.py``; the default preset, for now, one
+round: ``presets.DEFAULT_ROUNDS``); after each, the model must still be valid ONNX (unique names,
+opset imports), or the error names the pass. Outlining modules as functions is the pass that
+runs last, once."""
 
 from __future__ import annotations
 
@@ -26,7 +28,11 @@ from onnxport.passes.fuse_unsqueeze import FuseConsecutiveUnsqueeze
 from onnxport.passes.gather_nd_as_reshape import GatherNDAsReshape
 from onnxport.passes.grouped_query_matmul import GroupedQueryMatMul
 from onnxport.passes.merge_reshapes import MergeReshapes
+from onnxport.passes.manager import FixedPointManager, PassSequence
 from onnxport.passes.merge_transposes import MergeTransposes
+from onnxport.passes.outline_module_functions import (
+    MIN_OPSET as MODULE_FUNCTIONS_MIN_OPSET, ModuleInstance, OutlineModuleFunctions,
+    modules_to_export_as_functions)
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
 from onnxport.passes.rotate_half_matmul import RotateHalfMatMul
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
@@ -35,7 +41,7 @@ from onnxport.passes.split_after_head_transpose import SplitAfterHeadTranspose
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 from onnxport.passes.where_before_bias import WhereBeforeBias
 from onnxport.passes.zero_masked_rows import ZeroMaskedRows
-from onnxport.passes.presets import PRESETS, passes_of, run_passes, run_preset
+from onnxport.passes.presets import PRESETS, passes_of, pipeline, run_preset
 
 
 def optimize(model: ir.Model, *, fused_ops: bool = True) -> ir.Model:
@@ -51,11 +57,13 @@ def optimize_without_weights(model: ir.Model) -> ir.Model:
 __all__ = [
     "Attention3D", "AttentionGroupedHeads", "AttentionPresentOutputs", "CastUnsupportedTypes",
     "CommonSubexpressions", "DropNeverTakenWhere", "FlatRowwise", "FlatSplit", "FlattenConcats",
-    "FoldConstants", "FoldScaleIntoGemm", "FoldWeightTranspose", "FuseConsecutiveUnsqueeze",
+    "FixedPointManager", "FoldConstants", "FoldScaleIntoGemm", "FoldWeightTranspose",
+    "FuseConsecutiveUnsqueeze",
     "FuseConvBatchNorm", "FuseDynamicQuantizedMatMul", "FuseRMSNormalization",
     "FuseRotaryEmbedding", "GatherNDAsReshape", "GroupedQueryMatMul",
-    "MergeReshapes", "MergeTransposes", "ReciprocalToDiv", "RotateHalfMatMul",
+    "MergeReshapes", "MergeTransposes", "MODULE_FUNCTIONS_MIN_OPSET", "ModuleInstance",
+    "OutlineModuleFunctions", "PassSequence", "ReciprocalToDiv", "RotateHalfMatMul",
     "ShapeOfGraphInput", "SharedMaskBias", "SplitAfterHeadTranspose", "TransposeRowsAroundGemm",
     "WhereBeforeBias", "ZeroMaskedRows", "PRESETS", "optimize", "optimize_without_weights",
-    "passes_of", "run_passes", "run_preset",
+    "modules_to_export_as_functions", "passes_of", "pipeline", "run_preset",
 ]

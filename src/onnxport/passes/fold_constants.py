@@ -2,7 +2,8 @@
 Shape/Size of a value whose shape is fully known become constants. Precondition: the node is a
 deterministic standard ONNX op without subgraphs, and its output stays under a size limit. A
 large result whose elements are all equal is not stored: it stays (or becomes) a ConstantOfShape,
-and the nodes it feeds can still be folded."""
+and the nodes it feeds can still be folded. A constant graph output stays an Identity of an
+initializer (an output cannot be an initializer itself): that Identity is already folded."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ class FoldConstants(ir.passes.InPlacePass):
         for node in list(graph):
             if not _foldable_op(node):
                 continue
+            if _is_folded_output(node):
+                continue
             if node.op_type == "ConstantOfShape":
                 fill = _constant_of_shape(node)
                 if fill is not None and fill.size > FILL_LIMIT:
@@ -77,6 +80,13 @@ class FoldConstants(ir.passes.InPlacePass):
             graph.remove(node, safe=True)
             modified = True
         return ir.passes.PassResult(model, modified)
+
+
+def _is_folded_output(node: ir.Node) -> bool:
+    """An Identity from an initializer to a graph output: what folding such an output makes."""
+    source = node.inputs[0] if node.op_type == "Identity" and node.inputs else None
+    return (source is not None and source.is_initializer() and not source.is_graph_input()
+            and node.outputs[0].is_graph_output())
 
 
 def _foldable_op(node: ir.Node) -> bool:

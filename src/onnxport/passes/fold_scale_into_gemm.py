@@ -12,7 +12,7 @@ import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
-from onnxport.passes._piecewise import PiecewiseTensor
+from onnxport.piecewise_tensor import PiecewiseTensor
 from onnxport.passes.flat_rowwise import _unflattened_rows
 from onnxport.passes.merge_reshapes import same_shape
 from onnxport.passes.fuse_conv_batchnorm import _constant, _initializer, _torch

@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.tensor_adapters import TorchTensor
 
-from onnxport.passes._piecewise import PiecewiseTensor
+from onnxport.piecewise_tensor import PiecewiseTensor
 from onnxport.tensor_values import torch_values
 
 

@@ -9,7 +9,7 @@ import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
-from onnxport.passes._piecewise import PiecewiseTensor
+from onnxport.piecewise_tensor import PiecewiseTensor
 from onnxport.tensor_values import torch_values
 
 

@@ -1,6 +1,7 @@
 """SharedMaskBias: Where(m, s, -inf) becomes Add(s, bias), bias = Where(m, 0, -inf) made once
 per mask m and dtype. Precondition: the third input is the constant -inf; s is finite (attention
-scores), so s + 0 and s + -inf are exactly what Where picked.
+scores), so s + 0 and s + -inf are exactly what Where picked; s is not the constant 0 (then the
+Where is such a bias already: this pass's own, found again by the next round).
 
 A boolean attention mask is applied this way in every layer; one shared bias turns each
 layer's Where into an Add, which ONNX Runtime fuses into its attention kernels."""
@@ -23,6 +24,11 @@ def _scalar_initializer(graph: ir.Graph, name: str, dtype: ir.DataType) -> ir.Va
     return value
 
 
+def _is_zero(value: ir.Value) -> bool:
+    tensor = value.const_value
+    return tensor is not None and tensor.size == 1 and not tensor.numpy().any()
+
+
 class SharedMaskBias(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
@@ -35,6 +41,8 @@ class SharedMaskBias(ir.passes.InPlacePass):
             if mask is None or scores is None or not is_minus_infinity(fill):
                 continue
             if mask.dtype != ir.DataType.BOOL or scores.dtype != fill.dtype:
+                continue
+            if _is_zero(scores):
                 continue
             key = (id(mask), scores.dtype)
             if key not in biases:

@@ -1,11 +1,11 @@
-"""``export_modules_as_functions``: the nodes a chosen module emitted become one ONNX local
-function, called where the module was, with the module's attributes as the call's attributes.
+"""OutlineModuleFunctions (``export_modules_as_functions``): the nodes a chosen module emitted
+become one ONNX local function, called where the module was, with the module's attributes as the
+call's attributes. Precondition: every node carries the path of the module that emitted it
+(``onnxport.module``, from torch.export's ``nn_module_stack`` or the TorchScript scope), so a
+module's nodes are the nodes whose path is the module's or below it.
 
-Runs on the translated (and optimized) model: every node carries the path of the module that
-emitted it (``onnxport.module``, from torch.export's ``nn_module_stack`` or the TorchScript
-scope), so a module's nodes are the nodes whose path is the module's or below it. Passes have
-run on the flat graph before, so folding and fusions see across modules and never have to
-look inside a function.
+It runs once, after the rewrites of its preset (``presets.py``): they see the flat graph, across
+modules, and never have to look inside a function; and outlining again would outline the calls.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common
 import torch
 
+from onnxport import diagnostics
 from onnxport.errors import InvalidExportOptionsError
 
 # Local functions with attributes (AttributeProto in FunctionProto) came with opset 15.
@@ -85,22 +86,31 @@ def module_attributes(module: torch.nn.Module) -> dict[str, Any]:
     return attributes
 
 
-def export_modules_as_functions(model: ir.Model, instances: list[ModuleInstance],
-                                weight_names: Iterable[str] = ()) -> list[str]:
+class OutlineModuleFunctions(ir.passes.InPlacePass):
     """Outline each instance's nodes into a call of a local function, innermost modules first
     (so that a function's body calls its submodules' functions). Instances whose bodies are
-    the same node for node share one function. Returns why instances were left inline."""
-    if not instances:
-        return []
-    outliner = _Outliner(model, set(weight_names))
-    skipped = []
-    for instance in sorted(instances, key=lambda i: -i.path.count(".")):
-        reason = outliner.outline(instance)
-        if reason:
-            skipped.append(f"{instance.path} ({instance.module_type.__name__}): {reason}")
-    common.TopologicalSortPass()(model)
-    common.RemoveUnusedNodesPass()(model)
-    return skipped
+    the same node for node share one function. An instance left inline is said, with why, in a
+    diagnostic (OPX0008). ``weight_names``: the model's weights, which stay inputs of the
+    function even when small (other small constants are copied into its body)."""
+
+    def __init__(self, instances: list[ModuleInstance], weight_names: Iterable[str] = ()):
+        super().__init__()
+        self.instances = instances
+        self.weight_names = set(weight_names)
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if not self.instances:
+            return ir.passes.PassResult(model, False)
+        outliner = _Outliner(model, self.weight_names)
+        for instance in sorted(self.instances, key=lambda i: -i.path.count(".")):
+            reason = outliner.outline(instance)
+            if reason:
+                diagnostics.record("OPX0008", f"module {instance.path} "
+                                   f"({instance.module_type.__name__}): {reason}; its nodes "
+                                   f"stay in the graph")
+        common.TopologicalSortPass()(model)
+        common.RemoveUnusedNodesPass()(model)
+        return ir.passes.PassResult(model, outliner.calls > 0)
 
 
 class _Outliner:
@@ -120,6 +130,7 @@ class _Outliner:
         self.weight_names = weight_names
         # (domain, class name, attribute names, body signature) -> the function.
         self.functions: dict[tuple, ir.Function] = {}
+        self.calls = 0
 
     def outline(self, instance: ModuleInstance) -> str:
         """Replace the instance's nodes with one call; return why not, if it cannot be done."""
@@ -190,6 +201,7 @@ class _Outliner:
         function = self._function_for(instance, body)
         call.domain, call.op_type = function.domain, function.name
         call.attributes.update(_call_attributes(instance.attributes))
+        self.calls += 1
         return ""
 
     def _node_name(self, base: str) -> str:

@@ -8,13 +8,13 @@ import onnx_ir as ir
 import pytest
 import torch
 
-from onnxport.passes import _piecewise
-from onnxport.passes._piecewise import PiecewiseTensor
+from onnxport import piecewise_tensor
+from onnxport.piecewise_tensor import PiecewiseTensor
 
 
 @pytest.mark.parametrize("piece_bytes", [1, 7 * 4, 1 << 20])
 def test_pieces_make_the_whole(monkeypatch, piece_bytes):
-    monkeypatch.setattr(_piecewise, "_PIECE_BYTES", piece_bytes)
+    monkeypatch.setattr(piecewise_tensor, "_PIECE_BYTES", piece_bytes)
     source = torch.randn(5, 7, 3)
     transposed = source.permute(2, 0, 1)
     tensor = PiecewiseTensor(lambda rows: transposed[rows], dtype=ir.DataType.FLOAT,
