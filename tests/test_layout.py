@@ -114,7 +114,7 @@ def test_the_torchscript_package_imports_no_private_name_of_another_capture_modu
 STAGE_ENTRY_POINTS = {
     "capture": {"capture_model", "capture_torch_export", "capture_tracing"},
     "translate": {"translate_graph", "missing_translations"},
-    "passes": {"run_preset", "run_passes", "optimize", "optimize_without_weights"},
+    "passes": {"run_preset", "optimize", "optimize_without_weights"},
 }
 STAGE_CALLERS = {"pipeline.py", "program.py:run_preset"}
 
