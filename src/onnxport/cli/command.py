@@ -79,8 +79,6 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from onnxport.cli.transformers_source import SIZE_OPTIONS
-
     parser = _ArgumentParser(
         prog=PROG, description="Export PyTorch models to ONNX with onnxport.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -100,7 +98,21 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--opset", type=int, metavar="N",
         help=f"the ONNX opset to target, {MIN_OPSET} to {MAX_OPSET} (default: {DEFAULT_OPSET})")
+    _add_model_options(export)
+    _add_input_options(export)
+    _add_export_options(export)
+    shown = export.add_argument_group("output of the command")
+    shown.add_argument("-q", "--quiet", action="store_true",
+                       help="print nothing but errors")
+    shown.add_argument("--json", action="store_true",
+                       help="print one JSON object on stdout: files, sizes, inputs, outputs, "
+                            "stage times, verification (errors too, as {\"error\": ...})")
+    _ArgumentParser.known_options = sorted(
+        {o for p in (parser, export) for a in p._actions for o in a.option_strings})
+    return parser
 
+
+def _add_model_options(export: argparse.ArgumentParser) -> None:
     model = export.add_argument_group("model (transformers:, and --weights/--dtype/--device for any)")
     model.add_argument("--task", metavar="TASK",
                        help=f"what the transformers model is loaded for: {TASKS_HELP}; "
@@ -122,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the hub revision to load: a branch, tag or commit (default: main)")
     model.add_argument("--subfolder", metavar="PATH",
                        help="the model's folder inside the hub repository or local folder")
+
+
+def _add_input_options(export: argparse.ArgumentParser) -> None:
+    from onnxport.cli.transformers_source import SIZE_OPTIONS
 
     inputs = export.add_argument_group("inputs and outputs")
     inputs.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS",
@@ -148,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     inputs.add_argument("--output-names", type=_parse_names, metavar="A,B,..",
                         help="the ONNX names of the outputs, in order")
 
+
+def _add_export_options(export: argparse.ArgumentParser) -> None:
     exporting = export.add_argument_group("export")
     exporting.add_argument("--optimize", action=argparse.BooleanOptionalAction, default=True,
                            help="run onnxport's graph optimizations (default: on)")
@@ -165,16 +183,6 @@ def build_parser() -> argparse.ArgumentParser:
                                 "falling back to tracing it (the TorchScript tracer's semantics)")
     exporting.add_argument("--no-external-data", action="store_true",
                            help="keep the weights inside FILE (fails over protobuf's 2 GB limit)")
-
-    shown = export.add_argument_group("output of the command")
-    shown.add_argument("-q", "--quiet", action="store_true",
-                       help="print nothing but errors")
-    shown.add_argument("--json", action="store_true",
-                       help="print one JSON object on stdout: files, sizes, inputs, outputs, "
-                            "stage times, verification (errors too, as {\"error\": ...})")
-    _ArgumentParser.known_options = sorted(
-        {o for p in (parser, export) for a in p._actions for o in a.option_strings})
-    return parser
 
 
 def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
