@@ -315,6 +315,14 @@ class _SizeArithmetic(nn.Module):
         return x[:n] * m * len(x)
 
 
+class _ListLiteralEdited(nn.Module):
+    def forward(self, x):
+        outs = [torch.zeros_like(x) for _ in range(2)]
+        outs[0] = outs[0] + x
+        outs.insert(1, x * 3)
+        return outs[0] + outs[1] - outs[-1]
+
+
 class _ListAppendNested(nn.Module):
     def forward(self, x, y) -> List[torch.Tensor]:
         res: List[torch.Tensor] = []
@@ -348,6 +356,8 @@ SCRIPTED = {
         _WritesThroughViewsInALoop, True, (R(3, 4),), [(R(5, 4),)], N),
     "min, max and len of sizes in scripted code": (_SizeArithmetic, True, (R(3, 4),),
                                                    [(R(5, 4),), (R(2, 4),)], N),
+    "a list of known items edited by index and insert": (_ListLiteralEdited, True, (R(3, 4),),
+                                                         [(R(5, 4),)], N),
     "x.shape read in scripted code": (_ShapeFactories, True, (R(2, 3),), [(R(4, 3),)], N),
     "an Optional input left out": (_OptionalLeftOut, True, (R(2, 3),), [], None),
     "lists appended in nested loops of dynamic counts": (_NestedListLoops, True, (R(3, 4),),

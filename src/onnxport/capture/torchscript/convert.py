@@ -230,6 +230,24 @@ def _convert_len(self, node):
     self._convert_standard_operators(node)
 
 
+def _set_item(items: list, index: int, value: Any) -> list:
+    items[index] = value
+    return items
+
+
+def _insert(items: list, index: int, value: Any) -> None:
+    items.insert(index, value)
+
+
+def _delete(items: list, index: int) -> None:
+    del items[index]
+
+
+_PYTHON_LIST_EDITS = {torch.ops.aten._set_item.t: _set_item, torch.ops.aten.insert.t: _insert,
+                      torch.ops.aten.Delete.t: _delete,
+                      torch.ops.aten.pop.t: lambda items, index=-1: items.pop(index)}
+
+
 def _convert_getitem(self, node):
     """TS2FXGraphConverter.convert_aten___getitem__, and an item of a list a loop appended to
     (:class:`StackedList`): that row of the stacked items."""
@@ -261,6 +279,14 @@ def _convert_call(self, node):
             kwargs[name] = self.get_fx_value_by_ir_value(value)
         else:
             args.append(self.get_fx_value_by_ir_value(value))
+    if target in _PYTHON_LIST_EDITS and isinstance(args[0], list) and \
+            all(isinstance(a, int) for a in args[1:2]):
+        # An edit of a list the converter holds as a Python list (``outs[0] = y`` after
+        # ``outs = [a, b]``): done on that list, which the reads after it take their items from.
+        result = _PYTHON_LIST_EDITS[target](*args)
+        if node.outputsSize() == 1:
+            self.name_to_node[node.output().debugName()] = result
+        return
     if any(isinstance(arg, StackedList) for arg in (*args, *kwargs.values())):
         result = stacked_call(self, node, target, args)
         if node.outputsSize() == 1:
