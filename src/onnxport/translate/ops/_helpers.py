@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, Sequence
 
 import onnx_ir as ir
@@ -270,3 +271,11 @@ def fail_unless(g, x: ir.Value, axis: int, condition, name: str) -> ir.Value:
     out = g.op("Slice", x, g.const([0]), g.op("Add", size, check), g.const([axis]))
     out.shape = x.shape
     return out
+
+
+def result_read(g, *indices: int) -> bool:
+    """Whether the model reads any of the results ``indices`` of the call being translated
+    (or its results as a whole): an unused result can be left out of a translation."""
+    node = g.node
+    return node is None or any(user.target is not operator.getitem or
+                               (user.args[1] in indices and user.users) for user in node.users)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import operator
 import re
 
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import rank, reduce, squeeze, unsqueeze
+from onnxport.translate.ops._helpers import rank, reduce, result_read, squeeze, unsqueeze
 from onnxport.translate.registry import translates
 
 
@@ -305,7 +304,7 @@ def _adaptive(g, self, output_size, onnx_op, global_op, with_indices=False):
     if all(o == 1 for o in out):
         result = _batched(g, self, spatial, lambda x: g.op(global_op, x))
         return (result, None) if with_indices else result
-    if not static and with_indices and not _indices_read(g):
+    if not static and with_indices and not result_read(g, 1):  # (the indices)
         result = _adaptive_windows(g, self, in_spatial, out, "ReduceMax")
         return result, None
     if not static and with_indices:
@@ -317,13 +316,6 @@ def _adaptive(g, self, output_size, onnx_op, global_op, with_indices=False):
     if with_indices:
         return result, _adaptive_max_indices(g, self, in_spatial, out)
     return result
-
-
-def _indices_read(g) -> bool:
-    """Whether the model reads the indices (second result) of the call being translated."""
-    node = g.node
-    return node is None or any(user.target is not operator.getitem or
-                               (user.args[1] == 1 and user.users) for user in node.users)
 
 
 def _adaptive_windows(g, x, in_spatial, out, reduce_op):

@@ -8,7 +8,6 @@ single remaining unknown becomes -1, so that dynamic shapes rarely need shape ar
 from __future__ import annotations
 
 import math
-import operator
 import warnings
 from typing import Any, Sequence
 
@@ -17,8 +16,8 @@ import torch
 
 from onnxport.errors import DynamicDimensionFixedWarning, TranslationError
 from onnxport.translate.ops._helpers import (
-    as_1d, as_tensor, cast, expected_dtype, fail_unless, normalize_axis, rank, shape_list, split,
-    squeeze, unsqueeze,
+    as_1d, as_tensor, cast, expected_dtype, fail_unless, normalize_axis, rank, result_read,
+    shape_list, split, squeeze, unsqueeze,
 )
 from onnxport.translate.registry import translates
 
@@ -267,7 +266,8 @@ def _split_by_expected(g, self, dim, split_size=None):
     if all(isinstance(s, int) for s in sizes):
         return split(g, self, sizes, axis)
     if split_size is not None and "tensor_split" not in g.provenance.aten and \
-            not isinstance(self.shape[axis], int) and _last_piece_read(g, len(sizes)):
+            not isinstance(self.shape[axis], int) and result_read(g, len(sizes) - 1, -1):
+        # (only the last piece differs from torch's when torch makes more pieces at run time)
         self = _count_checked(g, self, axis, len(sizes), split_size)
     if g.opset >= 18 and len(set(map(str, sizes))) == 1:
         # Equal parts: Split's ceil(n / parts) is then the size of each.
@@ -278,17 +278,6 @@ def _split_by_expected(g, self, dim, split_size=None):
             f"parts of sizes {sizes} is not translated; give the split sizes as a list "
             "(split_with_sizes)")
     return _split_by_slices(g, self, axis, len(sizes), split_size)
-
-
-def _last_piece_read(g, count: int) -> bool:
-    """Whether the model reads the last of the ``count`` pieces (or the list as a whole): only
-    that piece differs from torch's when torch makes more pieces at run time, and the pieces
-    before it are the same whatever the count."""
-    node = g.node
-    if node is None:
-        return True
-    return any(user.target is not operator.getitem or
-               (user.args[1] in (count - 1, -1) and user.users) for user in node.users)
 
 
 def _count_checked(g, self, axis, count, split_size):
