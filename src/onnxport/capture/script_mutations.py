@@ -101,10 +101,10 @@ def _rewrite_block_writes(graph, block, owner: torch._C.Node, written: dict,
         if functional is None or node.inputsSize() == 0:
             continue
         target = node.inputsAt(0)
-        views = _views_of_outside(target, owner, roots)
-        if views is None:
+        found = _views_of_outside(target, owner, roots)
+        if found is None:
             continue  # a tensor the block made itself
-        base = views[0].inputsAt(0) if views else target
+        base, views = found
         root = roots.get(base, base)
         replacement = graph.create(functional, list(node.inputs()), 1)
         replacement.insertBefore(node)
@@ -122,10 +122,12 @@ def _rewrite_block_writes(graph, block, owner: torch._C.Node, written: dict,
 _SCATTERS = {"aten::select": "aten::select_scatter", "aten::slice": "aten::slice_scatter"}
 
 
-def _views_of_outside(target: torch._C.Value, owner: torch._C.Node, roots: dict) -> list | None:
-    """The view calls (select, slice: ``acc[i]``, ``acc[:, 1:]``) made in the block that lead
-    from a tensor from outside ``owner`` to ``target``, outermost first: [] when ``target``
-    is that tensor itself, None when it is a tensor the block made."""
+def _views_of_outside(target: torch._C.Value, owner: torch._C.Node,
+                      roots: dict) -> tuple[torch._C.Value, list] | None:
+    """The tensor from outside ``owner`` that ``target`` is, or is a view of, and the view
+    calls (select, slice: ``acc[i]``, ``acc[:, 1:]``) made in the block that lead from it to
+    ``target``, outermost first (none when ``target`` is that tensor); None when ``target``
+    is a tensor the block made."""
     views = []
     value = target
     while not (_outside(value, owner) or value in roots):
@@ -134,7 +136,7 @@ def _views_of_outside(target: torch._C.Value, owner: torch._C.Node, roots: dict)
             return None
         views.insert(0, maker)
         value = maker.inputsAt(0)
-    return views
+    return value, views
 
 
 def _scattered_back(graph, views: list, written: torch._C.Value,
@@ -196,8 +198,8 @@ def _written_from_outside(body, loop: torch._C.Node, written: dict) -> list:
     for node in body.nodes():
         targets = [written[o] for o in node.outputs() if o in written]
         if _functional_kind(node) is not None and node.inputsSize():
-            views = _views_of_outside(node.inputsAt(0), loop, {})
-            targets.append(views[0].inputsAt(0) if views else node.inputsAt(0))
+            viewed = _views_of_outside(node.inputsAt(0), loop, {})
+            targets.append(viewed[0] if viewed else node.inputsAt(0))
         for value in targets:
             if _outside(value, loop) and value not in found:
                 found.append(value)

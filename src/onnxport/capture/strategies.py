@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Any, Callable
 
@@ -161,17 +162,16 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
     (torch.export cannot run TorchScript). Returns what :func:`capture_with_fallback` does.
     ``keep_functions`` says which torch.autograd.Functions stay one call each (those with a
     symbolic); ``options`` are those both captures take (dim_names, input_names...)."""
-    if keep_functions is None:
-        return _capture_model(model, args, kwargs, dynamo=dynamo, fallback=fallback,
-                              dynamic_shapes=dynamic_shapes,
-                              warn_on_fallback=warn_on_fallback, **options)
     from onnxport.capture.quirks.autograd_functions import record_calls
 
-    with quirks.keeping_autograd_functions(keep_functions):
+    keeping = contextlib.nullcontext() if keep_functions is None else \
+        quirks.keeping_autograd_functions(keep_functions)
+    with keeping:
         result = _capture_model(model, args, kwargs, dynamo=dynamo, fallback=fallback,
                                 dynamic_shapes=dynamic_shapes,
                                 warn_on_fallback=warn_on_fallback, **options)
-    record_calls(result[0].exported_program.graph_module)
+    if keep_functions is not None:
+        record_calls(result[0].exported_program.graph_module)
     return result
 
 

@@ -13,6 +13,7 @@ from torch._export.converter import execute_subgraph_from_prim_loop, list_append
 
 from onnxport.capture.torchscript.convert import _shape_as_tensor, _tensor
 from onnxport.capture.torchscript.fx_helpers import _attribute
+from onnxport.capture.torchscript.list_scans import LIST_EDITS, LIST_JOINS
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.sizes import _size_read_back
 from onnxport.errors import CaptureError
@@ -128,8 +129,8 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
         args = [remap[a] if isinstance(a, torch.fx.Node) else a for a in node.args]
         remap[node] = _RANGE_ARITHMETIC[node.target](graph, *args)
         return True
-    if node.target in _LIST_MUTATIONS and isinstance(remap.get(node.args[0]), (list, tuple)):
-        return _mutated_list(node, remap)
+    if node.target in LIST_EDITS and isinstance(remap.get(node.args[0]), (list, tuple)):
+        return _edited_list(node, remap)
     if node.target is list_append:  # ys.append(y) in a loop the converter unrolled
         items = _list_value(node.args[0], remap)
         item = node.args[1]
@@ -138,7 +139,7 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
             return _REFUSED
         remap[node] = [*items, item]
         return True
-    if node.target in _LIST_CONCATENATIONS:
+    if node.target in LIST_JOINS:
         # Lists joined (``res += [y]`` in a loop the converter unrolled): the items joined.
         parts = [_list_value(argument, remap) for argument in node.args[:2]]
         if any(part is None for part in parts):
@@ -191,15 +192,10 @@ def _range_length(graph: torch.fx.Graph, low, high, step):
 
 _RANGE_ARITHMETIC = {torch.ops.aten.__derive_index.default: _derive_index,
                      torch.ops.aten.__range_length.default: _range_length}
-_LIST_CONCATENATIONS = (torch.ops.aten.add.t, torch.ops.aten.add_.t)
-_LIST_MUTATIONS = (torch.ops.aten.Delete.t, torch.ops.aten.pop.t, torch.ops.aten._set_item.t)
-
-
-def _mutated_list(node: torch.fx.Node, remap: dict) -> Any:
-    """``del ys[i]``, ``ys.pop(i)`` and ``ys[i] = y`` on a list whose items are known (one a
-    loop the converter unrolled built): done on the items, which every later read sees, as
-    TorchScript's lists are shared. True, or ``_REFUSED`` for an index known only at run
-    time."""
+def _edited_list(node: torch.fx.Node, remap: dict) -> Any:
+    """``ys[i] = y``, ``ys.insert(i, y)``, ``del ys[i]``, ``ys.pop(i)`` on a list whose items
+    are known (one a loop the converter unrolled built): done on the items (LIST_EDITS), which
+    every later read sees. True, or ``_REFUSED`` for an index known only at run time."""
     items = remap[node.args[0]]
     if not isinstance(items, list):
         items = remap[node.args[0]] = list(items)
@@ -207,15 +203,8 @@ def _mutated_list(node: torch.fx.Node, remap: dict) -> Any:
     index = remap.get(index) if isinstance(index, torch.fx.Node) else index
     if not isinstance(index, int):
         return _REFUSED
-    if node.target is torch.ops.aten.Delete.t:
-        del items[index]
-        remap[node] = None
-    elif node.target is torch.ops.aten.pop.t:
-        remap[node] = items.pop(index)
-    else:
-        value = node.args[2]
-        items[index] = remap[value] if isinstance(value, torch.fx.Node) else value
-        remap[node] = items
+    values = [remap[v] if isinstance(v, torch.fx.Node) else v for v in node.args[2:]]
+    remap[node] = LIST_EDITS[node.target](items, index, *values)
     return True
 
 

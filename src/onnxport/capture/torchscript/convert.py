@@ -12,7 +12,8 @@ from typing import Any
 import torch
 
 from onnxport.capture.common import first_lines
-from onnxport.capture.torchscript.list_scans import StackedList, refuse_returned, stacked_call
+from onnxport.capture.torchscript.list_scans import (LIST_EDITS, StackedList, refuse_returned,
+                                                     stacked_call)
 from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.errors import CaptureError
@@ -230,24 +231,6 @@ def _convert_len(self, node):
     self._convert_standard_operators(node)
 
 
-def _set_item(items: list, index: int, value: Any) -> list:
-    items[index] = value
-    return items
-
-
-def _insert(items: list, index: int, value: Any) -> None:
-    items.insert(index, value)
-
-
-def _delete(items: list, index: int) -> None:
-    del items[index]
-
-
-_PYTHON_LIST_EDITS = {torch.ops.aten._set_item.t: _set_item, torch.ops.aten.insert.t: _insert,
-                      torch.ops.aten.Delete.t: _delete,
-                      torch.ops.aten.pop.t: lambda items, index=-1: items.pop(index)}
-
-
 def _convert_getitem(self, node):
     """TS2FXGraphConverter.convert_aten___getitem__, and an item of a list a loop appended to
     (:class:`StackedList`): that row of the stacked items."""
@@ -279,11 +262,11 @@ def _convert_call(self, node):
             kwargs[name] = self.get_fx_value_by_ir_value(value)
         else:
             args.append(self.get_fx_value_by_ir_value(value))
-    if target in _PYTHON_LIST_EDITS and isinstance(args[0], list) and \
+    if target in LIST_EDITS and isinstance(args[0], list) and \
             all(isinstance(a, int) for a in args[1:2]):
         # An edit of a list the converter holds as a Python list (``outs[0] = y`` after
         # ``outs = [a, b]``): done on that list, which the reads after it take their items from.
-        result = _PYTHON_LIST_EDITS[target](*args)
+        result = LIST_EDITS[target](*args)
         if node.outputsSize() == 1:
             self.name_to_node[node.output().debugName()] = result
         return

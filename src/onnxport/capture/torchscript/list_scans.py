@@ -32,7 +32,28 @@ class _Slot:
     items: list  # what each appends
 
 
-_APPENDS = {torch.ops.aten.add_.t, torch.ops.aten.add.t}
+# ``ys + [y]`` and ``ys += [y]``: lists joined.
+LIST_JOINS = (torch.ops.aten.add.t, torch.ops.aten.add_.t)
+
+
+def _set_item(items: list, index: int, value: Any) -> list:
+    items[index] = value
+    return items
+
+
+def _insert(items: list, index: int, value: Any) -> None:
+    items.insert(index, value)
+
+
+def _delete(items: list, index: int) -> None:
+    del items[index]
+
+
+# Edits of a list whose items are known (a Python list while converting or inlining), done in
+# place as TorchScript's shared lists are; each returns what the op returns.
+LIST_EDITS = {torch.ops.aten._set_item.t: _set_item, torch.ops.aten.insert.t: _insert,
+              torch.ops.aten.Delete.t: _delete,
+              torch.ops.aten.pop.t: lambda items, index=-1: items.pop(index)}
 
 
 def lists_as_scans(body: torch.fx.GraphModule, carried: list, names: list, outer: list,
@@ -85,7 +106,7 @@ def _append_chain(placeholder: torch.fx.Node, result: Any, output: torch.fx.Node
         call = next(iter(current.users))
         if call.target is list_append:
             item = call.args[1]
-        elif call.target in _APPENDS and isinstance(call.args[1], (list, tuple)) and \
+        elif call.target in LIST_JOINS and isinstance(call.args[1], (list, tuple)) and \
                 len(call.args[1]) == 1:
             item = call.args[1][0]
         else:

@@ -167,29 +167,30 @@ def _numbers_returned_as_tensors(graph: torch._C.Graph) -> None:
     as 0-d tensors: the tracer records only tensors coming out of a call, and refuses a
     function that returns an int ("Tracer cannot set value trace for type Int")."""
     output = graph.return_node().inputsAt(0)
-    if isinstance(output.type(), _NUMBER_TYPES):
+    kind = output.type()
+    if isinstance(kind, torch._C.TupleType) and any(
+            isinstance(t, _NUMBER_TYPES) for t in kind.elements()):
         with graph.insert_point_guard(graph.return_node()):
-            tensor = graph.insertNode(graph.create("prim::NumToTensor", [output])).output()
-        tensor.setType(torch._C.TensorType.get())
-        graph.return_node().replaceInput(0, tensor)
-        return
-    if not isinstance(output.type(), torch._C.TupleType) or not any(
-            isinstance(t, _NUMBER_TYPES) for t in output.type().elements()):
-        return
-    kinds = output.type().elements()
-    with graph.insert_point_guard(graph.return_node()):
-        items = list(graph.insertNode(graph.create("prim::TupleUnpack", [output],
-                                                   len(kinds))).outputs())
-        converted = []
-        for item, kind in zip(items, kinds):
-            item.setType(kind)
-            if isinstance(kind, _NUMBER_TYPES):
-                item = graph.insertNode(graph.create("prim::NumToTensor", [item])).output()
-                item.setType(torch._C.TensorType.get())
-            converted.append(item)
-        packed = graph.insertNode(graph.create("prim::TupleConstruct", converted)).output()
-        packed.setType(torch._C.TupleType([item.type() for item in converted]))
-    graph.return_node().replaceInput(0, packed)
+            items = list(graph.insertNode(graph.create("prim::TupleUnpack", [output],
+                                                       len(kind.elements()))).outputs())
+            for item, item_kind in zip(items, kind.elements()):
+                item.setType(item_kind)
+            converted = [_as_tensor(graph, item) for item in items]
+            packed = graph.insertNode(graph.create("prim::TupleConstruct", converted)).output()
+            packed.setType(torch._C.TupleType([item.type() for item in converted]))
+        graph.return_node().replaceInput(0, packed)
+    elif isinstance(kind, _NUMBER_TYPES):
+        with graph.insert_point_guard(graph.return_node()):
+            graph.return_node().replaceInput(0, _as_tensor(graph, output))
+
+
+def _as_tensor(graph: torch._C.Graph, value: torch._C.Value) -> torch._C.Value:
+    """``value`` as a 0-d tensor (prim::NumToTensor) when it is a number, else itself."""
+    if not isinstance(value.type(), _NUMBER_TYPES):
+        return value
+    tensor = graph.insertNode(graph.create("prim::NumToTensor", [value])).output()
+    tensor.setType(torch._C.TensorType.get())
+    return tensor
 
 
 @contextlib.contextmanager
