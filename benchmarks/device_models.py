@@ -50,8 +50,9 @@ def tolerance(model, args, kwargs, dtype) -> tuple[float, float]:
 
 def eager_leaves(model, args, kwargs) -> list[torch.Tensor]:
     from onnxport.pytree_names import exported_leaves
+    from onnxport.verification.compare import full_float32
 
-    with torch.no_grad():
+    with torch.no_grad(), full_float32():  # float32 means float32: no TF32 convolutions
         outputs = model(*copy.deepcopy(args), **copy.deepcopy(kwargs))
     return [t for t in exported_leaves(outputs) if isinstance(t, torch.Tensor)]
 

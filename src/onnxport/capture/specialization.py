@@ -127,6 +127,12 @@ def recording_guards() -> Iterator[list[Guard]]:
         ShapeEnv._set_replacement = set_replacement
 
 
+# On an accelerator torch picks kernels by size: cuDNN's batch norm takes a batch of at most
+# 65535 in eval (an H200, torch 2.11), and another kernel with the same arithmetic beyond. The
+# guard bounds the dim in the program, but it is no limit of the model: no warning for it.
+KERNEL_CHOICE_BOUND = 65535
+
+
 def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
                requested: Mapping[tuple[int, int], Any], guards: list[Guard]) -> list[FixedDim]:
     """The requested dynamic dims (tensor input position, axis) -> requested max) that the
@@ -160,7 +166,8 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
                      and any(isinstance(side, sympy.Integer) for side in g.expr.args)]
             where = equal[0].location if equal else _bound_location(guards, expr)
             found.append(FixedDim(position, axis, int(example), where))
-        elif upper is not None and (wanted_max is None or upper < wanted_max):
+        elif upper is not None and (wanted_max is None or upper < wanted_max) and not (
+                value.device.type not in ("cpu", "meta") and upper >= KERNEL_CHOICE_BOUND):
             found.append(FixedDim(position, axis, int(example), _bound_location(guards, expr),
                                   upper=upper))
     return found

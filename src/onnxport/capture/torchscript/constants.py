@@ -114,4 +114,5 @@ def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
     fake = root.meta.get("val")
     if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != tuple(value.shape):
         return None
-    return value
+    # Computed on the CPU; the graph's other tensors are on the model's device (cuda).
+    return value if fake.device.type in ("cpu", "meta") else value.to(fake.device)

@@ -1,0 +1,143 @@
+"""Exports from a GPU box (``model.cuda()``, inputs on cuda), as users make them: each file runs
+in ONNX Runtime on the CPU and is compared with eager on cuda (float32 without TF32, see
+verification.compare.full_float32), at the example's size and at another. Skipped without CUDA;
+a device session runs them (the closing notes say when)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import onnxport
+from onnxport.errors import DynamicDimensionFixedWarning
+from onnxport.pytree_names import exported_leaves
+from onnxport.verification.compare import full_float32
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+PATHS = pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+
+
+def _compare(program, model, *calls, rtol=1e-3, atol=1e-4):
+    for args, kwargs in calls:
+        with torch.no_grad(), full_float32():
+            expected = [t for t in exported_leaves(model(*args, **kwargs))
+                        if isinstance(t, torch.Tensor)]
+        actual = program(*args, **kwargs)
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert tuple(a.shape) == tuple(e.shape)
+            torch.testing.assert_close(a.cpu().float(), e.cpu().float(), rtol=rtol, atol=atol)
+
+
+@PATHS
+def test_resnet_with_a_dynamic_batch_from_a_batch_of_one_keeps_it_dynamic_silently(dynamo):
+    # cuDNN's eval batch norm takes batches up to 65535: a kernel choice torch.export records
+    # as a bound, which is no limit of the model (it warned "matches PyTorch only up to 65535").
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval().cuda()
+    x = torch.randn(1, 3, 64, 64, device="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DynamicDimensionFixedWarning)
+        program = onnxport.export(model, (x,), input_names=["x"],
+                                  dynamic_axes={"x": {0: "batch"}}, dynamo=dynamo)
+    _compare(program, model, ((x,), {}), ((torch.randn(3, 3, 64, 64, device="cuda"),), {}),
+             rtol=1e-3, atol=1e-3)  # 20 convolutions summed in another order on the GPU
+    assert next(model.parameters()).device.type == "cuda"
+
+
+def test_verify_passes_on_a_deep_convolutional_net():
+    # Eager with TF32 convolutions is 0.19 away from float32 at resnet50's outputs.
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).eval().cuda()
+    x = torch.randn(1, 3, 96, 96, device="cuda")
+    onnxport.export(model, (x,), verify=True)
+
+
+class _ShiftedWindowMask(torch.nn.Module):
+    def forward(self, x):
+        height, width = x.shape[-2:]
+        mask = x.new_zeros((height, width))
+        count = 0
+        for rows in ((0, -2), (-2, None)):
+            mask[rows[0]:rows[1], :] = count
+            count += 1
+        early = x.new_ones((height, width))
+        snapshot = early * 2
+        early[0] = 5.0
+        return x + mask.view(1, 1, height, width), snapshot + early
+
+
+@PATHS
+def test_a_mask_filled_through_views_on_cuda(dynamo):
+    # The folded mask was made on the CPU, and functionalizing the rest then failed.
+    model = _ShiftedWindowMask()
+    x = torch.randn(2, 3, 6, 5, device="cuda")
+    program = onnxport.export(model, (x,), input_names=["x"],
+                              dynamic_axes={"x": {0: "batch"}}, dynamo=dynamo)
+    _compare(program, model, ((x,), {}), ((torch.randn(4, 3, 6, 5, device="cuda"),), {}))
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_a_sliding_window_llm_with_its_cache_from_cuda(dynamo):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.MistralConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
+        sliding_window=6)
+    model = transformers.MistralForCausalLM(config).eval().cuda()
+
+    def inputs(batch, sequence):
+        ids = torch.randint(0, 100, (batch, sequence), device="cuda")
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+    axes = {"input_ids": {0: "batch", 1: "sequence"},
+            "attention_mask": {0: "batch", 1: "sequence"}}
+    program = onnxport.export(model, (), kwargs=inputs(1, 16), dynamic_axes=axes,
+                              dynamo=dynamo)
+    _compare(program, model, ((), inputs(1, 16)), ((), inputs(3, 11)))
+
+
+@PATHS
+def test_packed_sequences_from_cuda(dynamo):
+    class Packed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.LSTM(4, 5, num_layers=2, bidirectional=True, batch_first=True)
+
+        def forward(self, x, lengths):
+            packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                                             enforce_sorted=False)
+            out, _ = self.rnn(packed)
+            return torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]
+
+    torch.manual_seed(0)
+    model = Packed().eval().cuda()
+    # pack_padded_sequence takes its lengths on the CPU, as torch requires.
+    example = (torch.randn(3, 6, 4, device="cuda"), torch.tensor([6, 2, 4]))
+    program = onnxport.export(model, example, input_names=["x", "lengths"],
+                              dynamic_axes={"x": {0: "batch", 1: "sequence"},
+                                            "lengths": {0: "batch"}}, dynamo=dynamo)
+    _compare(program, model, (example, {}),
+             ((torch.randn(2, 5, 4, device="cuda"), torch.tensor([5, 3])), {}))
+
+
+@PATHS
+def test_bert_from_cuda_with_dynamic_batch_and_sequence(dynamo):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64)
+    model = transformers.BertModel(config).eval().cuda()
+    ids = torch.randint(0, 100, (1, 8), device="cuda")
+    program = onnxport.export(model, (ids,), input_names=["input_ids"],
+                              dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}},
+                              dynamo=dynamo)
+    _compare(program, model, ((ids,), {}),
+             ((torch.randint(0, 100, (3, 5), device="cuda"),), {}))
