@@ -107,13 +107,17 @@ def full_float32():
     """Run CUDA's float32 convolutions and matrix products in float32, not TF32: torch's
     default TF32 convolutions (10 bits of mantissa) put resnet50's outputs 0.19 away from
     float32 on an H200, so a reference computed with them would fail a correct export."""
-    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
-    saved = cudnn.allow_tf32, matmul.allow_tf32
-    cudnn.allow_tf32 = matmul.allow_tf32 = False
+    # cuDNN's flag through torch._C: torch.backends.cudnn refuses assignments once a test
+    # harness called torch.backends.disable_global_flags().
+    matmul = torch.backends.cuda.matmul
+    saved = torch._C._get_cudnn_allow_tf32(), matmul.allow_tf32
+    torch._C._set_cudnn_allow_tf32(False)
+    matmul.allow_tf32 = False
     try:
         yield
     finally:
-        cudnn.allow_tf32, matmul.allow_tf32 = saved
+        torch._C._set_cudnn_allow_tf32(saved[0])
+        matmul.allow_tf32 = saved[1]
 
 
 def eager_outputs(model: Any, args: tuple, kwargs: dict) -> list[Output]:

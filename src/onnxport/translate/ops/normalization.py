@@ -130,9 +130,13 @@ def layer_norm(g, input, normalized_shape, weight=None, bias=None, eps=1e-5, *_)
     if native:
         out, mean, inv_std = g.op("LayerNormalization", input, scale, bias, axis_i=axis,
                                   epsilon_f=eps, outputs=3)
-        if input.dtype != ir.DataType.FLOAT:
-            # The statistics come out in the stash type (float32); torch's have the input's.
-            mean, inv_std = (g.op("Cast", v, to_i=int(input.dtype)) for v in (mean, inv_std))
+        # The statistics come out in the stash type (float32); torch's have the input's on the
+        # CPU and float32 on CUDA: the dtype capture recorded.
+        recorded = g.expected[1] if len(g.expected) > 1 else None
+        stats = (ir.DataType.FLOAT if isinstance(recorded, torch.Tensor)
+                 and recorded.dtype == torch.float32 else input.dtype)
+        if stats != ir.DataType.FLOAT:
+            mean, inv_std = (g.op("Cast", v, to_i=int(stats)) for v in (mean, inv_std))
         return out, mean, inv_std
     return g.op("LayerNormalization", input, scale, bias, axis_i=axis, epsilon_f=eps)
 
