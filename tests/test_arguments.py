@@ -213,6 +213,19 @@ def test_a_cpu_scalar_tensor_goes_with_weights_anywhere():
     torch.testing.assert_close(program(x, scale)[0], x * scale, rtol=1e-3, atol=1e-4)
 
 
+def test_cpu_integer_inputs_go_with_weights_anywhere_but_cpu_floats_do_not():
+    # pack_padded_sequence takes its lengths on the CPU beside cuda data ("meta" here): the
+    # check refused the packed RNN exported from cuda. Floats on the CPU are still named.
+    from onnxport._arguments import check_devices
+
+    model = torch.nn.LSTM(4, 5).to("meta")
+    x = torch.randn(6, 3, 4, device="meta")
+    check_devices(model, (x, torch.tensor([6, 2, 4])), {})
+    check_devices(model, (x, torch.tensor([[True, False]])), {})
+    with pytest.raises(InvalidExportOptionsError, match=r"input args\[1\] is on cpu"):
+        check_devices(model, (x, torch.randn(3)), {})
+
+
 def test_a_destination_in_a_folder_no_file_can_be_made_in_is_refused_before_capture(tmp_path):
     # /proc: the folder exists and looks writable to root, yet no file can be made there.
     with pytest.raises(InvalidExportOptionsError) as caught:

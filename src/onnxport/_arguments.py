@@ -146,9 +146,12 @@ def check_devices(model: Any, args: tuple, kwargs: dict) -> None:
     inputs = {}
     leaves, _ = torch.utils._pytree.tree_flatten_with_path((args, kwargs))
     for path, leaf in leaves:
-        # A 0-d CPU tensor mixes with any device in torch, as a number does.
+        # A 0-d CPU tensor mixes with any device in torch, as a number does; CPU integers
+        # are what some torch APIs take beside cuda data (pack_padded_sequence's lengths, CPU
+        # indices into a cuda tensor), and eager says when a model cannot use them.
         if isinstance(leaf, torch.Tensor) and _is_real(leaf) and not (
-                leaf.dim() == 0 and leaf.device.type == "cpu"):
+                leaf.device.type == "cpu" and (leaf.dim() == 0 or not (
+                    leaf.is_floating_point() or leaf.is_complex()))):
             inputs.setdefault(leaf.device, _input_label(path))
     device = next(iter(weights), None)
     others = {d: label for d, label in inputs.items() if d != device} if device else {}
