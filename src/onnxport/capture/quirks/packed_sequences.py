@@ -89,8 +89,9 @@ class _PackedAsPadded:
     def _pack(self, input, lengths, batch_first):
         padded = input.transpose(0, 1) if batch_first else input
         data = padded.reshape(-1, padded.shape[2])
-        # pad_packed_sequence reads the padded length as batch_sizes.size(0).
-        batch_sizes = torch.zeros_like(padded[:, 0, 0], dtype=torch.int64)
+        # pad_packed_sequence reads the padded length as batch_sizes.size(0); PackedSequence
+        # takes batch_sizes on the CPU only (the input may be on cuda).
+        batch_sizes = torch.zeros_like(padded[:, 0, 0], dtype=torch.int64, device="cpu")
         self.packed[id(batch_sizes)] = (batch_sizes, padded, lengths)
         return data, batch_sizes
 
