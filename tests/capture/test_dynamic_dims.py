@@ -417,3 +417,58 @@ def test_string_dim_names_keyed_by_argument_name_on_an_exported_program():
     for batch in (1, 3):
         x = torch.randn(batch, 3)
         torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+class HalvedRows(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(int(x.size(0) / 2), -1) * 2
+
+
+def test_a_size_made_a_python_number_is_not_left_looking_dynamic():
+    # Non-strict torch.export made int(x.size(0) / 2) the constant 2 and kept axis 0 dynamic,
+    # its only trace a guard the program's module checks: the ONNX model gave (2, 12) for 8
+    # rows where torch gives (4, 6). Strict capture follows the division.
+    model, x = HalvedRows(), torch.randn(4, 3)
+    program = onnxport.export(model, (x,), input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    for rows in (4, 8, 6):
+        given = torch.randn(rows, 3)
+        actual, expected = program(given)[0], model(given)
+        assert actual.shape == expected.shape
+        torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)
+
+
+def test_the_guard_that_pins_a_size_is_found_and_a_periodic_one_is_not():
+    from onnxport.capture.specialization import _pinning_guard
+
+    def first_size(module, rows):
+        program = torch.export.export(module, (torch.randn(rows, 3),),
+                                      dynamic_shapes=({0: Dim.AUTO},), strict=False)
+        placeholder = next(n for n in program.graph.nodes if n.op == "placeholder")
+        return program, placeholder.meta["val"].shape[0].node.expr
+
+    program, symbol = first_size(HalvedRows(), 4)
+    assert "math.trunc" in _pinning_guard(program, symbol, 4)
+
+    class Pairs(torch.nn.Module):  # even sizes only: any even size meets it
+        def forward(self, x):
+            return x.reshape(x.size(0) // 2, 2, 3)
+
+    program, symbol = first_size(Pairs(), 6)
+    assert _pinning_guard(program, symbol, 6) is None
+
+
+def test_a_branch_on_a_size_expression_makes_the_axis_static_with_a_warning():
+    # Non-strict torch.export took the branch for 6 rows and kept axis 0 dynamic: at 8 rows the
+    # ONNX model doubled where torch triples, silently. The guard names the condition.
+    class HalfIsThree(torch.nn.Module):
+        def forward(self, x):
+            if x.size(0) // 2 == 3:
+                return x * 2
+            return x * 3
+
+    model, x = HalfIsThree(), torch.randn(6, 3)
+    with pytest.warns(DynamicDimensionFixedWarning,
+                      match=r"axis 0 \('n'\) of input 'x' is kept at 6: .*// 2\) == 3"):
+        program = onnxport.export(model, (x,), input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    assert program.model.graph.inputs[0].shape[0] == 6
+    torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)

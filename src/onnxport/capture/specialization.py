@@ -3,9 +3,12 @@ that fixes each: read from the guards torch's ShapeEnv records while torch.expor
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
+import math
 import os
+import re
 import sysconfig
 import traceback
 from typing import Any, Iterator, Mapping
@@ -170,7 +173,66 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
                 value.device.type not in ("cpu", "meta") and upper >= KERNEL_CHOICE_BOUND):
             found.append(FixedDim(position, axis, int(example), _bound_location(guards, expr),
                                   upper=upper))
+        elif (pinned := _pinning_guard(program, expr, int(example))) is not None:
+            found.append(FixedDim(position, axis, int(example), None, reason=(
+                f"torch.export's program holds only where {pinned}, which sizes far from it "
+                "do not meet (model code read the size as a Python number: a branch on it, "
+                "int(x.size(0) / 2), a count of pieces); PyTorch checks that when the "
+                "program runs, ONNX would not")))
     return found
+
+
+# A size of an input in torch.export's guard code: L['x'].size()[0], L['d']['a'].stride()[1].
+_REFERENCE = re.compile(r"L(?:\[[^\[\]]+\])+\.(?:size|stride)\(\)\[\d+\]"
+                        r"|L(?:\[[^\[\]]+\])+\.storage_offset\(\)")
+
+
+def _pinning_guard(program: torch.export.ExportedProgram, symbol: Any, example: int) -> str | None:
+    """A guard of the program on this size alone, an equality true at the example and at none of
+    its multiples 2..17 (which meet any ``size % p == r`` the example meets, for p <= 16).
+
+    ``int(x.size(0) / 2)`` becomes a constant with the guard ``math.trunc(size / 2) == 2``,
+    which torch keeps only as code that the program's module checks when called (not as a
+    replacement or a range, so the dim looks dynamic). ``ExportedProgram._guards_code`` is the
+    one place it is (torch 2.11 to 2.14); without it there is nothing to check."""
+    codes = getattr(program, "_guards_code", None) or []
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
+    fake = next((n.meta.get("val") for n in placeholders
+                 if isinstance(n.meta.get("val"), torch.Tensor)), None)
+    shape_env = getattr(getattr(fake, "fake_mode", None), "shape_env", None)
+    if not codes or shape_env is None:
+        return None
+    names = {source.name if isinstance(source.name, str) else source.name()
+             for source in shape_env.var_to_sources.get(symbol, [])}
+    for code in codes:
+        references = set(_REFERENCE.findall(code))
+        if len(references) != 1 or not references <= names:
+            continue
+        holds = _guard_function(code, references.pop())
+        if holds is not None and holds(example) is True and all(
+                holds(example * m) is False for m in range(2, 18)):
+            return code
+    return None
+
+
+def _guard_function(code: str, reference: str):
+    """``code`` as a function of the one size it reads; None unless it is an equality."""
+    try:
+        tree = ast.parse(code.replace(reference, "size"), mode="eval")
+    except SyntaxError:
+        return None
+    body = tree.body
+    if not (isinstance(body, ast.Compare) and len(body.ops) == 1
+            and isinstance(body.ops[0], ast.Eq)):
+        return None
+    compiled = compile(tree, "<torch.export guard>", "eval")
+
+    def holds(size: int) -> bool | None:
+        try:  # torch's own guard code: arithmetic and math functions only
+            return bool(eval(compiled, {"__builtins__": {}, "math": math}, {"size": size}))
+        except Exception:  # noqa: BLE001 (a function it does not know: no verdict)
+            return None
+    return holds
 
 
 def static_size(size: Any) -> Any:
