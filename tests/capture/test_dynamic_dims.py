@@ -472,3 +472,16 @@ def test_a_branch_on_a_size_expression_makes_the_axis_static_with_a_warning():
         program = onnxport.export(model, (x,), input_names=["x"], dynamic_axes={"x": {0: "n"}})
     assert program.model.graph.inputs[0].shape[0] == 6
     torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+def test_guard_code_is_walked_not_run():
+    from onnxport.capture.specialization import _Guard
+
+    size = "L['x'].size()[0]"
+    trunc = _Guard.parse(f"math.trunc({size} / 2) == 2", size)
+    assert trunc.floating and trunc.holds(5) is True and trunc.holds(8) is False
+    floor = _Guard.parse(f"({size} // 2) == 3", size)
+    assert not floor.floating and floor.holds(7) is True
+    assert _Guard.parse(f"{size} <= 512", size) is None  # a bound, not an equality
+    # Anything but arithmetic on the size has no verdict: nothing of it is called.
+    assert _Guard.parse(f"__import__('os').getpid() == {size}", size).holds(3) is None

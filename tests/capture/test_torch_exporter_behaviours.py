@@ -485,19 +485,11 @@ class _ChunkThree(nn.Module):
 def test_a_split_whose_count_follows_a_dynamic_size_fails_where_torch_differs(
         model, right, wrong, dynamo):
     # The graph has the example's number of outputs: at sizes where torch makes another
-    # number of pieces the run fails, where it gave the wrong count silently before. On the
-    # default path torch.export's program of split(2) holds only where (n + 1) // 2 == 3: the
-    # axis is static there, with a warning that names that condition.
-    pinned = dynamo is None and model is _SplitByTwo
-    message = (r"kept at 6: torch.export's program holds only where .*// 2\) == 3" if pinned
-               else r"number of pieces depends on the size of axis 0")
-    with pytest.warns(onnxport.errors.DynamicDimensionFixedWarning, match=message):
+    # number of pieces the run fails, where it gave the wrong count silently before.
+    with pytest.warns(onnxport.errors.DynamicDimensionFixedWarning,
+                      match=r"number of pieces depends on the size of axis 0"):
         program = onnxport.export(model(), (R(6, 3),), input_names=["x"], dynamic_axes=N,
                                   dynamo=dynamo)
-    if pinned:
-        right, wrong = (6,), ()
-        with pytest.raises(Exception, match="dimensions"):
-            program(R(8, 3))
     for n in right:
         x = R(n, 3)
         expected = model()(x)

@@ -192,9 +192,12 @@ def _pinning_guard(program: torch.export.ExportedProgram, symbol: Any, example: 
     its multiples 2..17 (which meet any ``size % p == r`` the example meets, for p <= 16).
 
     ``int(x.size(0) / 2)`` becomes a constant with the guard ``math.trunc(size / 2) == 2``,
-    which torch keeps only as code that the program's module checks when called (not as a
-    replacement or a range, so the dim looks dynamic). ``ExportedProgram._guards_code`` is the
-    one place it is (torch 2.11 to 2.14); without it there is nothing to check."""
+    and a branch on ``x.size(0) // 2 == 3`` is taken once with that guard; torch keeps such
+    guards only as code that the program's module checks when called (not as a replacement
+    or a range, so the dim looks dynamic). ``ExportedProgram._guards_code`` is the one place
+    they are (torch 2.11 to 2.14); without it there is nothing to check. Integer guards of a
+    program that splits are left alone: the translation computes the pieces of split, chunk
+    and tensor_split at run time (and fails the run where torch makes another count)."""
     codes = getattr(program, "_guards_code", None) or []
     placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
     fake = next((n.meta.get("val") for n in placeholders
@@ -204,35 +207,72 @@ def _pinning_guard(program: torch.export.ExportedProgram, symbol: Any, example: 
         return None
     names = {source.name if isinstance(source.name, str) else source.name()
              for source in shape_env.var_to_sources.get(symbol, [])}
+    splits = any(getattr(n.target, "__name__", "").split(".")[0] in _SPLITS
+                 for n in program.graph.nodes if n.op == "call_function")
     for code in codes:
         references = set(_REFERENCE.findall(code))
         if len(references) != 1 or not references <= names:
             continue
-        holds = _guard_function(code, references.pop())
-        if holds is not None and holds(example) is True and all(
-                holds(example * m) is False for m in range(2, 18)):
+        guard = _Guard.parse(code, references.pop())
+        if guard is None or (splits and not guard.floating):
+            continue
+        if guard.holds(example) is True and all(guard.holds(example * m) is False
+                                                for m in range(2, 18)):
             return code
     return None
 
 
-def _guard_function(code: str, reference: str):
-    """``code`` as a function of the one size it reads; None unless it is an equality."""
-    try:
-        tree = ast.parse(code.replace(reference, "size"), mode="eval")
-    except SyntaxError:
-        return None
-    body = tree.body
-    if not (isinstance(body, ast.Compare) and len(body.ops) == 1
-            and isinstance(body.ops[0], ast.Eq)):
-        return None
-    compiled = compile(tree, "<torch.export guard>", "eval")
+_SPLITS = {"split", "split_with_sizes", "chunk", "tensor_split", "unbind", "unsafe_split"}
 
-    def holds(size: int) -> bool | None:
-        try:  # torch's own guard code: arithmetic and math functions only
-            return bool(eval(compiled, {"__builtins__": {}, "math": math}, {"size": size}))
-        except Exception:  # noqa: BLE001 (a function it does not know: no verdict)
+
+class _Guard:
+    """An equality of torch's guard code on one size, evaluated by walking its syntax tree
+    (arithmetic, comparisons and math.trunc/floor/ceil, max and min; nothing else runs)."""
+
+    _BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+               ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
+               ast.Div: lambda a, b: a / b, ast.Mod: lambda a, b: a % b}
+    _CALLS = {"math.trunc": math.trunc, "math.floor": math.floor, "math.ceil": math.ceil,
+              "max": max, "min": min}
+
+    def __init__(self, tree: ast.Compare):
+        self.tree = tree
+        self.floating = any(isinstance(node, ast.Div) or isinstance(node, ast.Call)
+                            and ast.unparse(node.func).startswith("math.")
+                            for node in ast.walk(tree))
+
+    @classmethod
+    def parse(cls, code: str, reference: str) -> "_Guard | None":
+        try:
+            body = ast.parse(code.replace(reference, "size"), mode="eval").body
+        except SyntaxError:
             return None
-    return holds
+        if isinstance(body, ast.Compare) and len(body.ops) == 1 and isinstance(body.ops[0],
+                                                                               ast.Eq):
+            return cls(body)
+        return None
+
+    def holds(self, size: int) -> bool | None:
+        try:
+            return self._value(self.tree.left, size) == self._value(self.tree.comparators[0],
+                                                                    size)
+        except (LookupError, ArithmeticError, TypeError):
+            return None  # something it does not know: no verdict
+
+    def _value(self, node: ast.AST, size: int) -> Any:
+        if isinstance(node, ast.Name) and node.id == "size":
+            return size
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -self._value(node.operand, size)
+        if isinstance(node, ast.BinOp):
+            return self._BINARY[type(node.op)](self._value(node.left, size),
+                                               self._value(node.right, size))
+        if isinstance(node, ast.Call) and not node.keywords:
+            return self._CALLS[ast.unparse(node.func)](*(self._value(a, size)
+                                                         for a in node.args))
+        raise LookupError(ast.dump(node))
 
 
 def static_size(size: Any) -> Any:
