@@ -452,14 +452,25 @@ class _ListAppendInBranch(nn.Module):
         return torch.cat(res + [x[0]], 0)
 
 
+class _ListInsertFirst(nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            res.insert(0, x[i])
+        return torch.stack(res)
+
+
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
 @pytest.mark.parametrize("model, axes, message", [
     (_ListAppendInBranch, None, r"a loop \(.*test_torch_exporter_behaviours.py.*\) uses a list "
                                 r"made before it.*collect the items in a tensor"),
+    # Inlining the unrolled loop edited FX's immutable argument list: a TypeError from torch.fx.
+    (_ListInsertFirst, None, r"a loop \(.*test_torch_exporter_behaviours.py.*\) uses a list "
+                             r"made before it other than by appending"),
     (_ListAdd, {"x": {0: "n"}}, r"returns the list that the loop \(.*"
                                 r"test_torch_exporter_behaviours.py.*\) appends to.*"
                                 r"return torch.stack\(items\) instead")],
-    ids=["append in a branch", "a list of a dynamic length returned"])
+    ids=["append in a branch", "insert in a loop", "a list of a dynamic length returned"])
 def test_a_list_a_loop_cannot_unroll_is_refused_naming_the_loop(model, axes, message, dynamo):
     # ONNX Loop carries tensors only: the loop's line and the way out, not torch's error.
     inputs = (R(4, 3, 4), R(4, 5)) if model is _ListAdd else (R(4, 3, 5),)

@@ -197,7 +197,7 @@ def _edited_list(node: torch.fx.Node, remap: dict) -> Any:
     are known (one a loop the converter unrolled built): done on the items (LIST_EDITS), which
     every later read sees. True, or ``_REFUSED`` for an index known only at run time."""
     items = remap[node.args[0]]
-    if not isinstance(items, list):
+    if type(items) is not list:  # a tuple, or FX's immutable_list of a node's arguments
         items = remap[node.args[0]] = list(items)
     index = node.args[1] if len(node.args) > 1 else -1
     index = remap.get(index) if isinstance(index, torch.fx.Node) else index
