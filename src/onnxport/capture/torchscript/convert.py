@@ -310,6 +310,8 @@ def _convert_node(self, node):
             fx_node.meta.update(meta)
     if meta is not None and node.outputsSize() == 1:
         _record_traced_type(node, self.name_to_node.get(node.output().debugName()))
+    elif meta is not None:
+        _record_traced_shapes(node, self.name_to_node)
 
 
 # The key of the type the tracer recorded for a node's result, (dtype, sizes, strides,
@@ -348,6 +350,24 @@ def _record_traced_type(node: torch._C.Node, fx_node: Any) -> None:
         return
     fx_node.meta[_TRACED_TYPE] = (recorded[0], tuple(recorded[1]), tuple(recorded[2]),
                                   recorded[3], in_place)
+
+
+def _record_traced_shapes(node: torch._C.Node, name_to_node: dict) -> None:
+    """The (dtype, sizes) the tracer recorded for each result of a node with several (the
+    pieces of a ``split`` unpacked): a read of one's size is then that number, and
+    :func:`_fix_scalar_reads` need not run the model up to it."""
+    for output in node.outputs():
+        fx_node = name_to_node.get(output.debugName())
+        traced = output.type()
+        if not isinstance(fx_node, torch.fx.Node) or fx_node.op != "call_function" or \
+                _TRACED_SHAPE in fx_node.meta or not isinstance(traced, torch._C.TensorType):
+            continue
+        try:
+            dtype, sizes = traced.dtype(), traced.sizes()
+        except RuntimeError:  # (an incomplete type)
+            continue
+        if sizes is not None and None not in sizes:
+            fx_node.meta[_TRACED_SHAPE] = (dtype, tuple(sizes))
 
 
 @functools.cache
