@@ -967,3 +967,36 @@ def test_a_loop_over_a_list_input_beside_a_while_loop(dynamo):
     program = onnxport.export(model, (torch.randn(3) * 8, ys, 0.5), dynamo=dynamo)
     for x in (torch.randn(3) * 8, torch.randn(3) * 0.1):
         _close(program(x, *ys)[0], model(x, ys, 0.5))
+
+
+def test_fake_tensor_errors_are_not_logged_while_propagating(monkeypatch):
+    # A fake run's failure is reported by the CaptureError naming the op; torch's fake tensor
+    # logger would also print it with a traceback. Silenced for the propagation only.
+    import logging
+
+    from onnxport.capture.torchscript import propagate
+
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    propagated = propagate._propagated_static
+
+    def logging_run(*args, **kwargs):
+        fake_log.error("during propagation")
+        return propagated(*args, **kwargs)
+
+    import onnxport.capture.torchscript as torchscript
+
+    monkeypatch.setattr(torchscript, "_propagated_static", logging_run)
+    handler = Keep()
+    fake_log.addHandler(handler)
+    try:
+        onnxport.export(torch.nn.Linear(3, 2).eval(), (torch.randn(2, 3),), dynamo=False)
+        fake_log.error("after the export")
+    finally:
+        fake_log.removeHandler(handler)
+    assert records == ["after the export"]
