@@ -102,42 +102,51 @@ def _duplicates(where: str, graph: ir.Graph | ir.Function, domains: dict[str, st
     of it), in the same walk: ONNX Runtime refuses a domain without an opset import."""
     node_names: set[str] = set()
     value_names: set[str] = set()
-    problems = []
+    problems: list[str] = []
 
-    def value(v: ir.Value | None) -> None:
-        if v is None or not v.name:
-            return
-        if v.name in value_names:
-            problems.append(f"{where}: two values named {v.name!r}")
-        value_names.add(v.name)
-
-    for v in graph.inputs:
-        value(v)
-    if isinstance(graph, ir.Graph):
-        for v in graph.initializers.values():
-            if not v.is_graph_input():
-                value(v)
-    for node in ir.traversal.RecursiveGraphIterator(graph):
-        domains.setdefault(node.domain, node.op_type)
-        if node.name:
-            if node.name in node_names:
-                problems.append(f"{where}: two nodes named {node.name!r} ({node.op_type})")
-            node_names.add(node.name)
-        for v in node.outputs:
-            value(v)
-        for attribute in node.attributes.values():
-            if attribute.type == ir.AttributeType.GRAPH:
-                subgraphs = [attribute.value]
-            elif attribute.type == ir.AttributeType.GRAPHS:
-                subgraphs = list(attribute.value)
-            else:
+    def values(found) -> None:
+        for v in found:
+            if v is None or not v.name:
                 continue
-            for subgraph in subgraphs:
-                for v in subgraph.inputs:
-                    value(v)
-                for v in subgraph.initializers.values():
-                    value(v)
+            if v.name in value_names:
+                problems.append(f"{where}: two values named {v.name!r}")
+            value_names.add(v.name)
+
+    values(graph.inputs)
+    if isinstance(graph, ir.Graph):
+        values(v for v in graph.initializers.values() if not v.is_graph_input())
+    _walk_names(graph, node_names, values, domains, where, problems)
     return problems
+
+
+def _walk_names(graph, node_names: set, values, domains: dict, where: str,
+                problems: list) -> None:
+    """:func:`_duplicates`' walk over ``graph``'s nodes, each node's subgraphs' nodes right
+    after it (as ``ir.traversal.RecursiveGraphIterator`` visits them, which took most of the
+    time of a check that runs after every pass that changes the model)."""
+    graph_kinds = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+    for node in graph:
+        domains.setdefault(node.domain, node.op_type)
+        name = node.name
+        if name:
+            if name in node_names:
+                problems.append(f"{where}: two nodes named {name!r} ({node.op_type})")
+            node_names.add(name)
+        values(node.outputs)
+        attributes = node.attributes
+        if not attributes:
+            continue
+        subgraphs = []
+        for attribute in attributes.values():
+            if attribute.type not in graph_kinds:
+                continue
+            subgraphs += [attribute.value] if attribute.type == ir.AttributeType.GRAPH \
+                else list(attribute.value)
+        for subgraph in subgraphs:
+            values(subgraph.inputs)
+            values(subgraph.initializers.values())
+        for subgraph in subgraphs:
+            _walk_names(subgraph, node_names, values, domains, where, problems)
 
 
 def _small_and_readable(tensor) -> bool:
