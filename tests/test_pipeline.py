@@ -113,3 +113,48 @@ def test_unconvertible_ops_captures_through_the_pipeline_and_restores_the_mode()
     assert isinstance(graph, torch.fx.Graph) and missing == []
     assert model.training  # captured in eval mode (the default), then put back
     assert not pipeline.is_in_onnx_export()
+
+
+class _WithLargeBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.register_buffer("scale", torch.full((80,), 2.0))  # a weight over 256 bytes
+
+    def forward(self, x):
+        return self.linear(x) * self.scale[:3] + torch.arange(3)
+
+
+def test_the_export_saves_the_model_it_checked_without_serializing_it_again(tmp_path,
+                                                                           monkeypatch):
+    # The check serializes the model (weights apart) for onnx.checker; the save wrote the
+    # same proto again from the graph (a tenth of a small model's export).
+    import onnx_ir as ir
+
+    calls = []
+    to_proto = ir.to_proto
+    monkeypatch.setattr(ir, "to_proto", lambda *a, **k: calls.append(1) or to_proto(*a, **k))
+    model, x = _WithLargeBuffer().eval(), torch.randn(2, 4)
+    program = onnxport.export(model, (x,), f=str(tmp_path / "a.onnx"), dynamo=False)
+    assert len(calls) == 1
+    monkeypatch.setattr(ir, "to_proto", to_proto)
+    program.save(str(tmp_path / "b.onnx"))  # serialized anew from the graph
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+    session = ort.InferenceSession(str(tmp_path / "a.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0],
+                               model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_verified_export_is_serialized_again_for_its_save(tmp_path, monkeypatch):
+    from onnxport import serialize
+
+    entered = []
+    known = serialize.header_known
+    monkeypatch.setattr(serialize, "header_known",
+                        lambda *a: entered.append(1) or known(*a))
+    model, x = _WithLargeBuffer().eval(), torch.randn(2, 4)
+    onnxport.export(model, (x,), f=str(tmp_path / "a.onnx"), dynamo=False, verify=True)
+    assert not entered
+    onnxport.export(model, (x,), f=str(tmp_path / "b.onnx"), dynamo=False)
+    assert entered
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 import onnx_ir as ir
 import torch
 
-from onnxport import _arguments, diagnostics, passes
+from onnxport import _arguments, diagnostics, passes, serialize
 from onnxport._arguments import CaptureSettings, ExportPlan, TranslationSettings
 from onnxport.capture.strategies import capture_model
 from onnxport.compat.autograd_functions import kept_autograd_functions
@@ -76,8 +76,8 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
         onnx_model = _translate(captured, plan.capture, translation)
     _run_passes(onnx_model, plan.passes, captured.weights, stage)
     with stage("check"):
-        check_model(onnx_model, "the export (translation, passes, type casts and "
-                                "module functions)")
+        header = check_model(onnx_model, "the export (translation, passes, type casts and "
+                                         "module functions)")
     # Fake weights (enable_fake_mode) have shapes, no values: each becomes a MissingWeight,
     # and the passes that need no values run in place of the optimizations left out.
     if plan.passes.fake_weights:
@@ -96,7 +96,11 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
         with stage("verify"):
             _verify(program, plan.model, plan.args, plan.kwargs)
     if plan.save.f is not None:
-        with stage("save"):
+        # The checked model, unchanged since (no fake weights dropped, no verification run),
+        # is saved from the bytes the check serialized.
+        unchanged = not plan.passes.fake_weights and not plan.verify
+        with stage("save"), serialize.header_known(onnx_model, header) if unchanged \
+                else contextlib.nullcontext():
             program.save(plan.save.f, external_data=plan.save.external_data)
     return program
 

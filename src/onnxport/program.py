@@ -18,7 +18,7 @@ from onnxport.checkpoints import CheckpointTensor
 from onnxport.diagnostics import Recorder, write_sarif
 from onnxport.errors import InvalidExportOptionsError
 from onnxport.serialize import (ExternalSlice, check_external_location, external_tensors,
-                                write_external_data, write_model)
+                                forget_header, write_external_data, write_model)
 from onnxport.tensor_values import as_numpy, on_cpu
 
 # Protobuf cannot hold a message of 2 GB; leave room for the graph itself.
@@ -115,7 +115,8 @@ class ONNXProgram:
             else:
                 serializer.serialize(self, destination)
             return
-        _read_nested_external_tensors(self.model)
+        if _read_nested_external_tensors(self.model):
+            forget_header()  # (the model changed: serialized again)
         too_big = include_initializers and self.weights_size() > PROTOBUF_LIMIT
         if external_data is False and too_big:
             raise InvalidExportOptionsError(
@@ -324,20 +325,24 @@ _IR_DTYPES = {
 }
 
 
-def _read_nested_external_tensors(model: ir.Model) -> None:
+def _read_nested_external_tensors(model: ir.Model) -> bool:
     """Replace file-backed tensors other than the main graph's initializers (attributes of
     Constant nodes, subgraph initializers: small, and not written by ``write_model``'s
-    streaming) by their values, after checking where they are read from."""
+    streaming) by their values, after checking where they are read from. Returns whether
+    any was replaced."""
+    replaced = False
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         for name, attribute in list(node.attributes.items()):
             if attribute.type == ir.AttributeType.TENSOR and isinstance(
                     attribute.value, ir.ExternalTensor):
                 node.attributes[name] = ir.AttrTensor(name, _in_memory(attribute.value))
+                replaced = True
             elif attribute.type == ir.AttributeType.TENSORS and any(
                     isinstance(t, ir.ExternalTensor) for t in attribute.value):
                 node.attributes[name] = ir.AttrTensors(name, [
                     _in_memory(t) if isinstance(t, ir.ExternalTensor) else t
                     for t in attribute.value])
+                replaced = True
             elif attribute.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 graphs = [attribute.value] if attribute.type == ir.AttributeType.GRAPH \
                     else attribute.value
@@ -345,6 +350,8 @@ def _read_nested_external_tensors(model: ir.Model) -> None:
                     for value in graph.initializers.values():
                         if isinstance(value.const_value, ir.ExternalTensor):
                             value.const_value = _in_memory(value.const_value)
+                            replaced = True
+    return replaced
 
 
 def _in_memory(tensor: ir.ExternalTensor) -> ir.Tensor:

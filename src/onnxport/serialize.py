@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 from typing import BinaryIO, Iterator, Mapping, NamedTuple
 
 import onnx
@@ -55,8 +56,11 @@ def write_model(model: ir.Model, stream: BinaryIO, *, include_initializers: bool
             stream.write(ir.to_proto(model).SerializeToString())
         return
     streamed = [value for value in model.graph.initializers.values() if _streamable(value)]
-    with _initializers_detached(model.graph, streamed):
-        stream.write(ir.to_proto(model).SerializeToString())
+    known = getattr(_known, "header", None)
+    if known is not None and known[0] is model:
+        stream.write(known[1])
+    else:
+        stream.write(model_header(model).SerializeToString())
     counter = _CountingWriter(stream)
     external = external or {}
     for value in streamed:
@@ -83,6 +87,35 @@ def write_model(model: ir.Model, stream: BinaryIO, *, include_initializers: bool
             raise RuntimeError(
                 f"initializer {value.name!r}: wrote {counter.written} bytes, its shape and dtype "
                 f"say {tensor.nbytes}")
+
+
+def model_header(model: ir.Model) -> onnx.ModelProto:
+    """``model`` as :func:`write_model` writes it before its weights: without the initializers
+    it streams (all but string tensors)."""
+    streamed = [value for value in model.graph.initializers.values() if _streamable(value)]
+    with _initializers_detached(model.graph, streamed):
+        return ir.to_proto(model)
+
+
+_known = threading.local()
+
+
+@contextlib.contextmanager
+def header_known(model: ir.Model, header: bytes) -> Iterator[None]:
+    """Within this block :func:`write_model` writes ``header``, the bytes of
+    ``model_header(model)`` that the export's check made already, instead of serializing the
+    model a second time (a graph of many nodes takes longer to serialize than its weights to
+    write). Whoever enters it must not change the model inside it; ``forget_header`` is for a
+    change made there all the same."""
+    _known.header = (model, header)
+    try:
+        yield
+    finally:
+        _known.header = None
+
+
+def forget_header() -> None:
+    _known.header = None
 
 
 def write_external_data(model: ir.Model,

@@ -679,6 +679,47 @@ def test_a_static_export_reads_sizes_without_running_the_model_again(monkeypatch
     _close(program(x)[0], model(x))
 
 
+class SplitThenSizes(torch.nn.Module):
+    """The pieces of a split reshaped by their own sizes (GPT-2's query, key and value)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        query, key = self.linear(x).split(3, dim=-1)
+        return query.reshape(query.size(0), -1) + key.reshape(key.size(0), -1)
+
+
+def test_a_size_of_a_split_piece_is_read_without_running_the_model(monkeypatch):
+    # The tracer records each piece's sizes; only one-result nodes kept them, so reading a
+    # piece's size ran the model up to the split again (GPT-2's attention: both layers).
+    from onnxport.capture.torchscript import propagate
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ran = []
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ran.append(func._overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    fix = propagate._fix_scalar_reads
+
+    def watched(graph_module, tensors, reads):
+        assert reads  # (else the test tests nothing)
+        with Ops():
+            return fix(graph_module, tensors, reads)
+
+    monkeypatch.setattr(propagate, "_fix_scalar_reads", watched)
+    model = SplitThenSizes().eval()
+    x = torch.randn(2, 4, 6)
+    program = onnxport.export(model, (x,), dynamo=False)
+    assert not {"addmm", "linear", "split"} & set(ran), ran
+    with torch.no_grad():
+        _close(program(x)[0], model(x))
+
+
 class IndexByViews(torch.nn.Module):
     """An index made of views of integer tensors (transformers' mask: arange(...)[:, None]),
     then a Linear."""
@@ -926,3 +967,36 @@ def test_a_loop_over_a_list_input_beside_a_while_loop(dynamo):
     program = onnxport.export(model, (torch.randn(3) * 8, ys, 0.5), dynamo=dynamo)
     for x in (torch.randn(3) * 8, torch.randn(3) * 0.1):
         _close(program(x, *ys)[0], model(x, ys, 0.5))
+
+
+def test_fake_tensor_errors_are_not_logged_while_propagating(monkeypatch):
+    # A fake run's failure is reported by the CaptureError naming the op; torch's fake tensor
+    # logger would also print it with a traceback. Silenced for the propagation only.
+    import logging
+
+    from onnxport.capture.torchscript import propagate
+
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    propagated = propagate._propagated_static
+
+    def logging_run(*args, **kwargs):
+        fake_log.error("during propagation")
+        return propagated(*args, **kwargs)
+
+    import onnxport.capture.torchscript as torchscript
+
+    monkeypatch.setattr(torchscript, "_propagated_static", logging_run)
+    handler = Keep()
+    fake_log.addHandler(handler)
+    try:
+        onnxport.export(torch.nn.Linear(3, 2).eval(), (torch.randn(2, 3),), dynamo=False)
+        fake_log.error("after the export")
+    finally:
+        fake_log.removeHandler(handler)
+    assert records == ["after the export"]

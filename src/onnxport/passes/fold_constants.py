@@ -253,7 +253,10 @@ def _replace_with_constant(graph: ir.Graph, value: ir.Value, array: np.ndarray) 
 
 
 def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
-    tensor = ir.tensor(array, name=name)
+    # (ir.Tensor is what ir.tensor makes of an array, less its isinstance checks against
+    # runtime-checkable protocols, which cost more than the rest)
+    tensor = ir.Tensor(array, name=name) if type(array) is np.ndarray else \
+        ir.tensor(array, name=name)
     constant = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype),
                         const_value=tensor)
     graph.register_initializer(constant)

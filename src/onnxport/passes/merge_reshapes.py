@@ -5,6 +5,7 @@ one the Reshape makes."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 
 
@@ -96,6 +97,6 @@ def int64_initializer(graph: ir.Graph, name: str, entries: list[int]) -> ir.Valu
         name += "_"
     value = ir.Value(name=name, shape=ir.Shape([len(entries)]),
                      type=ir.TensorType(ir.DataType.INT64),
-                     const_value=ir.tensor(entries, dtype=ir.DataType.INT64, name=name))
+                     const_value=ir.Tensor(np.array(entries, dtype=np.int64), name=name))
     graph.register_initializer(value)
     return value

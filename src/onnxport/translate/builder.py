@@ -236,7 +236,9 @@ class GraphBuilder:
         key = (str(array.dtype), array.shape, array.tobytes())
         cached = self._constants.get(key)
         if cached is None:
-            cached = self._constants[key] = self._add_initializer(ir.tensor(array))
+            # (ir.Tensor is what ir.tensor makes of an array, after isinstance checks against
+            # runtime protocols that cost more than the rest of a constant)
+            cached = self._constants[key] = self._add_initializer(ir.Tensor(array))
         return cached
 
     def _add_initializer(self, tensor: ir.TensorProtocol) -> ir.Value:

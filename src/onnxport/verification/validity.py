@@ -11,6 +11,7 @@ import onnx
 import onnx_ir as ir
 
 from onnxport.errors import InvalidModelError
+from onnxport.serialize import model_header
 
 # Weights at least this large are checked by their type alone (their bytes are the checker's
 # least concern and the costliest part of building a proto).
@@ -34,16 +35,20 @@ def check_structure(model: ir.Model, stage: str) -> None:
         raise InvalidModelError(_message(model, stage, problems))
 
 
-def check_model(model: ir.Model, stage: str) -> None:
+def check_model(model: ir.Model, stage: str) -> bytes:
     """``check_structure``, then the full ``onnx.checker`` on the model without its large
-    weights' bytes."""
+    weights' bytes. Returns the bytes of ``serialize.model_header(model)``, which the checked
+    proto is made from: saving the model unchanged writes them again."""
     check_structure(model, stage)
+    header = model_header(model)
+    header_bytes = header.SerializeToString()
     try:
-        onnx.checker.check_model(_with_unregistered_ops_apart(model, _proto_without_weights(model)),
-                                 full_check=True)
+        onnx.checker.check_model(_with_unregistered_ops_apart(
+            model, _proto_without_weights(model, header)), full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
         problem = f"onnx.checker: {str(error).strip()}"
         raise InvalidModelError(_message(model, stage, [problem])) from None
+    return header_bytes
 
 
 # The checker refuses an op the default domain does not define; one a symbolic function asked
@@ -102,42 +107,51 @@ def _duplicates(where: str, graph: ir.Graph | ir.Function, domains: dict[str, st
     of it), in the same walk: ONNX Runtime refuses a domain without an opset import."""
     node_names: set[str] = set()
     value_names: set[str] = set()
-    problems = []
+    problems: list[str] = []
 
-    def value(v: ir.Value | None) -> None:
-        if v is None or not v.name:
-            return
-        if v.name in value_names:
-            problems.append(f"{where}: two values named {v.name!r}")
-        value_names.add(v.name)
-
-    for v in graph.inputs:
-        value(v)
-    if isinstance(graph, ir.Graph):
-        for v in graph.initializers.values():
-            if not v.is_graph_input():
-                value(v)
-    for node in ir.traversal.RecursiveGraphIterator(graph):
-        domains.setdefault(node.domain, node.op_type)
-        if node.name:
-            if node.name in node_names:
-                problems.append(f"{where}: two nodes named {node.name!r} ({node.op_type})")
-            node_names.add(node.name)
-        for v in node.outputs:
-            value(v)
-        for attribute in node.attributes.values():
-            if attribute.type == ir.AttributeType.GRAPH:
-                subgraphs = [attribute.value]
-            elif attribute.type == ir.AttributeType.GRAPHS:
-                subgraphs = list(attribute.value)
-            else:
+    def values(found) -> None:
+        for v in found:
+            if v is None or not v.name:
                 continue
-            for subgraph in subgraphs:
-                for v in subgraph.inputs:
-                    value(v)
-                for v in subgraph.initializers.values():
-                    value(v)
+            if v.name in value_names:
+                problems.append(f"{where}: two values named {v.name!r}")
+            value_names.add(v.name)
+
+    values(graph.inputs)
+    if isinstance(graph, ir.Graph):
+        values(v for v in graph.initializers.values() if not v.is_graph_input())
+    _walk_names(graph, node_names, values, domains, where, problems)
     return problems
+
+
+def _walk_names(graph, node_names: set, values, domains: dict, where: str,
+                problems: list) -> None:
+    """:func:`_duplicates`' walk over ``graph``'s nodes, each node's subgraphs' nodes right
+    after it (as ``ir.traversal.RecursiveGraphIterator`` visits them, which took most of the
+    time of a check that runs after every pass that changes the model)."""
+    graph_kinds = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+    for node in graph:
+        domains.setdefault(node.domain, node.op_type)
+        name = node.name
+        if name:
+            if name in node_names:
+                problems.append(f"{where}: two nodes named {name!r} ({node.op_type})")
+            node_names.add(name)
+        values(node.outputs)
+        attributes = node.attributes
+        if not attributes:
+            continue
+        subgraphs = []
+        for attribute in attributes.values():
+            if attribute.type not in graph_kinds:
+                continue
+            subgraphs += [attribute.value] if attribute.type == ir.AttributeType.GRAPH \
+                else list(attribute.value)
+        for subgraph in subgraphs:
+            values(subgraph.inputs)
+            values(subgraph.initializers.values())
+        for subgraph in subgraphs:
+            _walk_names(subgraph, node_names, values, domains, where, problems)
 
 
 def _small_and_readable(tensor) -> bool:
@@ -152,25 +166,25 @@ def _small_and_readable(tensor) -> bool:
     return True
 
 
-def _proto_without_weights(model: ir.Model) -> onnx.ModelProto:
+def _proto_without_weights(model: ir.Model, header: onnx.ModelProto) -> onnx.ModelProto:
     """The model as a proto whose large initializers (and those without data: fake mode's) are
     graph inputs of the same type, so the checker sees every name and shape without a copy of
-    the weights."""
+    the weights: ``header`` (the model without the initializers ``write_model`` streams) with
+    the small ones added back, each with its value info, as ``ir.to_proto`` writes them."""
     graph = model.graph
-    order = list(graph.initializers.values())
-    large = [v for v in order if v.const_value is not None
-             and not _small_and_readable(v.const_value)]
-    for v in large:
-        del graph.initializers[v.name]
-    try:
-        proto = ir.to_proto(model)
-    finally:
-        graph.initializers.clear()
-        for v in order:
-            graph.initializers[v.name] = v
-    inputs = {i.name for i in proto.graph.input}
-    for v in large:
-        if v.name not in inputs:
-            proto.graph.input.append(onnx.helper.make_tensor_value_info(
-                v.name, int(v.const_value.dtype), list(v.const_value.shape.numpy())))
-    return proto
+    inputs = {i.name for i in header.graph.input}
+    for v in graph.initializers.values():
+        tensor = v.const_value
+        if tensor is None or tensor.dtype == ir.DataType.STRING:
+            continue  # (in the header already, or skipped by ir.to_proto)
+        if _small_and_readable(tensor):
+            tensor.name = v.name  # (as ir.to_proto names it)
+            header.graph.initializer.append(ir.serde.serialize_tensor(tensor))
+            if v.name not in inputs and v.name and (
+                    v.shape is not None or v.type is not None or v.metadata_props
+                    or v.doc_string):
+                header.graph.value_info.append(ir.serde.serialize_value(v))
+        elif v.name not in inputs:
+            header.graph.input.append(onnx.helper.make_tensor_value_info(
+                v.name, int(tensor.dtype), list(tensor.shape.numpy())))
+    return header

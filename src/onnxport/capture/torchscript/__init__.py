@@ -104,10 +104,10 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
              dynamic: list) -> torch.export.ExportedProgram:
     """The converted graph as an ExportedProgram: propagated here, else exported again."""
     # An op that fails on fake tensors is reported by the CaptureError that names it; torch
-    # would also log it to stderr, with a traceback.
+    # would also log it to stderr, with a traceback. (A filter, not setLevel: each setLevel
+    # clears the cached levels of every logger, torch's hundreds, twice an export.)
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
-    level = fake_log.level
-    fake_log.setLevel(logging.CRITICAL)
+    fake_log.addFilter(_critical_only)
     try:
         if any(dynamic):
             program = _propagated(graph_module, tensors, dynamic,
@@ -118,8 +118,12 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
             program = _export_traced(graph_module, tensors, dynamic)
             _drop_runtime_asserts(program)
     finally:
-        fake_log.setLevel(level)
+        fake_log.removeFilter(_critical_only)
     return program
+
+
+def _critical_only(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.CRITICAL
 
 
 def _scripted_program(scripted, args: tuple, tensors: tuple, dynamic: list,

@@ -133,6 +133,7 @@ def _init_converter(self, *args, **kwargs):
     # torch's converter sets a handler on each instance for its standard operators; the
     # class's own for len wins.
     self.__dict__.pop("convert_aten_len", None)
+    self.stack_traces = {}  # a source range's text -> its stack trace (_provenance)
 
 
 def _convert(self) -> torch.fx.GraphModule:
@@ -306,10 +307,12 @@ def _convert_node(self, node):
         if fx_node is last:
             break
         if fx_node.op == "call_function":
-            meta = _provenance(node) if meta is None else meta
+            meta = _provenance(node, self.stack_traces) if meta is None else meta
             fx_node.meta.update(meta)
     if meta is not None and node.outputsSize() == 1:
         _record_traced_type(node, self.name_to_node.get(node.output().debugName()))
+    elif meta is not None:
+        _record_traced_shapes(node, self.name_to_node)
 
 
 # The key of the type the tracer recorded for a node's result, (dtype, sizes, strides,
@@ -348,6 +351,24 @@ def _record_traced_type(node: torch._C.Node, fx_node: Any) -> None:
         return
     fx_node.meta[_TRACED_TYPE] = (recorded[0], tuple(recorded[1]), tuple(recorded[2]),
                                   recorded[3], in_place)
+
+
+def _record_traced_shapes(node: torch._C.Node, name_to_node: dict) -> None:
+    """The (dtype, sizes) the tracer recorded for each result of a node with several (the
+    pieces of a ``split`` unpacked): a read of one's size is then that number, and
+    :func:`_fix_scalar_reads` need not run the model up to it."""
+    for output in node.outputs():
+        fx_node = name_to_node.get(output.debugName())
+        traced = output.type()
+        if not isinstance(fx_node, torch.fx.Node) or fx_node.op != "call_function" or \
+                _TRACED_SHAPE in fx_node.meta or not isinstance(traced, torch._C.TensorType):
+            continue
+        try:
+            dtype, sizes = traced.dtype(), traced.sizes()
+        except RuntimeError:  # (an incomplete type)
+            continue
+        if sizes is not None and None not in sizes:
+            fx_node.meta[_TRACED_SHAPE] = (dtype, tuple(sizes))
 
 
 @functools.cache
@@ -392,24 +413,36 @@ def _drop_raising_branches(block: Any) -> bool:
     return changed
 
 
-def _provenance(node: torch._C.Node) -> dict[str, Any]:
+def _provenance(node: torch._C.Node, stack_traces: dict[str, str | None]) -> dict[str, Any]:
+    """The module and the stack trace of ``node``; ``stack_traces`` keeps the trace of each
+    source range text read (the nodes of one line of the model share it)."""
     meta: dict[str, Any] = {}
     scope = node.scopeName().split("/")[-1].removeprefix("__module.").removeprefix(_PREFIX)
     if scope and scope != _PREFIX.rstrip("."):
         meta["nn_module_stack"] = {scope: (scope, "torch.nn.Module")}
-    # The model's frames only, innermost first: from the wrapper that calls it (_TracedCall)
-    # outwards the stack is onnxport's and the caller's, which would be taken as the user's
-    # line where the model has none of its own (an nn.Sequential of torch's modules, whose
-    # line is torch's on the dynamo path).
+    source_range = node.sourceRange()
+    if source_range not in stack_traces:
+        stack_traces[source_range] = _stack_trace(source_range)
+    stack_trace = stack_traces[source_range]
+    if stack_trace is not None:
+        meta["stack_trace"] = stack_trace
+    return meta
+
+
+def _stack_trace(source_range: str) -> str | None:
+    """The model's frames only, innermost first: from the wrapper that calls it (_TracedCall)
+    outwards the stack is onnxport's and the caller's, which would be taken as the user's line
+    where the model has none of its own (an nn.Sequential of torch's modules, whose line is
+    torch's on the dynamo path)."""
     frames = []
-    for match in _SOURCE_RANGE_LINE.finditer(node.sourceRange()):  # (not read past the model)
+    for match in _SOURCE_RANGE_LINE.finditer(source_range):  # (not read past the model)
         path, line, function = match.groups()
         if path == _THIS_FILE:
             break
         frames.append(f'  File "{path}", line {line}, in {function}')
-    if frames:  # innermost first in a source range, last in a Python traceback
-        meta["stack_trace"] = "\n".join(reversed(frames)) + "\n"
-    return meta
+    if not frames:
+        return None
+    return "\n".join(reversed(frames)) + "\n"  # innermost first in a source range
 
 
 _THIS_FILE = _TracedCall.forward.__code__.co_filename  # as the tracer records it
