@@ -261,6 +261,25 @@ class _ShapeFactories(nn.Module):
         return torch.zeros(x.size(0), x.size(1)) + torch.full(x.shape, 2.0) + x.new_ones((a, b))
 
 
+class _AppendOnEvenSteps(nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            if i % 2 == 0:
+                res.append(x[i] * (i + 1))
+        return torch.stack(res)
+
+
+class _InsertFirstEachStep(nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            res.insert(0, x[i] + i)
+        out = torch.stack(res)
+        res.pop(1)
+        return out, torch.stack(res)
+
+
 class _OptionalLeftOut(nn.Module):
     def forward(self, x, y: Optional[torch.Tensor] = None):
         if y is not None:
@@ -359,6 +378,12 @@ SCRIPTED = {
     "a list of known items edited by index and insert": (_ListLiteralEdited, True, (R(3, 4),),
                                                          [(R(5, 4),)], N),
     "x.shape read in scripted code": (_ShapeFactories, True, (R(2, 3),), [(R(4, 3),)], N),
+    # Static counts: unrolled, each branch decided (torch's converter dropped the appends made
+    # in a branch, and failed on insert).
+    "appends under a branch of the step, static count": (_AppendOnEvenSteps, True, (R(5, 3),),
+                                                         [], None),
+    "insert and pop in a loop of a static count": (_InsertFirstEachStep, True, (R(4, 3),), [],
+                                                   None),
     "an Optional input left out": (_OptionalLeftOut, True, (R(2, 3),), [], None),
     "lists appended in nested loops of dynamic counts": (_NestedListLoops, True, (R(3, 4),),
                                                         [(R(5, 4),)], N),
@@ -464,9 +489,8 @@ class _ListInsertFirst(nn.Module):
 @pytest.mark.parametrize("model, axes, message", [
     (_ListAppendInBranch, None, r"a loop \(.*test_torch_exporter_behaviours.py.*\) uses a list "
                                 r"made before it.*collect the items in a tensor"),
-    # Inlining the unrolled loop edited FX's immutable argument list: a TypeError from torch.fx.
-    (_ListInsertFirst, None, r"a loop \(.*test_torch_exporter_behaviours.py.*\) uses a list "
-                             r"made before it other than by appending"),
+    (_ListInsertFirst, {"x": {0: "n"}}, r"a loop \(.*test_torch_exporter_behaviours.py.*\) "
+                                         r"uses a list made before it other than by appending"),
     (_ListAdd, {"x": {0: "n"}}, r"returns the list that the loop \(.*"
                                 r"test_torch_exporter_behaviours.py.*\) appends to.*"
                                 r"return torch.stack\(items\) instead")],

@@ -36,10 +36,10 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
         raise CaptureError(
             f"a loop ({where}) uses a list made before it other than by appending one tensor "
             "to it per iteration, and ONNX Loop carries only tensors. Such a loop is unrolled "
-            "when it runs a static number of times (a static size of an input) and appends "
-            "outside any branch; this one's count is known only at run time (a dynamic axis "
-            "or a tensor's value), or a branch in it appends: collect the items in a tensor "
-            "instead (torch.cat, or writes into a preallocated tensor)")
+            "when it runs a static number of times (a static size of an input, a constant "
+            "range); this one's count is known only at run time (a dynamic axis or a tensor's "
+            "value): collect the items in a tensor instead (torch.cat, or writes into a "
+            "preallocated tensor)")
     if updated:
         raise CaptureError(
             f"a loop ({where}) writes in place to tensors made "

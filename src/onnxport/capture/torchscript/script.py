@@ -43,9 +43,10 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
     _fold_dtypes(graph, tensors, 1 if is_module else 0)
-    if static_sizes is not None and \
-            not _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes):
-        return None
+    if static_sizes is not None:
+        folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
+        if not _unroll_branching_list_loops(graph) and not folded:
+            return None
     functionalize_writes(graph)
     return _ConverterState(
         ts_model=scripted, ts_graph=graph,
@@ -113,6 +114,41 @@ def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) 
     if folded:
         torch._C._jit_pass_constant_propagation(graph)
     return folded
+
+
+_LIST_EDITS = {"aten::append", "aten::insert", "aten::_set_item", "aten::pop", "aten::Delete",
+               "aten::add_", "aten::extend", "aten::clear"}
+
+
+def _unroll_branching_list_loops(graph: torch._C.Graph) -> bool:
+    """Loops of a constant count that edit a list inside a branch (``if i % 2 == 0:
+    ys.append(y)``) or other than by appending (``ys.insert(0, y)``), unrolled in the
+    TorchScript graph, each iteration's branch then decided by constant propagation: torch's
+    converter unrolls such a loop but drops the edits made in a branch (the list stays empty)
+    or fails on the others, and ONNX Loop carries no list. TorchScript's own unrolling
+    pass leaves loops of many iterations partly rolled, which are then refused as before.
+    Whether there was such a loop."""
+    loops = [loop for loop in graph.findAllNodes("prim::Loop")
+             if loop.inputsAt(0).node().kind() == "prim::Constant"
+             and any(_edits_in_branch(block) or _edits_list(block, _LIST_EDITS - {"aten::append"})
+                     for block in loop.blocks())]
+    if not loops:
+        return False
+    torch._C._jit_pass_constant_loop_unrolling(graph)
+    for _ in range(3):  # one pass leaves comparisons of constants it made itself
+        torch._C._jit_pass_constant_propagation(graph)
+    return True
+
+
+def _edits_in_branch(block) -> bool:
+    return any(node.kind() == "prim::If" and any(_edits_list(b) for b in node.blocks())
+               or any(_edits_in_branch(b) for b in node.blocks()) for node in block.nodes())
+
+
+def _edits_list(block, edits: set = _LIST_EDITS) -> bool:
+    return any(node.kind() in edits and node.inputsSize() > 0
+               and isinstance(node.inputsAt(0).type(), torch._C.ListType)
+               or any(_edits_list(b, edits) for b in node.blocks()) for node in block.nodes())
 
 
 def _known_size(reader: torch._C.Node, tensor: torch.Tensor, dynamic_axes: set):
