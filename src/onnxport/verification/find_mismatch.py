@@ -12,6 +12,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from onnxport.tensor_values import as_numpy
+from onnxport.verification.compare import full_float32
 
 logger = logging.getLogger("onnxport")
 
@@ -184,7 +185,7 @@ def eager_node_values(exported_program, args: tuple, kwargs: dict) -> dict[str, 
             values[node.name] = pytree.tree_map_only(torch.Tensor, torch.clone, result)
             return result
 
-    with torch.no_grad():
+    with torch.no_grad(), full_float32():  # as verification's eager reference runs
         Recording(exported_program.graph_module).run(*flat)
     return values
 
