@@ -22,11 +22,11 @@ SYMBOLIC_DTYPES = {torch.SymInt: ir.DataType.INT64, torch.SymFloat: ir.DataType.
                    torch.SymBool: ir.DataType.BOOL}
 
 
-def expected_dtype(g) -> ir.DataType | None:
-    """The dtype torch computed for the (first) output of the call being translated."""
+def expected_dtype(g, output: int = 0) -> ir.DataType | None:
+    """The dtype torch computed for an output (the first) of the call being translated."""
     meta = g.expected
     if isinstance(meta, (tuple, list)):
-        meta = meta[0] if meta else None
+        meta = meta[output] if len(meta) > output else None
     if isinstance(meta, torch.Tensor):
         return from_torch_dtype(meta.dtype)
     if isinstance(meta, (torch.SymInt, int)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import torch
 
-from onnxport.translate.ops._helpers import cast, rank, reduce, unsqueeze
+from onnxport.translate.ops._helpers import cast, expected_dtype, rank, reduce, unsqueeze
 from onnxport.translate.registry import translates
 
 
@@ -132,9 +132,7 @@ def layer_norm(g, input, normalized_shape, weight=None, bias=None, eps=1e-5, *_)
                                   epsilon_f=eps, outputs=3)
         # The statistics come out in the stash type (float32); torch's have the input's on the
         # CPU and float32 on CUDA: the dtype capture recorded.
-        recorded = g.expected[1] if len(g.expected) > 1 else None
-        stats = (ir.DataType.FLOAT if isinstance(recorded, torch.Tensor)
-                 and recorded.dtype == torch.float32 else input.dtype)
+        stats = expected_dtype(g, 1) or input.dtype
         if stats != ir.DataType.FLOAT:
             mean, inv_std = (g.op("Cast", v, to_i=int(stats)) for v in (mean, inv_std))
         return out, mean, inv_std
