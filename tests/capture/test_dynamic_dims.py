@@ -438,7 +438,7 @@ def test_a_size_made_a_python_number_is_not_left_looking_dynamic():
 
 
 def test_the_guard_that_pins_a_size_is_found_and_a_periodic_one_is_not():
-    from onnxport.capture.specialization import _pinning_guard
+    from onnxport.capture.specialization import _PinningGuards
 
     def first_size(module, rows):
         program = torch.export.export(module, (torch.randn(rows, 3),),
@@ -447,14 +447,14 @@ def test_the_guard_that_pins_a_size_is_found_and_a_periodic_one_is_not():
         return program, placeholder.meta["val"].shape[0].node.expr
 
     program, symbol = first_size(HalvedRows(), 4)
-    assert "math.trunc" in _pinning_guard(program, symbol, 4)
+    assert "math.trunc" in _PinningGuards(program).of(symbol, 4)
 
     class Pairs(torch.nn.Module):  # even sizes only: any even size meets it
         def forward(self, x):
             return x.reshape(x.size(0) // 2, 2, 3)
 
     program, symbol = first_size(Pairs(), 6)
-    assert _pinning_guard(program, symbol, 6) is None
+    assert _PinningGuards(program).of(symbol, 6) is None
 
 
 def test_a_branch_on_a_size_expression_makes_the_axis_static_with_a_warning():

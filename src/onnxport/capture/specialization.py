@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -143,6 +144,7 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
     a symbol torch found equal to a number, or one whose range torch bounded."""
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+    pinning = _PinningGuards(program)
     found = []
     for (position, axis), wanted_max in requested.items():
         if position >= len(user_inputs):
@@ -173,7 +175,7 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
                 value.device.type not in ("cpu", "meta") and upper >= KERNEL_CHOICE_BOUND):
             found.append(FixedDim(position, axis, int(example), _bound_location(guards, expr),
                                   upper=upper))
-        elif (pinned := _pinning_guard(program, expr, int(example))) is not None:
+        elif (pinned := pinning.of(expr, int(example))) is not None:
             found.append(FixedDim(position, axis, int(example), None, reason=(
                 f"torch.export's program holds only where {pinned}, which sizes far from it "
                 "do not meet (model code read the size as a Python number: a branch on it, "
@@ -187,9 +189,9 @@ _REFERENCE = re.compile(r"L(?:\[[^\[\]]+\])+\.(?:size|stride)\(\)\[\d+\]"
                         r"|L(?:\[[^\[\]]+\])+\.storage_offset\(\)")
 
 
-def _pinning_guard(program: torch.export.ExportedProgram, symbol: Any, example: int) -> str | None:
-    """A guard of the program on this size alone, an equality true at the example and at none of
-    its multiples 2..17 (which meet any ``size % p == r`` the example meets, for p <= 16).
+class _PinningGuards:
+    """The guards of ``program`` that pin a size it keeps symbolic (read once, when a dim
+    first asks).
 
     ``int(x.size(0) / 2)`` becomes a constant with the guard ``math.trunc(size / 2) == 2``,
     and a branch on ``x.size(0) // 2 == 3`` is taken once with that guard; torch keeps such
@@ -198,28 +200,40 @@ def _pinning_guard(program: torch.export.ExportedProgram, symbol: Any, example: 
     they are (torch 2.11 to 2.14); without it there is nothing to check. Integer guards of a
     program that splits are left alone: the translation computes the pieces of split, chunk
     and tensor_split at run time (and fails the run where torch makes another count)."""
-    codes = getattr(program, "_guards_code", None) or []
-    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
-    fake = next((n.meta.get("val") for n in placeholders
-                 if isinstance(n.meta.get("val"), torch.Tensor)), None)
-    shape_env = getattr(getattr(fake, "fake_mode", None), "shape_env", None)
-    if not codes or shape_env is None:
+
+    def __init__(self, program: torch.export.ExportedProgram):
+        self.program = program
+
+    @functools.cached_property
+    def _read(self) -> tuple[list[str], Any, bool]:
+        program = self.program
+        codes = getattr(program, "_guards_code", None) or []
+        fake = next((n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"
+                     and isinstance(n.meta.get("val"), torch.Tensor)), None)
+        shape_env = getattr(getattr(fake, "fake_mode", None), "shape_env", None)
+        splits = any(getattr(n.target, "__name__", "").split(".")[0] in _SPLITS
+                     for n in program.graph.nodes if n.op == "call_function")
+        return codes, shape_env, splits
+
+    def of(self, symbol: Any, example: int) -> str | None:
+        """A guard on this size alone, an equality true at the example and at none of its
+        multiples 2..17 (which meet any ``size % p == r`` the example meets, for p <= 16)."""
+        codes, shape_env, splits = self._read
+        if not codes or shape_env is None:
+            return None
+        names = {source.name if isinstance(source.name, str) else source.name()
+                 for source in shape_env.var_to_sources.get(symbol, [])}
+        for code in codes:
+            references = set(_REFERENCE.findall(code))
+            if len(references) != 1 or not references <= names:
+                continue
+            guard = _Guard.parse(code, references.pop())
+            if guard is None or (splits and not guard.floating):
+                continue
+            if guard.holds(example) is True and all(guard.holds(example * m) is False
+                                                    for m in range(2, 18)):
+                return code
         return None
-    names = {source.name if isinstance(source.name, str) else source.name()
-             for source in shape_env.var_to_sources.get(symbol, [])}
-    splits = any(getattr(n.target, "__name__", "").split(".")[0] in _SPLITS
-                 for n in program.graph.nodes if n.op == "call_function")
-    for code in codes:
-        references = set(_REFERENCE.findall(code))
-        if len(references) != 1 or not references <= names:
-            continue
-        guard = _Guard.parse(code, references.pop())
-        if guard is None or (splits and not guard.floating):
-            continue
-        if guard.holds(example) is True and all(guard.holds(example * m) is False
-                                                for m in range(2, 18)):
-            return code
-    return None
 
 
 _SPLITS = {"split", "split_with_sizes", "chunk", "tensor_split", "unbind", "unsafe_split"}
