@@ -45,28 +45,30 @@ def test_llama_layers_add_one_bias():
     assert_matches_eager(program, model, args, kwargs)
 
 
-def test_mask_bias_zero_is_an_initializer_not_a_constant_node():
-    def f(q, k, v, mask):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+def _masked_attention(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
+
+def _masked_attention_export():
+    """SDPA with a boolean mask (no row all masked), exported; and its inputs."""
     q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
     mask = torch.rand(4, 4) > 0.4
     mask[:, 0] = True
-    program = onnxport.export(f, (q, k, v, mask), opset_version=18)
+    inputs = (q, k, v, mask)
+    return onnxport.export(_masked_attention, inputs, opset_version=18), inputs
+
+
+def test_mask_bias_zero_is_an_initializer_not_a_constant_node():
+    program, inputs = _masked_attention_export()
     assert "Constant" not in _op_types(program)
-    torch.testing.assert_close(program(q, k, v, mask)[0], f(q, k, v, mask), rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(program(*inputs)[0], _masked_attention(*inputs), rtol=1e-3,
+                               atol=1e-4)
 
 
 def test_the_bias_is_not_found_again():
     # The bias Where(mask, 0, -inf) matches the pattern itself: a second run (the manager's
     # confirming round) must leave it, not wrap it in one more Add per run.
-    def f(q, k, v, mask):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-
-    q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
-    mask = torch.rand(4, 4) > 0.4
-    mask[:, 0] = True
-    program = onnxport.export(f, (q, k, v, mask), opset_version=18)
+    program, _ = _masked_attention_export()
     nodes = _op_types(program)
     assert not SharedMaskBias()(program.model).modified
     assert _op_types(program) == nodes
