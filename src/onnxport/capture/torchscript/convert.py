@@ -330,8 +330,8 @@ _CONVERTED_AS = {"aten::_convolution": "aten::convolution"}
 def _record_traced_type(node: torch._C.Node, fx_node: Any) -> None:
     """Keep the complete tensor type the tracer recorded for ``node``'s one result on the FX
     node that computes it, when that node calls the same ATen op (not a replacement of the
-    converter's) and its result is either a new tensor or its first argument written into (a
-    view must share its base's storage: it is still run on fake tensors)."""
+    converter's) and its result is a new tensor, its first argument written into, or a view
+    (which propagation trusts only where nothing writes into a tensor)."""
     if not isinstance(fx_node, torch.fx.Node) or fx_node.op != "call_function":
         return
     traced = node.output().type()
@@ -372,10 +372,10 @@ def _record_traced_shapes(node: torch._C.Node, name_to_node: dict) -> None:
 
 
 @functools.cache
-def _traced_type_kind(target: Any, kind: str) -> bool | None:
+def _traced_type_kind(target: Any, kind: str) -> bool | str | None:
     """For :func:`_record_traced_type`, once per op: None when the tracer's type of a ``kind``
-    node converted to a call of ``target`` cannot stand for its fake run, else whether the
-    call returns its first argument written into."""
+    node converted to a call of ``target`` cannot stand for its fake run, :data:`VIEW` for a
+    view of its input, else whether the call returns its first argument written into."""
     schema = getattr(target, "_schema", None)
     if schema is None or schema.name != _CONVERTED_AS.get(kind, kind) or \
             len(schema.returns) != 1:
@@ -384,9 +384,17 @@ def _traced_type_kind(target: Any, kind: str) -> bool | None:
     in_place = alias is not None and alias.is_write and bool(schema.arguments) and \
         schema.arguments[0].alias_info is not None and \
         schema.arguments[0].alias_info.before_set == alias.before_set
+    if alias is not None and not in_place and not schema.is_mutable and not alias.is_write:
+        return VIEW
     if alias is not None and not in_place or schema.is_mutable and not in_place:
         return None
     return in_place
+
+
+# The kind :func:`_traced_type_kind` gives an op returning a view of its input: its type
+# stands for its fake run only in a graph that writes into no tensor (aliasing is then
+# never observed), which propagation checks.
+VIEW = "view"
 
 
 def _drop_raising_branches(block: Any) -> bool:

@@ -16,7 +16,8 @@ from onnxport.dtypes import QUANTIZED_AS_INTEGER
 from onnxport.capture.common import first_lines
 from onnxport.capture.torchscript.aten_graph import _aten_graph, _aten_module, _weight_kind
 from onnxport.capture.torchscript.constants import _fold_filled_constants
-from onnxport.capture.torchscript.convert import _TRACED_SHAPE, _TRACED_TYPE, _shape_as_tensor
+from onnxport.capture.torchscript.convert import (VIEW, _TRACED_SHAPE, _TRACED_TYPE,
+                                                  _shape_as_tensor)
 from onnxport.capture.torchscript.fx_helpers import _attribute, _eliminate_dead_code, _source_of
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.sizes import (
@@ -110,10 +111,10 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     # Without dynamic dims, the tracer's types are the fake results (a fake run of each op,
     # its kernel and cache, was most of this pass); with them, sizes are computed as symbols.
     # (Their meta tensors are made here: under the fake mode, each would be a fake op.)
+    # A view's type stands for its run only where no op writes into a tensor: a write into a
+    # view or its base must then be seen by both, and only a fake run shares their storage.
     traced = {} if not trust_trace or any(dynamic) or bodies or \
-        not _sizes_follow_from_sizes(graph, weights.dtypes) else {
-        node: _traced_meta(node.meta[_TRACED_TYPE]) for node in graph.nodes
-        if _TRACED_TYPE in node.meta}
+        not _sizes_follow_from_sizes(graph, weights.dtypes) else _traced_metas(graph)
     run = _FakeRun(shape_env, weights, bodies, traced, hints)
     try:
         values = run.run(graph, tensors, dynamic)
@@ -513,11 +514,33 @@ def _integer_indices(node: torch.fx.Node, weight_dtypes: dict) -> bool:
         for index in indices)
 
 
+def _traced_metas(graph: torch.fx.Graph) -> dict[torch.fx.Node, tuple]:
+    """The :func:`_traced_meta` of each node of ``graph`` whose traced type was kept; views
+    only when the graph writes into no tensor."""
+    records = [(node, node.meta[_TRACED_TYPE]) for node in graph.nodes
+               if _TRACED_TYPE in node.meta]
+    writes = any(node.op == "call_function" and _writes(node.target) for node in graph.nodes)
+    return {node: _traced_meta(record) for node, record in records
+            if not (writes and record[4] == VIEW)}
+
+
+def _writes(target: Any) -> bool:
+    """Whether ``target`` may write into a tensor (an in-place or out= op); unknown targets
+    are assumed to."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return target not in _PURE_FUNCTIONS
+    return schema.is_mutable
+
+
+_PURE_FUNCTIONS = {operator.getitem}
+
+
 def _traced_meta(traced: tuple) -> tuple:
     """The type the tracer recorded as an empty meta tensor and its device; for an op writing
     into its first argument, that type as recorded (compared with the argument's)."""
     dtype, sizes, strides, device, in_place = traced
-    if in_place:
+    if in_place is True:
         return traced
     if dtype in QUANTIZED_AS_INTEGER:  # a float stand-in, as _QUANTIZING gives it
         dtype = torch.float32
