@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import onnxport
 from op_check import cases, check, check_opinfo, op_types, opinfo_cases
 
 NORMS = [
@@ -171,3 +172,34 @@ def test_float16_native_norms_keep_torch_s_statistics_dtypes():
     stats = [torch.rand(5, dtype=torch.float16) for _ in range(4)]
     check(lambda x, w, b, m, v: aten._native_batch_norm_legit(x, w, b, m, v, True, 0.5, 0.6)[:3],
           x, *stats, rtol=1e-2, atol=1e-2)
+
+
+
+def test_native_batch_norm_in_eval_returns_cuda_s_running_statistics():
+    # From a model on cuda, the eval batch norm's saved statistics are the running mean and
+    # 1/sqrt(running var + eps), of shape [C] (the translation gave the CPU's empty tensors,
+    # and the checker refused the model). CI has no GPU: the program captured on the CPU gets
+    # the [C] results CUDA's kernel records.
+    aten = torch.ops.aten
+
+    class Model(torch.nn.Module):
+        def forward(self, x, w, b, m, v):
+            return aten.native_batch_norm(x, w, b, m, v, False, 0.1, 1e-5)
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 4)
+    w, b, mean = torch.rand(3), torch.rand(3), torch.rand(3)
+    var = torch.rand(3) + 0.5
+    exported = torch.export.export(Model(), (x, w, b, mean, var))
+    norm = next(n for n in exported.graph.nodes if n.target is aten.native_batch_norm.default)
+    out, _, _ = norm.meta["val"]
+    stats = out.new_empty(3)
+    norm.meta["val"] = (out, stats, stats)
+    for user in norm.users:
+        if user.args[1] > 0:
+            user.meta["val"] = stats
+    actual = onnxport.export(exported)(x, w, b, mean, var)
+    expected = aten.native_batch_norm(x, w, b, mean, var, False, 0.1, 1e-5)[0]
+    torch.testing.assert_close(torch.as_tensor(actual[0]), expected, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(torch.as_tensor(actual[1]), mean)
+    torch.testing.assert_close(torch.as_tensor(actual[2]), (var + 1e-5).rsqrt())

@@ -69,10 +69,24 @@ def batch_norm(g, input, weight, bias, running_mean, running_var, *rest):
         return out
     out = g.op("BatchNormalization", input, scale, shift, running_mean, running_var, epsilon_f=eps)
     if native:
-        # In evaluation torch returns empty saved statistics.
-        empty = g.const(torch.zeros(0, dtype=_torch_dtype(input.dtype)))
-        return (out, empty, empty) + (None,) * (len(g.expected) - 3)
+        return (out, *_evaluation_statistics(g, running_mean, running_var, eps, input.dtype)) \
+            + (None,) * (len(g.expected) - 3)
     return out
+
+
+def _evaluation_statistics(g, running_mean, running_var, eps, dtype):
+    """The saved statistics of a batch norm in evaluation: empty tensors on the CPU; CUDA's
+    kernels return the running mean and 1/sqrt(running var + eps), of shape [C], which is
+    what capture recorded when the model was on a GPU."""
+    recorded = g.expected[1] if len(g.expected) > 1 else None
+    if not (isinstance(recorded, torch.Tensor) and recorded.dim() == 1
+            and not (isinstance(recorded.shape[0], int) and recorded.shape[0] == 0)):
+        empty = g.const(torch.zeros(0, dtype=_torch_dtype(dtype)))
+        return empty, empty
+    inv_std = g.op("Reciprocal", g.op("Sqrt", g.op("Add", running_var,
+                                                   g.const(eps, running_var.dtype))))
+    return (cast(g, running_mean, expected_dtype(g, 1) or running_mean.dtype),
+            cast(g, inv_std, expected_dtype(g, 2) or running_var.dtype))
 
 
 @translates("aten::cudnn_batch_norm", "aten::miopen_batch_norm")
