@@ -6,6 +6,7 @@
   quantized_modules.py   torch.ao's quantized modules swapped for their reference form
   autograd_functions.py  a torch.autograd.Function kept whole for its symbolic
   lstsq_shapes.py        linalg_lstsq's fake kernel with the static shapes it has
+  fused_cells.py         LSTMCell/GRUCell without biases on a GPU: zero biases for the fake kernel
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
 Capture applies them through one hook, :func:`applied`, naming the step it is in; the model's
@@ -47,6 +48,10 @@ def applied(step: str) -> Iterator[None]:
             from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
 
             stack.enter_context(packed_sequences_as_padded())
+        if step != "functionalize":  # (the captured program has the biases by then)
+            from onnxport.capture.quirks.fused_cells import zero_biases_for_fused_cells
+
+            stack.enter_context(zero_biases_for_fused_cells())
         yield
 
 

@@ -265,3 +265,47 @@ def rnn_tanh_cell(g, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
 def rnn_relu_cell(g, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """rnn_relu_cell(Tensor input, Tensor hx, Tensor w_ih, Tensor w_hh, Tensor? b_ih=None, Tensor? b_hh=None) -> Tensor"""
     return _cell(g, "RNN", input, [hx], w_ih, w_hh, b_ih, b_hh, "Relu")[0]
+
+
+# -- CUDA's fused cell kernels: what an LSTMCell or GRUCell on cuda records, once its gates'
+# matmuls are done ------------------------------------------------------------------------------
+def _fused_gates(g, gates, hidden_gates, input_bias, hidden_bias, state):
+    """(hidden size, input gates + their bias, hidden gates + theirs)."""
+    hidden = state.shape[1] if state.shape is not None and len(state.shape) == 2 else None
+    if not isinstance(hidden, int):
+        raise TranslationError(f"{g.provenance.aten} needs a static hidden size; got the state "
+                               f"shape {state.shape}")
+    if input_bias is not None:
+        gates = g.op("Add", gates, input_bias)
+    if hidden_gates is not None and hidden_bias is not None:
+        hidden_gates = g.op("Add", hidden_gates, hidden_bias)
+    return hidden, gates, hidden_gates
+
+
+@translates("aten::_thnn_fused_lstm_cell", since_opset=13)
+def fused_lstm_cell(g, input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """_thnn_fused_lstm_cell(Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor, Tensor)"""
+    hidden, gates, hidden_gates = _fused_gates(g, input_gates, hidden_gates, input_bias,
+                                               hidden_bias, cx)
+    gates = g.op("Add", gates, hidden_gates)
+    i, f, c, o = split(g, gates, [hidden] * 4, 1)
+    i, f, o = (g.op("Sigmoid", v) for v in (i, f, o))
+    cy = g.op("Add", g.op("Mul", f, cx), g.op("Mul", i, g.op("Tanh", c)))
+    hy = g.op("Mul", o, g.op("Tanh", cy))
+    # The third result is the kernel's workspace for the backward pass: nothing reads it.
+    return hy, cy, None
+
+
+@translates("aten::_thnn_fused_gru_cell", since_opset=13)
+def fused_gru_cell(g, input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    """_thnn_fused_gru_cell(Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor)"""
+    hidden, gates, hidden_gates = _fused_gates(g, input_gates, hidden_gates, input_bias,
+                                               hidden_bias, hx)
+    i_r, i_z, i_n = split(g, gates, [hidden] * 3, 1)
+    h_r, h_z, h_n = split(g, hidden_gates, [hidden] * 3, 1)
+    r = g.op("Sigmoid", g.op("Add", i_r, h_r))
+    z = g.op("Sigmoid", g.op("Add", i_z, h_z))
+    n = g.op("Tanh", g.op("Add", i_n, g.op("Mul", r, h_n)))
+    # hy = (1 - z) * n + z * hx = n + z * (hx - n)
+    hy = g.op("Add", n, g.op("Mul", z, g.op("Sub", hx, n)))
+    return hy, None
