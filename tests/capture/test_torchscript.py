@@ -1000,3 +1000,24 @@ def test_fake_tensor_errors_are_not_logged_while_propagating(monkeypatch):
     finally:
         fake_log.removeHandler(handler)
     assert records == ["after the export"]
+
+
+class _GrownByCat(torch.nn.Module):
+    def forward(self, x):
+        rows = x[0:1]
+        for i in range(1, x.size(0)):
+            rows = torch.cat((rows, x[i:i + 1] * i), 0)
+        return rows
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_tensor_grown_by_cat_in_a_scripted_loop_of_a_dynamic_count(dynamo):
+    # The carried tensor's size is an expression of the iteration (one row more each time):
+    # propagation guarded on it ("could not guard on data-dependent expression") and refused.
+    model = torch.jit.script(_GrownByCat())
+    program = onnxport.export(model, (torch.randn(4, 3),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}})
+    assert "Loop" in [node.op_type for node in program.model.graph]
+    for n in (4, 1, 2, 7):
+        x = torch.randn(n, 3)
+        _close(program(x)[0], model(x))

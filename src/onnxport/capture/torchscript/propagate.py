@@ -683,19 +683,24 @@ def _shape_env_of(values: list) -> Any:
 
 def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
     """``first``, with a new symbol for each dim where ``second`` has another size."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
     general = []
     for before, after in zip(first, second):
         if not isinstance(before, torch.Tensor):
             general.append(_generalized_number(shape_env, before, after))
             continue
-        if before.shape == after.shape:
-            general.append(before)
-            continue
         if before.dim() != after.dim() or before.dtype != after.dtype:
             raise CaptureError(f"{what} changes the rank or dtype of a tensor, which ONNX "
                                "cannot express")
-        sizes = [b if b == a else shape_env.create_unbacked_symint()
-                 for b, a in zip(before.shape, after.shape)]
+        # (A size known only as an expression of the iteration, as a tensor grown by cat,
+        # cannot be compared with a guard: it is another size unless provably the same.)
+        same = [statically_known_true(b == a) for b, a in zip(before.shape, after.shape)]
+        if all(same):
+            general.append(before)
+            continue
+        sizes = [b if known else shape_env.create_unbacked_symint()
+                 for b, known in zip(before.shape, same)]
         general.append(torch.empty(sizes, dtype=before.dtype, device=before.device))
     return general
 
