@@ -228,6 +228,7 @@ class _FakeRun:
         oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
                         for axis in axes)
         weights = iter(self.weights.fake_inputs())  # (before the fake mode: real ops)
+        metas = [None if axes else _meta_like(tensor) for tensor, axes in zip(tensors, dynamic)]
         node = None
         try:
             # (The python dispatcher lets composite ops take sizes read from tensors, as a graph
@@ -237,7 +238,7 @@ class _FakeRun:
                     else contextlib.nullcontext(), \
                     FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True) as mode:
                 self.mode = mode
-                fakes = [self._fake_input(tensor, dynamic[k] or {})
+                fakes = [self._fake_input(tensor, dynamic[k] or {}, metas[k])
                          for k, tensor in enumerate(tensors)]
                 values: dict[torch.fx.Node, Any] = {}
                 self.numbers: dict[torch.fx.Node, Any] = {}  # 0-d integer tensors holding a size
@@ -262,12 +263,13 @@ class _FakeRun:
             raise _FailedAt(node, error) from error
         return values
 
-    def _fake_input(self, tensor: torch.Tensor, axes) -> Any:
-        """A fake of a user input: only the dims asked for become symbols."""
+    def _fake_input(self, tensor: torch.Tensor, axes, meta: torch.Tensor | None) -> Any:
+        """A fake of a user input: only the dims asked for become symbols. ``meta``: its empty
+        meta tensor when no dim is, made before the fake mode (under it, one more fake op)."""
         from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
 
         mode = self.mode
-        if not axes and (meta := _meta_like(tensor)) is not None:  # as the weights
+        if not axes and meta is not None:  # as the weights
             return mode.fake_tensor_converter.from_meta_and_device(mode, meta, tensor.device)
         return mode.from_tensor(tensor, symbolic_context=StatelessSymbolicContext(
             dynamic_sizes=[DimDynamic.DYNAMIC if axis in axes else DimDynamic.STATIC
