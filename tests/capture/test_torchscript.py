@@ -1021,3 +1021,20 @@ def test_a_tensor_grown_by_cat_in_a_scripted_loop_of_a_dynamic_count(dynamo):
     for n in (4, 1, 2, 7):
         x = torch.randn(n, 3)
         _close(program(x)[0], model(x))
+
+
+@pytest.mark.parametrize("function", [
+    lambda x, y: torch.nn.functional.pairwise_distance(x, y, keepdim=True),
+    lambda x, y: torch.aminmax(x - y, dim=1)],
+    ids=["pairwise_distance", "aminmax"])
+def test_a_boolean_argument_of_the_traced_graph_is_a_bool(function):
+    # TorchScript keeps a bool constant as an integer; torch's decompositions of these ops
+    # refused it ("argument 'keepdim' must be bool, not int") and the export failed.
+    class Model(torch.nn.Module):
+        def forward(self, x, y):
+            return function(x, y)
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    program = onnxport.export(Model(), (x, y), dynamo=False)
+    for actual, expected in zip(program(x, y), torch.utils._pytree.tree_leaves(Model()(x, y))):
+        _close(actual, expected)

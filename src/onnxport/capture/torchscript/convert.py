@@ -127,6 +127,7 @@ def _converter_class():
         _convert_prim_iterator = _convert_iterator
         _convert_prim_unpack_iterator = _convert_unpack
         convert_aten_Int = _convert_int
+        convert_prim_Constant = _convert_constant
         convert_prim_NumToTensor = _convert_num_to_tensor
 
     return Converter
@@ -162,6 +163,19 @@ def _convert_unpack(self, node):
         container = self.get_fx_value_by_ir_value(node.input())  # (as torch's: once each)
         self.name_to_node[output.debugName()] = self.fx_graph.call_function(
             operator.getitem, (container, k))
+
+
+def _convert_constant(self, node):
+    """torch's conversion of a constant, a boolean as a bool: TorchScript stores it as an
+    integer, which torch's Python functions refuse where they take a bool (a decomposition
+    calling ``linalg_vector_norm(..., keepdim=0)`` failed)."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    TS2FXGraphConverter.convert_prim_Constant(self, node)
+    name = node.output().debugName()
+    if type(self.name_to_constant.get(name)) is int and \
+            isinstance(node.output().type(), torch._C.BoolType):
+        self.name_to_constant[name] = bool(self.name_to_constant[name])
 
 
 def _convert_int(self, node):
