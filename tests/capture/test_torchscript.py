@@ -1038,3 +1038,44 @@ def test_a_boolean_argument_of_the_traced_graph_is_a_bool(function):
     program = onnxport.export(Model(), (x, y), dynamo=False)
     for actual, expected in zip(program(x, y), torch.utils._pytree.tree_leaves(Model()(x, y))):
         _close(actual, expected)
+
+
+class _WrittenBiasThenBatchedMatmul(torch.nn.Module):
+    """A write into a view of a weight's clone (the program is functionalized, which traces
+    it again), then a matmul over the dynamic batch: swin_v2's attention."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        bias = self.bias.clone()
+        bias[2:4].zero_()
+        q = (x + bias).unsqueeze(1)
+        return q @ q.transpose(-1, -2)
+
+
+def test_a_dynamic_batch_of_one_stays_dynamic_through_functionalization():
+    # The second trace (functionalizing the write) fixed the batch to the example's 1 in the
+    # matmul's shapes: the file declared static shapes that ONNX Runtime's optimizer trusts
+    # (swin_v2_t then failed at batch 2 in a Reshape it had folded).
+    model = _WrittenBiasThenBatchedMatmul().eval()
+    program = onnxport.export(model, (torch.randn(1, 4, 8),), input_names=["x"],
+                              dynamic_axes={"x": {0: "b"}}, dynamo=False)
+    assert str(program.model.graph.outputs[0].shape) == "[b,1,4,4]"
+    for batch in (1, 3):
+        x = torch.randn(batch, 4, 8)
+        _close(program(x)[0], model(x))
+
+
+def test_swin_v2_attention_from_a_batch_of_one_runs_at_other_batches():
+    models = pytest.importorskip("torchvision.models.swin_transformer")
+    torch.manual_seed(0)
+    block = models.ShiftedWindowAttentionV2(96, [8, 8], [4, 4], 3).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TracingWarning)
+        program = onnxport.export(block, (torch.randn(1, 8, 8, 96),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "b"}}, dynamo=False)
+    for batch in (1, 2):
+        x = torch.randn(batch, 8, 8, 96)
+        _close(program(x)[0], block(x))

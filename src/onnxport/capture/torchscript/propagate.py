@@ -137,8 +137,15 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     symbols = _input_symbols(shape_env, values, inputs, dynamic, bool(bodies))
     if symbols is None:
         return None
-    return _exported_program(graph, bodies, weights, inputs, list(output.args[0]),
-                             tensors, out_spec, shape_env, symbols)
+    program = _exported_program(graph, bodies, weights, inputs, list(output.args[0]),
+                                tensors, out_spec, shape_env, symbols)
+    if program is not None:
+        # A later trace of the program (functionalizing writes into views) must treat a
+        # dynamic dim that was 1 in the example as this run did: else it is fixed to 1 there
+        # (swin_v2's attention from a batch of 1 got static batch shapes, which ONNX
+        # Runtime's optimizer then took as the shapes).
+        program.graph_module.meta["backed_size_oblivious"] = run.oblivious
+    return program
 
 
 def _loop_bodies(graph_module: torch.fx.GraphModule,
@@ -225,8 +232,9 @@ class _FakeRun:
         from torch._dispatch.python import enable_python_dispatcher
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
-                        for axis in axes)
+        self.oblivious = oblivious = any(tensors[k].shape[axis] <= 1
+                                         for k, axes in enumerate(dynamic) if axes
+                                         for axis in axes)
         weights = iter(self.weights.fake_inputs())  # (before the fake mode: real ops)
         metas = [None if axes else _meta_like(tensor) for tensor, axes in zip(tensors, dynamic)]
         node = None

@@ -36,8 +36,11 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
 
     def export():
         with fx_config.patch(backed_size_oblivious=oblivious):
-            return torch.export.export(_Replay(graph_module), tensors,
-                                       dynamic_shapes=(tuple(dynamic),), strict=False)
+            program = torch.export.export(_Replay(graph_module), tensors,
+                                          dynamic_shapes=(tuple(dynamic),), strict=False)
+        # (as capture_torch_export's strategies record it, for a later trace of the program)
+        program.graph_module.meta["backed_size_oblivious"] = oblivious
+        return program
 
     reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
     try:
