@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import onnxport
+from onnxport._versions import torch_at_least
 from onnxport.errors import TracingWarning
 from onnxport.errors import CaptureError, InvalidExportOptionsError
 
@@ -1055,6 +1056,8 @@ class _WrittenBiasThenBatchedMatmul(torch.nn.Module):
         return q @ q.transpose(-1, -2)
 
 
+@pytest.mark.xfail(not torch_at_least("2.14"), strict=False,
+                   reason="torch 2.11's fake matmul fixes a dynamic dim of example size 1 itself")
 def test_a_dynamic_batch_of_one_stays_dynamic_through_functionalization():
     # The second trace (functionalizing the write) fixed the batch to the example's 1 in the
     # matmul's shapes: the file declared static shapes that ONNX Runtime's optimizer trusts
