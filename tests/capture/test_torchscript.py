@@ -1082,3 +1082,38 @@ def test_swin_v2_attention_from_a_batch_of_one_runs_at_other_batches():
     for batch in (1, 2):
         x = torch.randn(batch, 8, 8, 96)
         _close(program(x)[0], block(x))
+
+
+def test_bart_with_dynamic_batch_and_sequence():
+    # bart writes into views (shift_tokens_right), so its program is functionalized, which
+    # traces it again: there each sequence length read back from a tensor was a new unknown
+    # number, which sdpa's check against the mask's length could not decide (the export
+    # failed). The reads propagation proved to be the input's sequence length read it now.
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BartConfig(
+        vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+        decoder_ffn_dim=64)
+    bart = transformers.BartModel(config).eval()
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bart = bart
+
+        def forward(self, ids, mask):
+            return self.bart(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    ids = torch.randint(3, 100, (2, 7))
+    axes = {0: "batch", 1: "sequence"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TracingWarning)
+        program = onnxport.export(Model(), (ids, torch.ones_like(ids)), dynamo=False,
+                                  input_names=["ids", "mask"],
+                                  dynamic_axes={"ids": axes, "mask": axes})
+    for shape in ((2, 7), (3, 11)):
+        ids = torch.randint(3, 100, shape)
+        mask = torch.ones_like(ids)
+        mask[0, -2:] = 0
+        _close(program(ids, mask)[0], Model()(ids, mask))

@@ -131,6 +131,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
         return None
     run.read_backs.warn(graph_module, tensors, dynamic)
     _cleaned(graph, inputs, weights)
+    if any(dynamic):
+        _reads_as_input_sizes(graph, inputs)
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.
     shape_env.pending_fresh_unbacked_symbols.clear()
@@ -346,6 +348,32 @@ def _cleaned(graph: torch.fx.Graph, inputs: list, weights: _Weights) -> None:
                 and not isinstance(node.args[2], torch.fx.Node) and not node.args[2]:
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
+    _eliminate_dead_code(graph)
+
+
+def _reads_as_input_sizes(graph: torch.fx.Graph, inputs: list) -> None:
+    """Each read of a number that propagation proved to be a dynamic dim of an input (a
+    sequence length the model computes with tensor ops, as transformers' masks do) becomes a
+    read of that dim: a later trace of the program (functionalizing writes into views) would
+    take the read for a new unknown number, which no check of a size against the dim can
+    decide (bart's attention failed so)."""
+    dims = {}
+    for node in inputs:
+        for axis, size in enumerate(getattr(node.meta.get("val"), "shape", ())):
+            if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                dims.setdefault(size.node.expr, (node, axis, size))
+    for node in [n for n in graph.nodes if n.target in _NUMBER_READS]:
+        value = node.meta.get("val")
+        found = dims.get(value.node.expr) if isinstance(value, torch.SymInt) else None
+        if found is None:
+            continue
+        source, axis, size = found
+        with graph.inserting_before(node):
+            read = graph.call_function(torch.ops.aten.sym_size.int, (source, axis))
+        read.meta.update(node.meta)
+        read.meta["val"] = size
+        node.replace_all_uses_with(read)
+        graph.erase_node(node)
     _eliminate_dead_code(graph)
 
 
