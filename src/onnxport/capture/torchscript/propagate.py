@@ -394,7 +394,26 @@ def _input_symbols(shape_env, values: dict, inputs: list, dynamic: list,
         # Fixed or equated by the graph, or read back from a tensor. (A graph with a loop
         # has no other way: its sizes read back from tensors stay data-dependent.)
         return None
+    if _fixed_by_a_guard(shape_env, symbols):
+        return None
     return symbols
+
+
+def _fixed_by_a_guard(shape_env, symbols: list) -> bool:
+    """Whether a guard of the run equates a dynamic dim with a number. A dim that is 1 in the
+    example can be fixed so without a replacement (bart's embedding scale, a 0-d float64
+    tensor, broadcast the batch to 1): the shapes after it are then static, and the file
+    would fail at other sizes."""
+    import sympy
+
+    wanted = set(symbols)
+    for guard in shape_env.guards:
+        expr = guard.expr
+        if isinstance(expr, sympy.Eq) and (
+                expr.lhs in wanted and expr.rhs.is_number
+                or expr.rhs in wanted and expr.lhs.is_number):
+            return True
+    return False
 
 
 def _exported_program(graph, bodies, weights: _Weights, inputs, results, tensors, out_spec,
