@@ -1142,3 +1142,18 @@ def test_bart_with_dynamic_batch_and_sequence():
         mask = torch.ones_like(ids)
         mask[0, -2:] = 0
         _close(program(ids, mask)[0], model(ids, mask))
+
+
+class _ScaledByStride(torch.nn.Module):
+    def forward(self, x):
+        return x.view(-1) * x.stride(0)
+
+
+def test_a_stride_read_as_a_number_is_named_in_a_warning():
+    # The tracer cannot trace strides: the example's is a constant, which it recorded silently
+    # (torch.onnx too); the warning names the line.
+    x = torch.randn(3, 4)
+    with pytest.warns(TracingWarning, match="stride") as caught:
+        program = onnxport.export(_ScaledByStride(), (x,), dynamo=False)
+    assert __file__ in {w.filename for w in caught if w.category is TracingWarning}
+    _close(program(x)[0], _ScaledByStride()(x))

@@ -216,25 +216,37 @@ def _scripted_children_as_functions(root: torch.nn.Module):
 
 @contextlib.contextmanager
 def _warn_on_index():
-    """The tracer fixes a tensor used as an index or a count (``range(t)``) silently; it warns
-    for ``int(t)`` and ``bool(t)``. Warn for those too, from the line that does it."""
-    original = torch.Tensor.__index__
+    """The tracer fixes a tensor used as an index or a count (``range(t)``) silently, and a
+    stride read from a tensor (``x.stride(0)``, which it cannot trace); it warns for
+    ``int(t)`` and ``bool(t)``. Warn for those too, from the line that does it."""
+    original_index, original_stride = torch.Tensor.__index__, torch.Tensor.stride
     torch_folder = os.path.dirname(torch.__file__) + os.sep
 
-    def index(tensor):
+    def from_the_model() -> bool:
         # torch's own calls (a size list given to an op) are traced as values, not fixed.
-        if torch.jit.is_tracing() and not sys._getframe(1).f_code.co_filename.startswith(
-                torch_folder):
+        return torch.jit.is_tracing() and not sys._getframe(2).f_code.co_filename.startswith(
+            torch_folder)
+
+    def index(tensor):
+        if from_the_model():
             warnings.warn("Using a tensor as a Python index or count might cause the trace to "
                           "be incorrect: its value is treated as a constant",
                           torch.jit.TracerWarning, stacklevel=2)
-        return original(tensor)
+        return original_index(tensor)
 
-    torch.Tensor.__index__ = index
+    def stride(tensor, *args, **kwargs):
+        if from_the_model():
+            warnings.warn("Reading a tensor's stride might cause the trace to be incorrect: "
+                          "the tracer records this example's stride as a constant (compute it "
+                          "from the tensor's sizes instead, which are traced)",
+                          torch.jit.TracerWarning, stacklevel=2)
+        return original_stride(tensor, *args, **kwargs)
+
+    torch.Tensor.__index__, torch.Tensor.stride = index, stride
     try:
         yield
     finally:
-        torch.Tensor.__index__ = original
+        torch.Tensor.__index__, torch.Tensor.stride = original_index, original_stride
 
 
 def _report_fixed_values(caught: list[warnings.WarningMessage]) -> None:
