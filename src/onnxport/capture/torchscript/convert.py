@@ -144,13 +144,21 @@ def _outputs(node: torch._C.Node) -> list:
 
 
 def _get_args_kwargs(self, node, schema):
+    args, kwargs = _split_arguments(self, node, [(argument.name, argument.kwarg_only)
+                                                 for argument in schema.arguments])
+    return tuple(args), kwargs
+
+
+def _split_arguments(self, node, arguments) -> tuple[list, dict]:
+    """``node``'s inputs as FX values, positional or by keyword as ``arguments`` (each one's
+    (name, keyword-only)) say."""
     args, kwargs = [], {}
-    for value, argument in zip(_inputs(node), schema.arguments):
-        if argument.kwarg_only:
-            kwargs[argument.name] = self.get_fx_value_by_ir_value(value)
+    for value, (name, kwarg_only) in zip(_inputs(node), arguments):
+        if kwarg_only:
+            kwargs[name] = self.get_fx_value_by_ir_value(value)
         else:
             args.append(self.get_fx_value_by_ir_value(value))
-    return tuple(args), kwargs
+    return args, kwargs
 
 
 def _convert_iterator(self, node):
@@ -326,12 +334,7 @@ def _convert_call(self, node):
         found = _OVERLOADS[schema] = (target, tuple(
             (argument.name, argument.kwarg_only) for argument in target._schema.arguments))
     target, arguments = found
-    args, kwargs = [], {}
-    for value, (name, kwarg_only) in zip(_inputs(node), arguments):
-        if kwarg_only:
-            kwargs[name] = self.get_fx_value_by_ir_value(value)
-        else:
-            args.append(self.get_fx_value_by_ir_value(value))
+    args, kwargs = _split_arguments(self, node, arguments)
     if target in LIST_EDITS and isinstance(args[0], list) and \
             all(isinstance(a, int) for a in args[1:2]):
         # An edit of a list the converter holds as a Python list (``outs[0] = y`` after

@@ -22,7 +22,7 @@ from onnxport.capture.torchscript.fx_helpers import _attribute, _eliminate_dead_
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.sizes import (
     _INDEX_TYPES, _NUMBER_READS, _ReadBackSizes, _fix_scalar_reads, _replace_uses, _shape_reads,
-    _size_number
+    _size_number, size_oblivious
 )
 from onnxport.errors import CaptureError
 
@@ -131,8 +131,6 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
         return None
     run.read_backs.warn(graph_module, tensors, dynamic)
     _cleaned(graph, inputs, weights)
-    if any(dynamic):
-        _reads_as_input_sizes(graph, inputs)
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.
     shape_env.pending_fresh_unbacked_symbols.clear()
@@ -146,7 +144,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
         # dynamic dim that was 1 in the example as this run did: else it is fixed to 1 there
         # (swin_v2's attention from a batch of 1 got static batch shapes, which ONNX
         # Runtime's optimizer then took as the shapes).
-        program.graph_module.meta["backed_size_oblivious"] = run.oblivious
+        program.graph_module.meta["backed_size_oblivious"] = size_oblivious(tensors, dynamic)
     return program
 
 
@@ -234,9 +232,7 @@ class _FakeRun:
         from torch._dispatch.python import enable_python_dispatcher
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        self.oblivious = oblivious = any(tensors[k].shape[axis] <= 1
-                                         for k, axes in enumerate(dynamic) if axes
-                                         for axis in axes)
+        oblivious = size_oblivious(tensors, dynamic)
         weights = iter(self.weights.fake_inputs())  # (before the fake mode: real ops)
         metas = [None if axes else _meta_like(tensor) for tensor, axes in zip(tensors, dynamic)]
         node = None
@@ -328,7 +324,8 @@ class _FakeRun:
 
 def _cleaned(graph: torch.fx.Graph, inputs: list, weights: _Weights) -> None:
     """The propagated graph without the tracer's records, unused reads of numbers, filled
-    constants computed at run time, and Dropout outside training."""
+    constants computed at run time, and Dropout outside training; reads proved to be an
+    input's dynamic dim read that dim (:func:`_reads_as_input_sizes`)."""
     from torch.export.graph_signature import InputKind
 
     for node in graph.nodes:
@@ -348,6 +345,7 @@ def _cleaned(graph: torch.fx.Graph, inputs: list, weights: _Weights) -> None:
                 and not isinstance(node.args[2], torch.fx.Node) and not node.args[2]:
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
+    _reads_as_input_sizes(graph, inputs)
     _eliminate_dead_code(graph)
 
 
@@ -362,6 +360,8 @@ def _reads_as_input_sizes(graph: torch.fx.Graph, inputs: list) -> None:
         for axis, size in enumerate(getattr(node.meta.get("val"), "shape", ())):
             if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
                 dims.setdefault(size.node.expr, (node, axis, size))
+    if not dims:  # (no dynamic dim)
+        return
     for node in [n for n in graph.nodes if n.target in _NUMBER_READS]:
         value = node.meta.get("val")
         found = dims.get(value.node.expr) if isinstance(value, torch.SymInt) else None
@@ -374,7 +374,6 @@ def _reads_as_input_sizes(graph: torch.fx.Graph, inputs: list) -> None:
         read.meta["val"] = size
         node.replace_all_uses_with(read)
         graph.erase_node(node)
-    _eliminate_dead_code(graph)
 
 
 def _input_symbols(shape_env, values: dict, inputs: list, dynamic: list,

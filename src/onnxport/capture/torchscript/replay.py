@@ -9,7 +9,7 @@ from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.common import first_lines
 from onnxport.capture.torchscript.fx_helpers import _source_of
-from onnxport.capture.torchscript.sizes import _shape_reads
+from onnxport.capture.torchscript.sizes import _shape_reads, size_oblivious
 from onnxport.errors import CaptureError
 
 
@@ -31,8 +31,7 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     """
     # torch.export specializes a dim of size 0 or 1 unless told to reason about it as any
     # size; the traced program has no branch left that could tell them apart.
-    oblivious = any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
-                    for axis in axes)
+    oblivious = size_oblivious(tensors, dynamic)
 
     def export():
         with fx_config.patch(backed_size_oblivious=oblivious):

@@ -83,6 +83,14 @@ class _ReadBackSizes:
                 "ONNX model does not follow the dynamic axes there", TracingWarning)
 
 
+def size_oblivious(tensors: tuple, dynamic: list) -> bool:
+    """Whether a dynamic dim is 0 or 1 in the example: torch then specializes it unless told
+    to reason about it as any size (``backed_size_oblivious``), in every trace of the
+    program."""
+    return any(tensors[k].shape[axis] <= 1 for k, axes in enumerate(dynamic) if axes
+               for axis in axes)
+
+
 def grown_sizes(tensors: tuple, dynamic: list) -> tuple:
     """The example inputs grown by about half along each dynamic axis (repeating their
     values, so that data-dependent steps see alike data)."""
