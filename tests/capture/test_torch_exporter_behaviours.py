@@ -116,6 +116,15 @@ CASES = {
             -128, 127), (R(3, 4),), [], None),
     "hann_window not periodic": (lambda x: torch.hann_window(x.size(0), periodic=False) + x,
                                  (R(5),), [], None),
+    "hamming, blackman and bartlett windows of a size": (
+        lambda x: x + torch.hamming_window(x.size(0), periodic=False)
+        + torch.blackman_window(x.size(0)) + torch.bartlett_window(x.size(0))
+        + torch.hamming_window(x.size(0), True, 0.5, 0.3), (R(5),), [(R(8),), (R(1),)], N),
+    "windows of a constant length": (
+        lambda x: x + torch.hamming_window(6) + torch.blackman_window(6, periodic=False)
+        + torch.bartlett_window(6, periodic=False), (R(6),), [], None),
+    # torch.export (strict) lifts x.data as a constant with no values: refused, then traced
+    "x.data": (lambda x: x.data * 2 + x.detach(), (R(3, 4),), [(R(5, 4),)], N),
     "stft": (lambda x: x.stft(16, return_complex=False), (R(64),), [], None),
     "std unbiased=False": (lambda x: x.std(unbiased=False), (R(3, 4),), [], None),
     "var_mean along a dim": (lambda x: torch.var_mean(x, 1, unbiased=False), (R(3, 4),), [],
@@ -351,7 +360,127 @@ class _ListAppendNested(nn.Module):
         return res
 
 
+class _OutArgument(nn.Module):
+    def forward(self, x):
+        out = torch.empty(4)
+        torch.arange(4, out=out)  # (the write was lost: x was returned unchanged)
+        total = torch.empty(0)
+        torch.add(x, out, out=total)
+        return total + out
+
+
+class _TopkByItem(nn.Module):
+    def forward(self, x, k):
+        return x.topk(int(k.item()), 1)[0]
+
+
+class _OptionalGivenATensor(nn.Module):
+    def forward(self, i, w, weights):
+        return nn.functional.embedding_bag(i.flatten(), w, torch.tensor([0, 3]), mode="sum",
+                                           per_sample_weights=weights)
+
+
+class _SizeArithmeticInFloats(nn.Module):
+    def forward(self, x):
+        half = x.size(0) // 2
+        scale = float(x.size(0)) * 0.5 + x.size(0) / 4 - x.size(1) % 2  # (was fixed: 3.0 always)
+        return x[:half] * scale, x[half:] + (x.size(0) % 3 != 0)
+
+
+class _LoopWithContinue(nn.Module):
+    def forward(self, x):
+        total = torch.zeros(x.size(1))
+        for i in range(x.size(0)):
+            if i % 2 == 1:  # (a while loop to TorchScript: its counter is carried)
+                continue
+            total = total + x[i]
+        return total
+
+
+class _LoopWithBreak(nn.Module):
+    def forward(self, x):
+        total = torch.zeros(3)
+        for i in range(4):
+            total = total + x[i]
+            if bool(total.sum() > 5):
+                break
+        return total
+
+
+class _EnumerateAndSwap(nn.Module):
+    def forward(self, x) -> Tuple[torch.Tensor, torch.Tensor]:
+        a, b = x[0], x[0] * 2
+        for i, row in enumerate(x):
+            a, b = b, a + row * i
+        return a, b
+
+
+class _WhileCountingSteps(nn.Module):
+    def forward(self, x):
+        steps = 0
+        while bool(x.sum() < 10) and steps < 20:
+            x = x + 1
+            steps += 1
+        return x, torch.tensor(steps)
+
+
+class _ScriptedLosses(nn.Module):
+    def forward(self, x, y):
+        # mse_loss warns in a branch on the sizes; kl_div divides in a branch on the rank
+        return (nn.functional.mse_loss(x, y), nn.functional.smooth_l1_loss(x, y),
+                nn.functional.kl_div(x.log_softmax(-1), y.softmax(-1), reduction="batchmean"))
+
+
+class _NormsAndPools(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # (GroupNorm checks its batch's size in a loop over x.size()[2:], which raises)
+        self.layers = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.GroupNorm(2, 4),
+                                    nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class _ListOfOneLoopReadByAnother(nn.Module):
+    def forward(self, x):
+        sums = [x[i].sum() for i in range(x.size(0))]
+        total = torch.zeros(())
+        for s in sums:
+            total = total + s
+        return total
+
+
+class _Data(nn.Module):
+    def forward(self, x):
+        return x.data * 2 + x.detach()
+
+
 SCRIPTED = {
+    "out= arguments": (_OutArgument, True, (R(3, 4),), [], None),
+    "int() of an item as a count": (_TopkByItem, True, (R(5, 4), torch.tensor(2)), [], None),
+    "an Optional tensor given one (embedding_bag's per_sample_weights)": (
+        _OptionalGivenATensor, True,
+        (torch.tensor([[1, 2, 0], [0, 3, 4]]), R(6, 3), torch.rand(6)), [], None),
+    "x.data": (_Data, True, (R(3, 4),), [], None),
+    "a loop with continue over a dynamic count": (_LoopWithContinue, True, (R(4, 3),),
+                                                  [(R(7, 3),), (R(1, 3),)], N),
+    "a loop with break": (_LoopWithBreak, True, (R(4, 3),), [(R(4, 3) + 3,)], None),
+    "enumerate over a tensor, values swapped": (_EnumerateAndSwap, True, (R(3, 4),),
+                                                [(R(6, 4),)], N),
+    "a while loop counting its steps": (_WhileCountingSteps, True, (R(3),), [(R(3) + 3,)],
+                                        None),
+    "F.mse_loss, smooth_l1_loss and kl_div scripted": (_ScriptedLosses, True,
+                                                      (R(2, 3, 4), R(2, 3, 4)), [], None),
+    "a list one loop builds, read by index in another": (
+        _ListOfOneLoopReadByAnother, True, (R(3, 4),), [(R(6, 4),), (R(1, 4),)], N),
+    "nn.GroupNorm, BatchNorm2d and MaxPool2d scripted": (
+        lambda: _NormsAndPools().eval(), True, (R(2, 3, 8, 8),), [], None),
+    "nn.EmbeddingBag scripted": (lambda: nn.EmbeddingBag(10, 3, mode="mean"), True,
+                                 (torch.tensor([[1, 2, 4, 5], [4, 3, 2, 9]]),),
+                                 [(torch.tensor([[0, 0, 1, 9], [7, 7, 7, 7]]),)], None),
+    "int and float arithmetic of sizes": (_SizeArithmeticInFloats, True, (R(4, 3),),
+                                          [(R(6, 3),), (R(9, 3),)], N),
     "scripted functions branching on values and rank": (
         _ScriptedInside, False, (R(3, 4),), [(-R(3, 4).abs() - 1,)], None),
     "for loop over a size carrying a count": (_Counting, True, (R(3),), [(R(5),)], N),

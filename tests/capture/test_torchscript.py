@@ -1157,3 +1157,19 @@ def test_a_stride_read_as_a_number_is_named_in_a_warning():
         program = onnxport.export(_ScaledByStride(), (x,), dynamo=False)
     assert __file__ in {w.filename for w in caught if w.category is TracingWarning}
     _close(program(x)[0], _ScaledByStride()(x))
+
+
+class _ReadThroughData(torch.nn.Module):
+    def forward(self, x):
+        return x.data * 2 + x.data[1:].sum(), x[0] + x[0].data
+
+
+def test_an_input_read_through_data_stays_the_input():
+    # The tracer records x.data as a constant holding the example (torch.onnx exports that
+    # constant); the whole tensor is the input again, a part of it gets a warning.
+    x = torch.randn(3, 4)
+    with pytest.warns(TracingWarning, match=r"\.data"):
+        program = onnxport.export(_ReadThroughData(), (x,), dynamo=False,
+                                  input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    other = torch.randn(5, 4)
+    _close(program(other)[0], _ReadThroughData()(other)[0])

@@ -282,6 +282,10 @@ class _Translator:
         g.dim = self.dim
         args = torch.fx.node.map_arg(node.args, self._lookup)
         kwargs = torch.fx.node.map_arg(node.kwargs, self._lookup)
+        written = _written_arguments(target)
+        if written and node.kwargs:  # an out= overload computes what the functional one does
+            names = {name for _, name in written}
+            kwargs = {key: value for key, value in kwargs.items() if key not in names}
         translation = self.registry.lookup(name, g.opset)
         if translation is None:
             result = self._translate_by_decomposition(node, name)
@@ -303,10 +307,11 @@ class _Translator:
         self._bind(node, result, expected)
         # An in-place op: later reads of the tensor it wrote see the new value. (Writes into
         # views were functionalized at capture, so the written tensor is never a view here.)
-        for position in _written_arguments(target):
-            written = node.args[position] if position < len(node.args) else None
-            if isinstance(written, torch.fx.Node) and isinstance(result, ir.Value):
-                self.env[written] = result
+        for position, argument in written:
+            tensor = node.args[position] if position < len(node.args) else \
+                node.kwargs.get(argument)
+            if isinstance(tensor, torch.fx.Node) and isinstance(result, ir.Value):
+                self.env[tensor] = result
 
     def _translate_by_decomposition(self, node: torch.fx.Node, name: str) -> Any:
         """Translate the traced decomposition of ``node`` in its place. ``check_supported``
@@ -585,13 +590,14 @@ def _is_tuple_type(target: Any) -> bool:
     return isinstance(target, type) and issubclass(target, tuple)
 
 
-def _written_arguments(target: Any) -> list[int]:
+def _written_arguments(target: Any) -> list[tuple[int, str]]:
+    """The (position, name) of each argument ``target`` writes into: ``self`` of an in-place
+    op, ``out`` of an out= overload (keyword-only, given by name)."""
     schema = getattr(target, "_schema", None)
     if schema is None or not schema.is_mutable:
         return []
-    return [i for i, argument in enumerate(schema.arguments)
-            if argument.alias_info is not None and argument.alias_info.is_write
-            and not argument.kwarg_only]
+    return [(i, argument.name) for i, argument in enumerate(schema.arguments)
+            if argument.alias_info is not None and argument.alias_info.is_write]
 
 
 def _static_scalar(meta: Any) -> int | float | bool | None:

@@ -47,7 +47,8 @@ def _is_number_arithmetic(node: torch.fx.Node) -> bool:
             node.meta.get("val"), torch.Tensor):
         return False
     return getattr(target, "__module__", None) in ("_operator", "operator", "torch") or \
-        target in (torch.sym_not, torch.sym_max, torch.sym_min, torch.sym_float, torch.sym_int)
+        target in (torch.sym_not, torch.sym_max, torch.sym_min, torch.sym_float, torch.sym_int,
+                   torch.sym_ite)
 
 
 def needs_functionalization(program: ExportedProgram) -> bool:
@@ -62,9 +63,11 @@ def needs_functionalization(program: ExportedProgram) -> bool:
         schema = getattr(node.target, "_schema", None)
         if schema is None or not schema.is_mutable:
             continue
-        for argument, value in zip(schema.arguments, node.args):
+        for position, argument in enumerate(schema.arguments):
             if argument.alias_info is None or not argument.alias_info.is_write:
                 continue
+            value = node.args[position] if position < len(node.args) else \
+                node.kwargs.get(argument.name)  # (out= is keyword-only)
             if not isinstance(value, torch.fx.Node):
                 continue
             if value.op == "placeholder":

@@ -7,6 +7,7 @@ import contextlib
 import io
 
 import torch
+import torch.utils._pytree as pytree
 
 from onnxport.capture.common import warn_at_caller
 from onnxport.capture.data_dependent import DataDependentArguments
@@ -139,10 +140,25 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
             contextlib.redirect_stderr(io.StringIO()):
         program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes,
                                       strict=strict)
+    _refuse_fake_constants(program, module, args, kwargs)
     # Translation re-traces decompositions on these shapes: it must treat 0 and 1 alike.
     program.graph_module.meta["backed_size_oblivious"] = oblivious
     user_inputs = tensor_user_inputs(program)
     return program, fixed_dims(program, user_inputs, requested, guards)
+
+
+def _refuse_fake_constants(program, module, args, kwargs) -> None:
+    """Strict export can lift a tensor it could not trace through (``x.data``) as a constant
+    that is a fake tensor: no values to save. Non-strict refuses such a program; so does this,
+    unless the model is fake itself (enable_fake_mode: its buffers are fake constants)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    fake = [name for name, value in program.constants.items() if isinstance(value, FakeTensor)]
+    if fake and not any(isinstance(t, FakeTensor) for t in (
+            *pytree.tree_leaves((args, kwargs)), *module.parameters(), *module.buffers())):
+        raise RuntimeError(f"torch.export lifted {', '.join(fake)} as a constant without "
+                           "values (a fake tensor): it could not trace through an op there "
+                           "(x.data is one)")
 
 
 def _warn_bounded(fixed, describe_dim) -> None:

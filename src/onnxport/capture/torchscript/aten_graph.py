@@ -111,7 +111,11 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
     ``_REFUSED``; False for any other node."""
     if node.target is operator.getitem and isinstance(node.args[0], (list, tuple)):
         # An item of a list the converter built (a list unpacked): that item itself.
-        item = node.args[0][node.args[1]]
+        index = remap.get(node.args[1]) if isinstance(node.args[1], torch.fx.Node) \
+            else node.args[1]
+        if not isinstance(index, int):
+            return _REFUSED
+        item = node.args[0][index]
         if not isinstance(item, torch.fx.Node):
             return _REFUSED
         remap[node] = remap[item]
@@ -157,6 +161,19 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
         result = _copy_nodes(graph, body, inner, None, inlined=True)
         if result is _REFUSED:
             return _REFUSED
+        remap[node] = result
+        return True
+    if node.target in (builtins.min, builtins.max) and len(node.args) == 1 and \
+            isinstance(node.args[0], (list, tuple)) and node.args[0] and not node.kwargs:
+        # min or max of a list of numbers (the count of ``for i, row in enumerate(x)``,
+        # min(2**63 - 1, len)): a chain of symbolic ones, int64's largest left out of a min.
+        items = [remap[a] if isinstance(a, torch.fx.Node) else a for a in node.args[0]]
+        if node.target is builtins.min and len(items) > 1:
+            items = [item for item in items if item != 2 ** 63 - 1] or items[:1]
+        pick = torch.sym_min if node.target is builtins.min else torch.sym_max
+        result = items[0]
+        for item in items[1:]:
+            result = graph.call_function(pick, (result, item))
         remap[node] = result
         return True
     size = _size_read_back(node)
@@ -229,6 +246,9 @@ def _call_target(node: torch.fx.Node) -> Any:
     if node.target in (builtins.min, builtins.max) and len(node.args) == 2 and not node.kwargs:
         # min/max of two sizes (scripted code's prim::min): symbolic, not fixed to the example
         return torch.sym_min if node.target is builtins.min else torch.sym_max
+    if node.target is torch.clone and len(node.args) == 1 and not node.kwargs:
+        # A branch returning its input unchanged (cond's outputs must not alias its inputs).
+        return torch.ops.aten.clone.default
     if node.target is _shape_as_tensor:
         # One op, which translation makes one Shape (propagation runs the replacement: a
         # fake tensor has no data for the ATen op to read).
@@ -298,7 +318,8 @@ def _overload_of(node: torch.fx.Node) -> Any:
     if target in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
                   operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
                   operator.truediv, operator.mod, operator.getitem, torch.sym_float,
-                  torch.sym_int, torch.sym_max, torch.sym_min):
+                  torch.sym_int, torch.sym_max, torch.sym_min, torch.sym_ite, torch.sym_not,
+                  operator.and_, operator.or_, operator.xor):
         return target
     return None
 

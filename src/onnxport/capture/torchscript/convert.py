@@ -28,11 +28,19 @@ def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             # (A traced graph has no branch: walking its nodes in Python is then time lost.)
-            if state.ts_graph.findNode("prim::If", True) is not None and \
-                    _drop_raising_branches(state.ts_graph):
-                # What the checks were about (a rank, an optional argument) is constant now.
-                torch._C._jit_pass_constant_propagation(state.ts_graph)
-                torch._C._jit_pass_dce(state.ts_graph)
+            if state.ts_graph.findNode("prim::If", True) is not None:
+                # Scripted code's warnings (F.mse_loss's on broadcast sizes) have no ONNX
+                # form: gone, with the strings they format and the branches that only warn.
+                dropped = _drop_warnings(state.ts_graph)
+                dropped = _fold_known_ranks(state.ts_graph) or dropped
+                dropped = _drop_raising_branches(state.ts_graph) or dropped
+                if dropped:
+                    # What the checks were about (a rank, an optional argument) is constant.
+                    torch._C._jit_pass_constant_propagation(state.ts_graph)
+                if _fold_identity_checks(state.ts_graph) or dropped:
+                    torch._C._jit_pass_dce(state.ts_graph)
+                    if _drop_dead_loops(state.ts_graph):
+                        torch._C._jit_pass_dce(state.ts_graph)
             paths = _lift_attributes(state)
             blocks, attribute_names = _lifted_attributes(state.ts_graph)
             attribute_names.update(paths)
@@ -129,6 +137,7 @@ def _converter_class():
         convert_aten_Int = _convert_int
         convert_prim_Constant = _convert_constant
         convert_prim_NumToTensor = _convert_num_to_tensor
+        convert_aten_tensor = _convert_tensor
 
     return Converter
 
@@ -187,8 +196,15 @@ def _convert_constant(self, node):
 
 
 def _convert_int(self, node):
-    """``int(t)``: aten._to_copy to int32, then aten._local_scalar_dense (torch's)."""
+    """``int(t)``: aten._to_copy to int32, then aten._local_scalar_dense (torch's); ``int(n)``
+    of a number (``int(k.item())`` in a scripted model) is that int, or a float's truncation."""
     args = tuple(self.get_fx_value_by_ir_value(value) for value in _inputs(node))
+    kind = _inputs(node)[0].type().kind()
+    if kind != "TensorType":  # (sym_int of a SymBool would fix it: int(x.size(0) % 3 != 0))
+        self.name_to_node[node.output().debugName()] = args[0] if kind == "IntType" else \
+            self.fx_graph.call_function(torch.sym_ite, (args[0], 1, 0)) if kind == "BoolType" \
+            else self.fx_graph.call_function(torch.sym_int, args)
+        return
     copy = self.fx_graph.call_function(torch.ops.aten._to_copy.default, args,
                                        {"dtype": torch.int32})
     self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
@@ -200,6 +216,28 @@ def _convert_num_to_tensor(self, node):
     args = tuple(self.get_fx_value_by_ir_value(value) for value in _inputs(node))
     self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
         torch.ops.aten.scalar_tensor, args, {"dtype": torch.long})
+
+
+def _convert_tensor(self, node):
+    """``torch.tensor(n)`` of a number: aten.scalar_tensor of the number's own dtype (or the one
+    given), so that a number the graph computes (a loop's count) stays computed; torch's
+    conversion for anything else."""
+    from torch._export.converter import TS2FXGraphConverter, _TORCH_ENUM_TO_DTYPE
+
+    inputs = _inputs(node)
+    kind = inputs[0].type().kind()
+    if kind not in _NUMBER_DTYPES or len(inputs) != 4 or \
+            inputs[1].node().kind() != "prim::Constant" or inputs[3].toIValue() is not False:
+        return TS2FXGraphConverter.convert_aten_tensor(self, node)  # (requires_grad=True...)
+    dtype = inputs[1].toIValue()
+    dtype = _TORCH_ENUM_TO_DTYPE[dtype] if dtype is not None else \
+        _NUMBER_DTYPES[kind] or torch.get_default_dtype()
+    self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
+        torch.ops.aten.scalar_tensor.default, (self.get_fx_value_by_ir_value(inputs[0]),),
+        {"dtype": dtype})
+
+
+_NUMBER_DTYPES = {"IntType": torch.long, "BoolType": torch.bool, "FloatType": None}
 
 
 def _init_converter(self, *args, **kwargs):
@@ -472,6 +510,62 @@ def _traced_type_kind(target: Any, kind: str) -> bool | str | None:
 VIEW = "view"
 
 
+def _fold_known_ranks(graph: torch._C.Graph) -> bool:
+    """``x.dim()`` of a tensor whose rank the graph knows (a traced value read by a scripted
+    function inside the trace) becomes that number, which decides the branches on it (ONNX
+    has no branch whose results differ in rank); whether there was one."""
+    folded = False
+    for node in graph.findAllNodes("aten::dim", True):
+        tensor_type = node.inputsAt(0).type()
+        rank = tensor_type.dim() if isinstance(tensor_type, torch._C.TensorType) else None
+        if rank is None:
+            continue
+        with graph.insert_point_guard(node):
+            node.output().replaceAllUsesWith(graph.insertConstant(rank))
+        node.destroy()
+        folded = True
+    if folded:
+        torch._C._jit_pass_constant_propagation(graph)
+    return folded
+
+
+def _drop_dead_loops(block: Any) -> bool:
+    """Remove the loops whose results nothing reads and that write nothing (the size check
+    of F.group_norm's batch, whose raise is gone): TorchScript's dead-code pass keeps them, and
+    their list arithmetic cannot run on symbolic sizes. Whether there was one."""
+    dropped = False
+    for node in reversed(list(block.nodes())):
+        for inner in node.blocks():
+            dropped = _drop_dead_loops(inner) or dropped
+        if node.kind() == "prim::Loop" and not any(o.uses() for o in node.outputs()) and \
+                not any(_writes_anything(b) for b in node.blocks()):
+            node.destroy()
+            dropped = True
+    return dropped
+
+
+_SIDE_EFFECTS = {"prim::RaiseException", "prim::Print", "prim::SetAttr", "aten::warn",
+                 "aten::append", "aten::insert", "aten::_set_item", "aten::pop",
+                 "aten::Delete", "aten::extend", "aten::clear"}
+
+
+def _writes_anything(block: Any) -> bool:
+    for node in block.nodes():
+        kind = node.kind()
+        if kind in _SIDE_EFFECTS or kind.endswith("_") and not kind.endswith("__") or \
+                any(_writes_anything(b) for b in node.blocks()):
+            return True
+    return False
+
+
+def _drop_warnings(graph: torch._C.Graph) -> bool:
+    """Remove the graph's ``aten::warn`` calls; whether there was one."""
+    warnings_ = graph.findAllNodes("aten::warn", True)
+    for node in warnings_:
+        node.destroy()
+    return bool(warnings_)
+
+
 def _drop_raising_branches(block: Any) -> bool:
     """Inline the other branch of each ``prim::If`` one of whose branches always raises (the
     argument checks of scripted code, ``interpolate``'s rank dispatch): ONNX has no exceptions,
@@ -494,6 +588,50 @@ def _drop_raising_branches(block: Any) -> bool:
         node.destroy()
         changed = True
     return changed
+
+
+def _fold_identity_checks(graph: torch._C.Graph) -> bool:
+    """``a is b`` and ``a is not b`` that the graph decides become constants, their branches
+    decided and casts of a decided Optional to Tensor dropped; whether there was one. Decided:
+    a value compared with itself (nn.MultiheadAttention's ``query is key``), None with None,
+    and a tensor with None (an Optional[Tensor] parameter of an inlined function given one,
+    ``per_sample_weights`` of F.embedding_bag, once the branches raising on it are gone). The
+    converter has no conversion for these, and the cast cannot run on fake tensors."""
+    folded = False
+    for _ in range(4):  # a decided branch can make another value a plain tensor
+        changed = False
+        for node in [*graph.findAllNodes("aten::__is__", True),
+                     *graph.findAllNodes("aten::__isnot__", True)]:
+            same = _same_object(*node.inputs())
+            if same is None:
+                continue
+            with graph.insert_point_guard(node):
+                decided = graph.insertConstant(same == (node.kind() == "aten::__is__"))
+            node.output().replaceAllUsesWith(decided)
+            node.destroy()
+            changed = True
+        for node in graph.findAllNodes("prim::unchecked_cast", True):
+            if node.inputsAt(0).type().kind() == "TensorType":
+                node.output().replaceAllUsesWith(node.inputsAt(0))
+                node.destroy()
+                changed = True
+        if not changed:
+            return folded
+        folded = True
+        torch._C._jit_pass_constant_propagation(graph)
+    return folded
+
+
+def _same_object(a: torch._C.Value, b: torch._C.Value) -> bool | None:
+    """Whether ``a is b`` holds, when the graph decides it; else None."""
+    if a.debugName() == b.debugName():
+        return True
+    kinds = {a.type().kind(), b.type().kind()}
+    if kinds == {"NoneType"}:
+        return True
+    if kinds == {"TensorType", "NoneType"}:
+        return False
+    return None
 
 
 def _provenance(node: torch._C.Node, stack_traces: dict[str, str | None]) -> dict[str, Any]:
@@ -578,13 +716,22 @@ def _shape_as_tensor(tensor: torch.Tensor) -> torch.Tensor:
 # Ops the tracer records (torchvision calls them when tracing) that torch.export cannot run
 # with symbolic sizes, and the same computation in ops it can.
 _SYMBOLIC_REPLACEMENTS = {torch.ops.aten._shape_as_tensor.default: _shape_as_tensor}
-# The converter calls the ATen overloads of int arithmetic, which take plain ints only; Python's
-# operators also take the symbolic sizes torch.export passes.
+# The converter calls the ATen overloads of number arithmetic, which take plain ints and floats
+# only (a symbolic size given one is fixed to the example's: float(x.size(0)) * 0.5 was 2.0 at
+# every size); Python's operators also take the symbolic sizes torch.export passes.
 _SYMBOLIC_REPLACEMENTS.update({
-    getattr(torch.ops.aten, name).int: function
+    getattr(getattr(torch.ops.aten, name), overload): function
     for name, function in [("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt),
                            ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
                            ("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
-                           ("floordiv", operator.floordiv), ("neg", operator.neg)]
-    if hasattr(getattr(torch.ops.aten, name), "int")
+                           ("floordiv", operator.floordiv), ("div", operator.truediv),
+                           ("remainder", operator.mod), ("neg", operator.neg)]
+    for overload in ("int", "float", "int_float", "float_int", "default", "Scalar", "bool")
+    if overload in getattr(torch.ops.aten, name).overloads() and all(
+        argument.type.kind() in ("IntType", "FloatType", "NumberType", "BoolType")
+        for argument in getattr(getattr(torch.ops.aten, name), overload)._schema.arguments)
 })
+# (and, or and xor of bools only: of ints they are bitwise)
+_SYMBOLIC_REPLACEMENTS.update({
+    torch.ops.aten.__and__.bool: operator.and_, torch.ops.aten.__or__.bool: operator.or_,
+    torch.ops.aten.__xor__.bool: operator.xor, torch.ops.aten.__not__.default: torch.sym_not})

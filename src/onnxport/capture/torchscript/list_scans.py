@@ -7,6 +7,7 @@ makes itself. What follows the loop reads the list through :class:`StackedList`:
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Any
 
 import torch
@@ -92,6 +93,30 @@ def lists_as_scans(body: torch.fx.GraphModule, carried: list, names: list, outer
         graph.erase_node(slot.placeholder)
     body.recompile()
     return slots
+
+
+def stacked_lists_read(body: torch.fx.GraphModule, outer: list) -> list:
+    """``outer`` with each :class:`StackedList` (a list an earlier loop built, read by this
+    one: ``for y in ys``) as its stacked tensor, and ``body`` reading its rows: ``ys[i]`` is
+    row i. Refused for any other read of it in the body."""
+    if not any(isinstance(value, StackedList) for value in outer):
+        return outer
+    placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]  # (names first)
+    values = []
+    for placeholder, value in zip(placeholders, outer):
+        if isinstance(value, StackedList):
+            for user in list(placeholder.users):
+                if user.target is not operator.getitem or user.args[0] is not placeholder:
+                    raise CaptureError(
+                        f"a loop reads the list that the loop ({value.where}) appends to other "
+                        "than by index, which is not translated for a list whose length is "
+                        "known only at run time; stack it first (torch.stack(items))")
+                user.target = torch.ops.aten.select.int
+                user.args = (placeholder, 0, user.args[1])
+            value = value.node
+        values.append(value)
+    body.recompile()
+    return values
 
 
 def _append_chain(placeholder: torch.fx.Node, result: Any, output: torch.fx.Node,

@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from onnxport.capture.torchscript.list_scans import StackedList, lists_as_scans
+from onnxport.capture.torchscript.list_scans import (StackedList, lists_as_scans,
+                                                     stacked_lists_read)
 from onnxport.errors import CaptureError
 
 
@@ -26,6 +27,7 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
     (body,), (body_converter,) = converter._convert_block_to_subgraph(node, names)
     updated = list(body_converter.name_update_from_subblock_to_parent)
     outer = outer_values(converter, names)
+    outer = stacked_lists_read(converter.subgraphs[body.target], outer)
     slots = lists_as_scans(converter.subgraphs[body.target], carried, names, outer, updated)
     scanned = {slot.carried for slot in slots} | {slot.name for slot in slots}
     carried = [value for k, value in enumerate(carried) if k not in scanned]

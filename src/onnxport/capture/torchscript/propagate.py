@@ -675,6 +675,8 @@ def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
     values: dict[torch.fx.Node, Any] = {}
     inputs = iter(inputs)
     for node in list(module.graph.nodes):
+        if node._erased:  # (an item of x.size() replaced below)
+            continue
         if node.target is torch.ops.aten.sym_size.default and len(node.args) == 1:
             # x.size() as a whole (torch.ones(x.shape) in scripted code): one size per dim,
             # which is how translation knows sizes.

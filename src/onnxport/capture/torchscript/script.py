@@ -42,7 +42,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     _bind_arguments(graph, (*args, *_defaults(scripted, len(args))), 1 if is_module else 0)
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
-    _fold_dtypes(graph, tensors, 1 if is_module else 0)
+    _fold_dtypes(graph, tensors, 1 if is_module else 0, scripted if is_module else None)
     if static_sizes is not None:
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
         if not _unroll_branching_list_loops(graph) and not folded:
@@ -73,25 +73,59 @@ def _defaults(scripted, given: int) -> list:
     return defaults
 
 
-def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int) -> None:
-    """Reads of the tensor inputs' dtype and device (``prim::dtype(x)``, which ``x[i] = 0.0``
-    makes) become constants of the example's: the converter's own helper for them cannot run
-    inside a branch or loop body."""
+def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int,
+                 module: torch.jit.ScriptModule | None) -> None:
+    """Reads of the dtype and device of the tensor inputs and of the module's parameters and
+    buffers (``prim::dtype(x)``, which ``x[i] = 0.0`` makes; F.embedding_bag's check of its
+    weight's dtype, which swaps its arguments), whether they are floating point and their ranks
+    (F.kl_div's ``input.dim() != 0``) become
+    constants of the example's: the converter's own helper for them cannot run inside a branch
+    or loop body, nor convert a branch returning a weight."""
     from onnxport.compat.jit_scalar_type import JitScalarType
 
     inputs = list(graph.inputs())[first:]
     if len(inputs) != len(tensors):
         return
-    for value, tensor in zip(inputs, tensors):
+    known_tensors = list(zip(inputs, tensors))
+    if module is not None:
+        known_tensors += _attribute_tensors(graph, module)
+    folded = False
+    for value, tensor in known_tensors:
         for use in list(value.uses()):
             reader = use.user
-            if reader.kind() not in ("prim::dtype", "prim::device"):
+            if reader.kind() == "prim::dtype":
+                known = int(JitScalarType.from_dtype(tensor.dtype))
+            elif reader.kind() == "prim::device":
+                known = tensor.device
+            elif reader.kind() == "aten::is_floating_point":
+                known = tensor.is_floating_point()
+            elif reader.kind() == "aten::dim":  # (an ONNX input's rank is fixed too)
+                known = tensor.dim()
+            else:
                 continue
-            known = int(JitScalarType.from_dtype(tensor.dtype)) if \
-                reader.kind() == "prim::dtype" else tensor.device
             with graph.insert_point_guard(reader):
                 reader.output().replaceAllUsesWith(graph.insertConstant(known))
             reader.destroy()
+            folded = True
+    if folded:
+        torch._C._jit_pass_constant_propagation(graph)
+
+
+def _attribute_tensors(graph: torch._C.Graph, module: torch.jit.ScriptModule) -> list:
+    """(value, tensor) of each ``prim::GetAttr`` of ``graph`` (anywhere) that reads a
+    parameter or buffer of ``module``."""
+    found = []
+    for node in graph.findAllNodes("prim::GetAttr", True):
+        path, at = [], node
+        while at is not None and at.kind() == "prim::GetAttr":
+            path.append(at.s("name"))
+            at = at.inputsAt(0).node()
+        target = module
+        for name in reversed(path):
+            target = getattr(target, name, None)
+        if isinstance(target, torch.Tensor):
+            found.append((node.output(), target))
+    return found
 
 
 def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) -> bool:

@@ -118,6 +118,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
     torch._C._jit_pass_inline(graph)  # (``called`` holds the functions inlined until now)
     del called
     functionalize_writes(graph)  # (writes in the scripted functions' branches and loops)
+    _inputs_read_through_data(graph, [*tensors, *state.values()])
     values = list(graph.inputs())[count:]
     for value, name in zip(values, state):
         value.setDebugName(name)
@@ -127,6 +128,36 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
     parameters = {n: t for n, t in state.items() if isinstance(t, torch.nn.Parameter)}
     return _ConverterState(None, graph, parameters,
                            {n: t for n, t in state.items() if n not in parameters}, {}, {})
+
+
+def _inputs_read_through_data(graph: torch._C.Graph, tensors: list) -> None:
+    """The tracer records ``x.data`` (no op) as a constant holding the input itself: this
+    example's values, at every size (torch.onnx too). Such a constant is the graph input it
+    aliases; one that is part of it (``x.data[0]``) gets a warning at its line."""
+    constants = [node for node in graph.findAllNodes("prim::Constant")
+                 if node.hasAttribute("value") and node.kindOf("value") == "t"]
+    if not constants:
+        return
+    storages = {tensor.untyped_storage().data_ptr(): (k, tensor)
+                for k, tensor in enumerate(tensors) if tensor.untyped_storage().nbytes()}
+    inputs = list(graph.inputs())
+    for node in constants:
+        value = node.t("value")
+        found = storages.get(value.untyped_storage().data_ptr()) \
+            if value.untyped_storage().nbytes() else None
+        if found is None:
+            continue
+        k, tensor = found
+        if value.shape == tensor.shape and value.stride() == tensor.stride() and \
+                value.storage_offset() == tensor.storage_offset() and value.dtype == tensor.dtype:
+            node.output().replaceAllUsesWith(inputs[k])
+            node.destroy()
+        else:
+            where = node.sourceRange().strip().splitlines()
+            warnings.warn(TracingWarning(
+                "tracing recorded part of an input read through .data as a constant: this "
+                "example's values, at every size; use the tensor itself (x[0], not x[0].data)"
+                + (f" (at {where[0]})" if where else "")))
 
 
 class _ScriptedCall(torch.nn.Module):

@@ -124,21 +124,37 @@ def tril_before_14(g, self, diagonal=0):
     return g.op("Where", keep, self, g.const(0, self.dtype))
 
 
-@translates("aten::hann_window", "aten::hann_window.periodic")
-def hann_window(g, window_length, periodic=True, **_):
-    """hann_window.periodic(int window_length, bool periodic, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
-
-    torch's own values as a constant, window_length 1 included (torch makes it [1]): torch
-    fixes the length at capture. torch 2.11 keeps this call whole; later ones decompose it."""
-    if isinstance(window_length, ir.Value):
-        return _hann_window_of_a_run_length(g, window_length, bool(periodic))
-    window = torch.hann_window(int(window_length), periodic=bool(periodic), dtype=torch.float64)
-    return as_tensor(g, window, dtype=expected_dtype(g))
+# torch's windows (w[i], i < n, over d = n when periodic else n - 1) as sums of cosines:
+# w = a0 - a1 cos(2 pi i / d) + a2 cos(4 pi i / d); bartlett is 1 - |2 i / d - 1|.
+_WINDOWS = {"hann": (0.5, 0.5), "blackman": (0.42, 0.5, 0.08), "bartlett": None}
 
 
-def _hann_window_of_a_run_length(g, length: ir.Value, periodic: bool) -> ir.Value:
-    """0.5 - 0.5 cos(2 pi i / d) for i < n, d = n (periodic) or n - 1, in double; [1] for
-    n = 1 as torch gives it: a length computed at run time (a traced size)."""
+@translates("aten::hann_window", "aten::hann_window.periodic",
+            "aten::hamming_window", "aten::hamming_window.periodic",
+            "aten::hamming_window.periodic_alpha", "aten::hamming_window.periodic_alpha_beta",
+            "aten::blackman_window", "aten::blackman_window.periodic",
+            "aten::bartlett_window", "aten::bartlett_window.periodic")
+def window(g, window_length, periodic=True, alpha=0.54, beta=0.46, **_):
+    """hamming_window.periodic_alpha_beta(int window_length, bool periodic, float alpha, float beta, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    (hann, blackman and bartlett take window_length and periodic.) torch's own values as a
+    constant, length 1 included (torch makes it [1]), when torch fixed the length at capture
+    (torch 2.11 keeps hann whole; later ones decompose it); computed in double when the length
+    is a run's value (a traced size)."""
+    kind = g.provenance.aten.removeprefix("aten::").split("_window")[0]
+    if not isinstance(window_length, ir.Value):
+        extra = (float(alpha), float(beta)) if kind == "hamming" else ()
+        values = getattr(torch, f"{kind}_window")(int(window_length), bool(periodic), *extra,
+                                                  dtype=torch.float64)
+        return as_tensor(g, values, dtype=expected_dtype(g))
+    coefficients = (float(alpha), float(beta)) if kind == "hamming" else _WINDOWS[kind]
+    return _window_of_a_run_length(g, window_length, bool(periodic), coefficients)
+
+
+def _window_of_a_run_length(g, length: ir.Value, periodic: bool,
+                            coefficients: tuple[float, ...] | None) -> ir.Value:
+    """The window of ``coefficients`` (None: bartlett) for a length computed at run time, in
+    double; [1] for n = 1 as torch gives it."""
     f64 = ir.DataType.DOUBLE
     n = as_tensor(g, length, dtype=ir.DataType.INT64)
     index = cast(g, g.op("Range", g.const(0, ir.DataType.INT64), n,
@@ -146,8 +162,16 @@ def _hann_window_of_a_run_length(g, length: ir.Value, periodic: bool) -> ir.Valu
     denominator = cast(g, n, f64) if periodic else \
         g.op("Sub", cast(g, n, f64), g.const(1.0, f64))
     denominator = g.op("Max", denominator, g.const(1.0, f64))
-    angle = g.op("Div", g.op("Mul", index, g.const(2 * math.pi, f64)), denominator)
-    window = g.op("Sub", g.const(0.5, f64), g.op("Mul", g.const(0.5, f64), g.op("Cos", angle)))
+    if coefficients is None:
+        ramp = g.op("Div", g.op("Mul", index, g.const(2.0, f64)), denominator)
+        window = g.op("Sub", g.const(1.0, f64), g.op("Abs", g.op("Sub", ramp, g.const(1.0, f64))))
+    else:
+        angle = g.op("Div", g.op("Mul", index, g.const(2 * math.pi, f64)), denominator)
+        window = g.const(coefficients[0], f64)
+        for k, coefficient in enumerate(coefficients[1:], start=1):
+            term = g.op("Cos", angle if k == 1 else g.op("Mul", angle, g.const(float(k), f64)))
+            window = g.op("Sub" if k % 2 else "Add", window,
+                          g.op("Mul", g.const(coefficient, f64), term))
     window = g.op("Where", g.op("Equal", n, g.const(1, ir.DataType.INT64)),
                   g.const(1.0, f64), window)
     return cast(g, window, expected_dtype(g) or ir.DataType.FLOAT)

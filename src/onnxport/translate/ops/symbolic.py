@@ -17,14 +17,18 @@ def _operand(g, x, dtype):
     return g.const([x], dtype)
 
 
+def _dtype(g, a, b) -> ir.DataType:
+    """Double when either side is a float (a SymFloat: sym_float(size) * 1.5, as interpolate's
+    recompute_scale_factor makes), else int64 (sizes)."""
+    floats = isinstance(g.expected, (torch.SymFloat, float)) or any(
+        isinstance(x, float) or (isinstance(x, ir.Value) and x.dtype in FLOAT_TYPES)
+        for x in (a, b))
+    return ir.DataType.DOUBLE if floats else ir.DataType.INT64
+
+
 def _symbolic(onnx_op: str, *names: str):
     def translation(g, a, b):
-        # In float when either side is a float (a SymFloat: sym_float(size) * 1.5, as
-        # interpolate's recompute_scale_factor makes), else on int64 sizes.
-        floats = isinstance(g.expected, (torch.SymFloat, float)) or any(
-            isinstance(x, float) or (isinstance(x, ir.Value) and x.dtype in FLOAT_TYPES)
-            for x in (a, b))
-        dtype = ir.DataType.DOUBLE if floats else ir.DataType.INT64
+        dtype = _dtype(g, a, b)
         return g.op(onnx_op, _operand(g, a, dtype), _operand(g, b, dtype))
 
     translation.__name__ = f"sym_{onnx_op.lower()}"
@@ -58,16 +62,50 @@ def sym_or(g, a, b):
     return g.op("Or", _operand(g, a, ir.DataType.BOOL), _operand(g, b, ir.DataType.BOOL))
 
 
+@translates("torch::sym_ite")
+def sym_ite(g, condition, then, otherwise):
+    """sym_ite(SymBool b, SymInt t, SymInt f) -> SymInt"""
+    dtype = _dtype(g, then, otherwise)
+    return g.op("Where", _operand(g, condition, ir.DataType.BOOL), _operand(g, then, dtype),
+                _operand(g, otherwise, dtype))
+
+
+@translates("_operator::ne")
+def sym_ne(g, a, b):
+    """ne(SymInt a, SymInt b) -> SymBool"""
+    dtype = _dtype(g, a, b)
+    return g.op("Not", g.op("Equal", _operand(g, a, dtype), _operand(g, b, dtype)))
+
+
+@translates("_operator::xor")
+def sym_xor(g, a, b):
+    """xor(SymBool a, SymBool b) -> SymBool"""
+    return g.op("Xor", _operand(g, a, ir.DataType.BOOL), _operand(g, b, ir.DataType.BOOL))
+
+
+@translates("torch::sym_not")
+def sym_not(g, a):
+    """sym_not(SymBool a) -> SymBool"""
+    return g.op("Not", _operand(g, a, ir.DataType.BOOL))
+
+
 @translates("_operator::floordiv")
 def sym_floordiv(g, a, b):
-    """floordiv(SymInt a, SymInt b) -> SymInt  (sizes are non-negative: ONNX Div truncates)"""
-    return g.op("Div", _operand(g, a, ir.DataType.INT64), _operand(g, b, ir.DataType.INT64))
+    """floordiv(SymInt a, SymInt b) -> SymInt  (sizes are non-negative: ONNX Div truncates;
+    floats are floored)"""
+    dtype = _dtype(g, a, b)
+    quotient = g.op("Div", _operand(g, a, dtype), _operand(g, b, dtype))
+    return g.op("Floor", quotient) if dtype == ir.DataType.DOUBLE else quotient
 
 
 @translates("_operator::mod")
 def sym_mod(g, a, b):
-    """mod(SymInt a, SymInt b) -> SymInt"""
-    return g.op("Mod", _operand(g, a, ir.DataType.INT64), _operand(g, b, ir.DataType.INT64))
+    """mod(SymInt a, SymInt b) -> SymInt  (Python's: the sign of b, floats too)"""
+    dtype = _dtype(g, a, b)
+    a, b = _operand(g, a, dtype), _operand(g, b, dtype)
+    if dtype == ir.DataType.INT64:
+        return g.op("Mod", a, b)
+    return g.op("Sub", a, g.op("Mul", g.op("Floor", g.op("Div", a, b)), b))
 
 
 @translates("_operator::truediv")
