@@ -1,0 +1,149 @@
+"""Scripted code's branches decided before conversion, where the graph decides them: the
+checks that raise or warn (ONNX has neither), ranks the graph knows, ``is`` and ``is not``
+that it decides; then what only those checks read (dead loops, casts) goes too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def decide_branches(graph: torch._C.Graph) -> None:
+    """Simplify ``graph`` (a TorchScript graph with branches) in place."""
+    # Scripted code's warnings (F.mse_loss's on broadcast sizes) have no ONNX form: gone,
+    # with the strings they format and the branches that only warn.
+    dropped = _drop_warnings(graph)
+    dropped = _fold_known_ranks(graph) or dropped
+    dropped = _drop_raising_branches(graph) or dropped
+    if dropped:
+        # What the checks were about (a rank, an optional argument) is constant now.
+        torch._C._jit_pass_constant_propagation(graph)
+    if _fold_identity_checks(graph) or dropped:
+        torch._C._jit_pass_dce(graph)
+        if _drop_dead_loops(graph):
+            torch._C._jit_pass_dce(graph)
+
+
+def _fold_known_ranks(graph: torch._C.Graph) -> bool:
+    """``x.dim()`` of a tensor whose rank the graph knows (a traced value read by a scripted
+    function inside the trace) becomes that number, which decides the branches on it (ONNX
+    has no branch whose results differ in rank); whether there was one."""
+    folded = False
+    for node in graph.findAllNodes("aten::dim", True):
+        tensor_type = node.inputsAt(0).type()
+        rank = tensor_type.dim() if isinstance(tensor_type, torch._C.TensorType) else None
+        if rank is None:
+            continue
+        with graph.insert_point_guard(node):
+            node.output().replaceAllUsesWith(graph.insertConstant(rank))
+        node.destroy()
+        folded = True
+    if folded:
+        torch._C._jit_pass_constant_propagation(graph)
+    return folded
+
+
+def _drop_dead_loops(block: Any) -> bool:
+    """Remove the loops whose results nothing reads and that write nothing (the size check
+    of F.group_norm's batch, whose raise is gone): TorchScript's dead-code pass keeps them, and
+    their list arithmetic cannot run on symbolic sizes. Whether there was one."""
+    dropped = False
+    for node in reversed(list(block.nodes())):
+        for inner in node.blocks():
+            dropped = _drop_dead_loops(inner) or dropped
+        if node.kind() == "prim::Loop" and not any(o.uses() for o in node.outputs()) and \
+                not any(_writes_anything(b) for b in node.blocks()):
+            node.destroy()
+            dropped = True
+    return dropped
+
+
+_SIDE_EFFECTS = {"prim::RaiseException", "prim::Print", "prim::SetAttr", "aten::warn",
+                 "aten::append", "aten::insert", "aten::_set_item", "aten::pop",
+                 "aten::Delete", "aten::extend", "aten::clear"}
+
+
+def _writes_anything(block: Any) -> bool:
+    for node in block.nodes():
+        kind = node.kind()
+        if kind in _SIDE_EFFECTS or kind.endswith("_") and not kind.endswith("__") or \
+                any(_writes_anything(b) for b in node.blocks()):
+            return True
+    return False
+
+
+def _drop_warnings(graph: torch._C.Graph) -> bool:
+    """Remove the graph's ``aten::warn`` calls; whether there was one."""
+    warnings_ = graph.findAllNodes("aten::warn", True)
+    for node in warnings_:
+        node.destroy()
+    return bool(warnings_)
+
+
+def _drop_raising_branches(block: Any) -> bool:
+    """Inline the other branch of each ``prim::If`` one of whose branches always raises (the
+    argument checks of scripted code, ``interpolate``'s rank dispatch): ONNX has no exceptions,
+    and the checks read ranks and strings that only a run knows."""
+    changed = False
+    for node in list(block.nodes()):
+        for sub_block in node.blocks():
+            changed = _drop_raising_branches(sub_block) or changed
+        if node.kind() != "prim::If":
+            continue
+        branches = list(node.blocks())
+        raises = [any(n.kind() == "prim::RaiseException" for n in b.nodes()) for b in branches]
+        if raises.count(True) != 1:
+            continue
+        kept = branches[raises.index(False)]
+        for inner in list(kept.nodes()):
+            inner.moveBefore(node)
+        for output, value in zip(node.outputs(), kept.returnNode().inputs()):
+            output.replaceAllUsesWith(value)
+        node.destroy()
+        changed = True
+    return changed
+
+
+def _fold_identity_checks(graph: torch._C.Graph) -> bool:
+    """``a is b`` and ``a is not b`` that the graph decides become constants, their branches
+    decided and casts of a decided Optional to Tensor dropped; whether there was one. Decided:
+    a value compared with itself (nn.MultiheadAttention's ``query is key``), None with None,
+    and a tensor with None (an Optional[Tensor] parameter of an inlined function given one,
+    ``per_sample_weights`` of F.embedding_bag, once the branches raising on it are gone). The
+    converter has no conversion for these, and the cast cannot run on fake tensors."""
+    folded = False
+    for _ in range(4):  # a decided branch can make another value a plain tensor
+        changed = False
+        for node in [*graph.findAllNodes("aten::__is__", True),
+                     *graph.findAllNodes("aten::__isnot__", True)]:
+            same = _same_object(*node.inputs())
+            if same is None:
+                continue
+            with graph.insert_point_guard(node):
+                decided = graph.insertConstant(same == (node.kind() == "aten::__is__"))
+            node.output().replaceAllUsesWith(decided)
+            node.destroy()
+            changed = True
+        for node in graph.findAllNodes("prim::unchecked_cast", True):
+            if node.inputsAt(0).type().kind() == "TensorType":
+                node.output().replaceAllUsesWith(node.inputsAt(0))
+                node.destroy()
+                changed = True
+        if not changed:
+            return folded
+        folded = True
+        torch._C._jit_pass_constant_propagation(graph)
+    return folded
+
+
+def _same_object(a: torch._C.Value, b: torch._C.Value) -> bool | None:
+    """Whether ``a is b`` holds, when the graph decides it; else None."""
+    if a.debugName() == b.debugName():
+        return True
+    kinds = {a.type().kind(), b.type().kind()}
+    if kinds == {"NoneType"}:
+        return True
+    if kinds == {"TensorType", "NoneType"}:
+        return False
+    return None
