@@ -244,3 +244,20 @@ def test_grid_sample_over_a_volume_of_dynamic_size_below_opset_20_is_an_error():
         check(lambda x, grid: F.grid_sample(x, grid, align_corners=False),
               torch.randn(1, 2, 3, 4, 5), torch.rand(1, 2, 2, 2, 3) * 2 - 1, opset=18,
               dynamic_shapes={"x": {4: Dim("width", min=2, max=64)}, "grid": None})
+
+
+@pytest.mark.parametrize("opset", [16, 20])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_of_an_image_is_one_grid_sample(opset, mode, padding_mode, align_corners):
+    # ONNX GridSample since opset 16 (its modes named bilinear and bicubic until 20), not
+    # torch's decomposition (a hundred nodes, its index constants sized by the batch).
+    torch.manual_seed(0)
+    grid = torch.rand(2, 3, 4, 2) * 2.4 - 1.2  # (points outside [-1, 1] too)
+    program = check(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode,
+                                                  align_corners=align_corners),
+                    torch.randn(2, 3, 5, 6), grid, opset=opset,
+                    dynamic_shapes={"x": {0: Dim("batch")}, "grid": {0: Dim("batch")}},
+                    run_with=[(torch.randn(4, 3, 5, 6), torch.rand(4, 3, 4, 2) * 2 - 1)])
+    assert op_types(program) == ["GridSample"]

@@ -317,6 +317,22 @@ _GRID_MODES = {0: "linear", 1: "nearest", 2: "cubic"}
 _GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
 
 
+@translates("aten::grid_sampler", "aten::grid_sampler_2d", since_opset=16)
+def grid_sampler_2d(g, input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+
+    ONNX GridSample (opset 16) for an image (4-d input); its modes were named bilinear and
+    bicubic until opset 20. A volume goes on to grid_sampler_3d's translations."""
+    if rank(input) != 4:
+        volume = grid_sampler_3d if g.opset >= 20 else grid_sampler_3d_before_opset_20
+        return volume(g, input, grid, interpolation_mode, padding_mode, align_corners)
+    mode = _GRID_MODES[interpolation_mode]
+    if g.opset < 20:
+        mode = {"linear": "bilinear", "cubic": "bicubic"}.get(mode, mode)
+    return g.op("GridSample", input, grid, mode_s=mode,
+                padding_mode_s=_GRID_PADDING[padding_mode], align_corners_i=int(align_corners))
+
+
 @translates("aten::grid_sampler_3d", since_opset=20)
 def grid_sampler_3d(g, input, grid, interpolation_mode, padding_mode, align_corners):
     """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
