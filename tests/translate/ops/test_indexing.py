@@ -378,3 +378,13 @@ def test_index_select_with_a_0d_index_keeps_the_axis(dynamo):
     program = check(lambda x, i: torch.index_select(x, 1, i), torch.randn(3, 4),
                     torch.tensor(2), dynamo=dynamo)
     assert program(torch.randn(3, 4), torch.tensor(0))[0].shape == (3, 1)
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("dimension, size, step", [(1, 2, 1), (0, 3, 2), (-1, 4, 3), (2, 1, 1)])
+def test_unfold_of_dynamic_sizes(dimension, size, step, dynamo):
+    # One Gather of the windows; torch's decomposition reads strides (none when dynamic).
+    program = check(lambda x: x.unfold(dimension, size, step), torch.randn(5, 6, 7),
+                    dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, input_names=["x"],
+                    run_with=[(torch.randn(8, 4, 9),), (torch.randn(4, 9, 4),)], dynamo=dynamo)
+    assert op_types(program).count("Gather") == 1

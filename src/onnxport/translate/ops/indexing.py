@@ -7,6 +7,7 @@ import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import to_torch_dtype
 
+from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import (
     FLOAT_TYPES, as_tensor, cast, normalize_axis, rank, reduce,
 )
@@ -572,3 +573,27 @@ def _scatter_reduce_one_hot(g, self, axis, index, src, how, include_self):
     positions = g.op("Expand", targets, g.op("Shape", updated))
     out = g.op("ScatterElements", base, positions, updated, axis_i=last)
     return move(out)
+
+
+@translates("aten::unfold")
+def unfold(g, self, dimension, size, step):
+    """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
+
+    The windows as one Gather of positions start + offset ([count, size], count = (length -
+    size) // step + 1 at run time), the window axis then moved last: torch's decomposition
+    reads strides, which a dynamic size has none of."""
+    r = rank(self)
+    if r == 0:
+        raise TranslationError("unfold of a 0-d tensor is not translated; unsqueeze it first")
+    axis = normalize_axis(dimension, r)
+    from onnxport.translate.ops.shape import size_of
+
+    length = g.op("Squeeze", size_of(g, self, axis), g.const([0]))
+    count = g.op("Add", g.op("Div", g.op("Sub", length, g.const(size)), g.const(step)),
+                 g.const(1))
+    starts = g.op("Mul", g.op("Range", g.const(0), count, g.const(1)), g.const(step))
+    positions = g.op("Add", g.op("Unsqueeze", starts, g.const([1])),
+                     g.const(list(range(size))))  # [count, size]
+    windows = g.op("Gather", self, positions, axis_i=axis)  # [..., count, size, ...]
+    perm = [*range(axis + 1), *range(axis + 2, r + 1), axis + 1]
+    return windows if perm == list(range(r + 1)) else g.op("Transpose", windows, perm_i=perm)
