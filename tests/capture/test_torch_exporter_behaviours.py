@@ -451,6 +451,39 @@ class _ListOfOneLoopReadByAnother(nn.Module):
         return total
 
 
+class _OptionalInputs(nn.Module):
+    def forward(self, x, y: Optional[torch.Tensor] = None, z: Optional[torch.Tensor] = None):
+        if y is not None:
+            x = x + y
+        if z is not None:  # (given a tensor: the branch is taken, its cast to Tensor gone)
+            x = x * z
+        return x
+
+
+class _MaskSetInBranches(nn.Module):
+    def forward(self, x):
+        mask = torch.zeros(x.size(0), dtype=torch.bool)
+        if bool(x.sum() > 0):
+            mask[1] = True  # (reads the dtype of a slice of the mask: known from zeros)
+        else:
+            mask[0] = True
+        y = x.clone()
+        y[mask] = 0.0
+        return y
+
+
+class _CountsInAnAttribute(torch.jit.ScriptModule):
+    def __init__(self):
+        super().__init__()
+        self.total = torch.zeros(3)
+
+    @torch.jit.script_method
+    def forward(self, x):
+        for i in range(3):  # (unrolled by scripting: reads and writes of self.total)
+            self.total = self.total + x[i]
+        return self.total
+
+
 class _Data(nn.Module):
     def forward(self, x):
         return x.data * 2 + x.detach()
@@ -474,6 +507,12 @@ SCRIPTED = {
                                                       (R(2, 3, 4), R(2, 3, 4)), [], None),
     "a list one loop builds, read by index in another": (
         _ListOfOneLoopReadByAnother, True, (R(3, 4),), [(R(6, 4),), (R(1, 4),)], N),
+    "Optional tensor inputs, one given None": (_OptionalInputs, True, (R(3), None, R(3)), [],
+                                              None),
+    "a mask set in scripted branches, then indexing": (_MaskSetInBranches, True, (R(4, 3),),
+                                                       [(-R(4, 3).abs() - 1,)], None),
+    "an attribute set in a loop scripting unrolled": (_CountsInAnAttribute, False, (R(3, 3),),
+                                                      [], None),
     "nn.GroupNorm, BatchNorm2d and MaxPool2d scripted": (
         lambda: _NormsAndPools().eval(), True, (R(2, 3, 8, 8),), [], None),
     "nn.EmbeddingBag scripted": (lambda: nn.EmbeddingBag(10, 3, mode="mean"), True,

@@ -42,6 +42,8 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     _bind_arguments(graph, (*args, *_defaults(scripted, len(args))), 1 if is_module else 0)
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
+    if is_module:
+        _forward_attribute_writes(graph.block(), graph.inputs().__next__())
     _fold_dtypes(graph, tensors, 1 if is_module else 0, scripted if is_module else None)
     if static_sizes is not None:
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
@@ -107,8 +109,105 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int,
                 reader.output().replaceAllUsesWith(graph.insertConstant(known))
             reader.destroy()
             folded = True
+    folded = _fold_derived_dtypes(graph, known_tensors) or folded
     if folded:
         torch._C._jit_pass_constant_propagation(graph)
+
+
+# Ops whose result has the dtype of their first input (views, copies, writes into it).
+_SAME_DTYPE = {f"aten::{name}" for name in (
+    "select", "slice", "narrow", "view", "reshape", "clone", "contiguous", "unsqueeze",
+    "squeeze", "transpose", "permute", "t", "expand", "expand_as", "flatten", "detach",
+    "repeat", "flip", "roll", "neg", "abs", "copy", "copy_", "select_scatter",
+    "slice_scatter", "masked_fill", "masked_fill_", "index_put", "index_put_", "fill_",
+    "zero_", "index", "__getitem__", "clamp", "relu")}
+_FACTORIES = {f"aten::{name}" for name in (
+    "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
+    "new_zeros", "new_ones", "new_empty", "new_full", "arange", "eye")}
+
+
+def _fold_derived_dtypes(graph: torch._C.Graph, known_tensors: list) -> bool:
+    """``prim::dtype`` of a value made from a known tensor by ops that keep its dtype, or by
+    a factory given a constant dtype (``mask[1] = True`` on ``torch.zeros(n,
+    dtype=torch.bool)`` in a branch), becomes that constant; whether there was one."""
+    from onnxport.compat.jit_scalar_type import JitScalarType
+
+    sources = {value.debugName(): int(JitScalarType.from_dtype(tensor.dtype))
+               for value, tensor in known_tensors}
+    folded = False
+    for reader in graph.findAllNodes("prim::dtype", True):
+        dtype = _dtype_of(reader.inputsAt(0), sources)
+        if dtype is None:
+            continue
+        with graph.insert_point_guard(reader):
+            reader.output().replaceAllUsesWith(graph.insertConstant(dtype))
+        reader.destroy()
+        folded = True
+    return folded
+
+
+def _dtype_of(value: torch._C.Value, sources: dict, depth: int = 0) -> int | None:
+    """The ScalarType number of ``value`` when the graph fixes it; else None."""
+    if value.debugName() in sources:
+        return sources[value.debugName()]
+    node = value.node()
+    if depth > 50 or node.outputsSize() != 1:
+        return None
+    if node.kind() in _SAME_DTYPE and node.inputsSize() > 0:
+        return _dtype_of(node.inputsAt(0), sources, depth + 1)
+    if node.kind() in _FACTORIES:
+        schema = node.schema()
+        names = [argument.name for argument in torch._C.parse_schema(schema).arguments] \
+            if schema != "(no schema)" else []
+        if "dtype" in names:
+            dtype = node.inputsAt(names.index("dtype"))
+            if dtype.node().kind() == "prim::Constant" and isinstance(dtype.toIValue(), int):
+                return dtype.toIValue()
+    return None
+
+
+def _forward_attribute_writes(block, module_value, written: dict | None = None) -> None:
+    """``self.count = self.count + x`` (a module's attribute set in its forward, in a loop
+    that scripting unrolled): each later read of the attribute in the same block reads the
+    value written, and the writes go (the module's state after the call is no output).
+    Writes inside a branch or loop body are left to the converter."""
+    written = {} if written is None else written
+    for node in list(block.nodes()):
+        for inner in node.blocks():
+            _forward_attribute_writes(inner, module_value, dict(written))
+        if any(n.kind() == "prim::SetAttr" for b in node.blocks() for n in _all_nodes(b)):
+            written.clear()  # (what a branch or loop body wrote is not known here)
+            continue
+        path = _attribute_path(node, module_value) if node.kind() in (
+            "prim::GetAttr", "prim::SetAttr") else None
+        if path is None:
+            continue
+        if node.kind() == "prim::SetAttr":
+            written[path] = node.inputsAt(1)
+            node.destroy()
+        elif path in written:
+            node.output().replaceAllUsesWith(written[path])
+            node.destroy()
+
+
+def _all_nodes(block):
+    for node in block.nodes():
+        yield node
+        for inner in node.blocks():
+            yield from _all_nodes(inner)
+
+
+def _attribute_path(node, module_value) -> tuple | None:
+    """The attribute path from the module that ``node`` (GetAttr, SetAttr) reads or writes;
+    None when its object is not reached from the module by attribute reads."""
+    path, at = [node.s("name")], node.inputsAt(0)
+    while at.debugName() != module_value.debugName():
+        owner = at.node()
+        if owner.kind() != "prim::GetAttr":
+            return None
+        path.append(owner.s("name"))
+        at = owner.inputsAt(0)
+    return tuple(reversed(path))
 
 
 def _attribute_tensors(graph: torch._C.Graph, module: torch.jit.ScriptModule) -> list:
@@ -214,6 +313,8 @@ def _bind_arguments(graph: torch._C.Graph, args: tuple, first: int) -> None:
     with graph.insert_point_guard(next(iter(graph.nodes()), graph.return_node())):
         for value, arg in zip(inputs, args):
             if isinstance(arg, torch.Tensor):
+                if isinstance(value.type(), torch._C.OptionalType):  # given one: a tensor
+                    value.setType(torch._C.TensorType.get())
                 order.append(value)
                 continue
             if is_tensor_sequence(arg):
