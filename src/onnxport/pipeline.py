@@ -22,8 +22,9 @@ from onnxport.capture.strategies import capture_model
 from onnxport.compat.autograd_functions import kept_autograd_functions
 from onnxport.compat.model_mode import module_modes, restore_module_modes, set_module_mode
 from onnxport.diagnostics.session import diagnosing
-from onnxport.errors import InvalidExportOptionsError, VerificationError
+from onnxport.errors import InvalidExportOptionsError, InvalidModelError, VerificationError
 from onnxport.fake_weights import drop_fake_weights
+from onnxport.passes.manager import CHECK_EACH_PASS
 from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, translate_graph
 from onnxport.translate.graph import missing_translations
@@ -53,11 +54,29 @@ def run(plan: ExportPlan) -> ONNXProgram:
         outer = is_in_onnx_export()
         _state.in_export = True
         try:
-            program = _run_stages(plan, session, timings)
+            program = _run_checked_at_the_end(plan, session, timings)
         finally:
             _state.in_export = outer
             restore_module_modes(modes)
     return program
+
+
+def _run_checked_at_the_end(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXProgram:
+    """:func:`_run_stages` with the model's structure checked once, at the end; when that
+    check fails, the export runs again checked after translation and after each pass, so that
+    the error names the one that broke the model."""
+    if not CHECK_EACH_PASS.get():
+        return _run_stages(plan, session, timings)
+    token = CHECK_EACH_PASS.set(False)
+    try:
+        return _run_stages(plan, session, timings)
+    except InvalidModelError:
+        CHECK_EACH_PASS.reset(token)
+        token = None
+        return _run_stages(plan, session, timings)  # (raises naming the stage or pass)
+    finally:
+        if token is not None:
+            CHECK_EACH_PASS.reset(token)
 
 
 def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXProgram:
@@ -140,7 +159,8 @@ def _translate(captured, capture: CaptureSettings, translation: TranslationSetti
                                    (capture.input_names or [])[:len(captured.input_names)],
                                    capture.output_names, capture.output_dim_names)
     _rename_output_dims(onnx_model, captured.output_dim_names)
-    check_structure(onnx_model, "translation")
+    if CHECK_EACH_PASS.get():
+        check_structure(onnx_model, "translation")
     return onnx_model
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 
+import onnx_ir
 import pytest
 import torch
 
@@ -209,3 +210,32 @@ def test_inputs_that_do_not_fit_are_a_verification_error():
         run_in_onnx_runtime(program, (torch.randn(2),), {})
     with pytest.raises(VerificationError, match="cannot verify: the ONNX model takes 2 inputs"):
         run_in_onnx_runtime(program, (torch.randn(2),) * 3, {})
+
+
+class _DuplicatingPass(onnx_ir.passes.InPlacePass):
+    """Renames a node as another is named: a broken pass."""
+
+    def call(self, model):
+        nodes = list(model.graph)
+        if len(nodes) < 2 or nodes[1].name == nodes[0].name:
+            return onnx_ir.passes.PassResult(model, False)
+        nodes[1].name = nodes[0].name
+        return onnx_ir.passes.PassResult(model, True)
+
+
+def test_a_pass_that_breaks_the_model_is_named(monkeypatch):
+    # An export checks the model once, at the end; when that fails, it runs again checked
+    # after each pass, so that the error names the pass that broke it.
+    from onnxport.passes import presets
+
+    default = presets.PRESETS["default"]
+    monkeypatch.setitem(presets.PRESETS, "default", (
+        lambda fused_ops=True: [*default[0](fused_ops=fused_ops), _DuplicatingPass()],
+        default[1], default[2]))
+    with pytest.raises(InvalidModelError) as caught:
+        onnxport.export(lambda z: (z + 1).relu() * 2, (torch.randn(2, 3),))
+    message = str(caught.value)
+    assert "After the pass _DuplicatingPass" in message and "two nodes named" in message
+    # (and a model the passes keep valid is checked once: no pass is named)
+    monkeypatch.setitem(presets.PRESETS, "default", default)
+    onnxport.export(lambda z: (z + 1).relu() * 2, (torch.randn(2, 3),))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import warnings
 from typing import Sequence
 
@@ -12,6 +13,12 @@ from onnxport.verification.validity import check_structure
 
 # Rounds before giving up (with a warning): the zoo's models need at most two.
 MAX_ROUNDS = 8
+# Whether each pass that changes the model is followed by a structure check that names it.
+# An export runs its passes unchecked, its final check covering them (a walk of the model per
+# pass was a twentieth of an export's time), and runs again checked only when that final check
+# fails, to name the pass; passes run by other callers are checked.
+CHECK_EACH_PASS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "onnxport_check_each_pass", default=True)
 
 
 class FixedPointManager(ir.passes.PassManager):
@@ -19,7 +26,8 @@ class FixedPointManager(ir.passes.PassManager):
     model. A pass reruns only when the model changed since it last ran (the confirming round
     of an already optimized model costs one run of the passes before the last change); after
     each pass that changed it, the model must still be valid ONNX, or the error names the pass
-    (the full checker runs once at the end of an export anyway). ``max_rounds=1`` runs the
+    (unless :data:`CHECK_EACH_PASS` is off; the full checker runs once at the end of an export
+    anyway). ``max_rounds=1`` runs the
     passes once, unconfirmed."""
 
     def __init__(self, passes: Sequence[ir.passes.PassBase], *, max_rounds: int = MAX_ROUNDS):
@@ -36,7 +44,8 @@ class FixedPointManager(ir.passes.PassManager):
                 result = rewrite(model)
                 model = result.model
                 if result.modified:
-                    check_structure(model, f"the pass {type(rewrite).__name__}")
+                    if CHECK_EACH_PASS.get():
+                        check_structure(model, f"the pass {type(rewrite).__name__}")
                     changes += 1
                     # Not marked as seen: a pass that left work for itself runs again.
                 else:
