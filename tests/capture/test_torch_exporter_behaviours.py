@@ -484,6 +484,14 @@ class _CountsInAnAttribute(torch.jit.ScriptModule):
         return self.total
 
 
+class _RowsOfADynamicAxis(nn.Module):
+    def forward(self, x):
+        doubled: List[torch.Tensor] = []
+        for row in x.unbind(0):  # (a list whose length is known at run time only)
+            doubled.append(row * 2)
+        return torch.stack(doubled[1:]), doubled[-1], torch.tensor(len(doubled))
+
+
 class _Data(nn.Module):
     def forward(self, x):
         return x.data * 2 + x.detach()
@@ -513,6 +521,8 @@ SCRIPTED = {
                                                        [(-R(4, 3).abs() - 1,)], None),
     "an attribute set in a loop scripting unrolled": (_CountsInAnAttribute, False, (R(3, 3),),
                                                       [], None),
+    "a loop over x.unbind(0) of a dynamic axis, its list sliced": (
+        _RowsOfADynamicAxis, True, (R(5, 3),), [(R(8, 3),), (R(2, 3),)], N),
     "nn.GroupNorm, BatchNorm2d and MaxPool2d scripted": (
         lambda: _NormsAndPools().eval(), True, (R(2, 3, 8, 8),), [], None),
     "nn.EmbeddingBag scripted": (lambda: nn.EmbeddingBag(10, 3, mode="mean"), True,

@@ -376,6 +376,14 @@ def _convert_call(self, node):
         if node.outputsSize() == 1:
             self.name_to_node[node.output().debugName()] = result
         return
+    if target is torch.ops.aten.unbind.int and _only_counted_and_indexed(node.output()):
+        # ``for row in x.unbind(0)`` over a dynamic axis: the rows as the stacked items of a
+        # list, their count the axis' size (a list of values has no run-time length).
+        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+        self.name_to_node[node.output().debugName()] = StackedList(
+            self.fx_graph.call_function(torch.ops.aten.movedim.int, (args[0], dim, 0)),
+            (node.sourceRange().splitlines() or ["?"])[0].strip())
+        return
     fx_node = self.fx_graph.call_function(target, tuple(args), kwargs)
     if node.outputsSize() == 1:
         self.name_to_node[node.output().debugName()] = fx_node
@@ -383,6 +391,13 @@ def _convert_call(self, node):
         for k, output in enumerate(_outputs(node)):
             self.name_to_node[output.debugName()] = self.fx_graph.call_function(
                 operator.getitem, (fx_node, k))
+
+
+def _only_counted_and_indexed(value: torch._C.Value) -> bool:
+    """Whether the list ``value`` is read only by ``len()`` and indexing (in a loop body too)."""
+    uses = value.uses()
+    return bool(uses) and all(use.user.kind() in ("aten::len", "aten::__getitem__")
+                              for use in uses)
 
 
 def _convert_node(self, node):

@@ -151,7 +151,8 @@ def _empty_list(value: Any) -> bool:
 
 def stacked_call(converter: Any, node: torch._C.Node, target: Any, args: list) -> Any:
     """``torch.stack`` or ``torch.cat`` of a :class:`StackedList` (the only argument that is
-    one) as ops on its stacked tensor; refused for any other op."""
+    one) as ops on its stacked tensor, a slice of it as a slice of that; refused for any other
+    op."""
     graph = converter.fx_graph
     stacked = next(a for a in args if isinstance(a, StackedList))
     if target in (torch.ops.aten.stack.default, torch.ops.aten.cat.default) and \
@@ -163,12 +164,17 @@ def stacked_call(converter: Any, node: torch._C.Node, target: Any, args: list) -
         at = dim if dim >= 0 else dim - 1
         moved = graph.call_function(torch.ops.aten.movedim.int, (stacked.node, 0, at))
         return graph.call_function(torch.ops.aten.flatten.using_ints, (moved, at, at + 1))
+    if target is torch.ops.aten.slice.t and args[0] is stacked:
+        # ys[start:end:step]: the rows of the stacked tensor, a list of them again
+        start, end, step = (list(args[1:]) + [None, None, 1])[:3]
+        return StackedList(graph.call_function(torch.ops.aten.slice.Tensor, (
+            stacked.node, 0, start, end, 1 if step is None else step)), stacked.where)
     if target in _MUTATIONS and args[0] is stacked and isinstance(args[1], int):
         return _mutated(converter, node, target, stacked, args)
     raise CaptureError(
         f"the list that the loop ({stacked.where}) appends to is read by {node.kind()}, which "
         "is not translated for a list whose length is known only at run time (torch.stack, "
-        "torch.cat, len() and indexing are); stack it first (torch.stack(items))")
+        "torch.cat, len(), indexing and slicing are); stack it first (torch.stack(items))")
 
 
 _MUTATIONS = (torch.ops.aten.Delete.t, torch.ops.aten.pop.t, torch.ops.aten._set_item.t)
