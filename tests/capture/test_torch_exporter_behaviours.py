@@ -61,6 +61,12 @@ def _index_put_positions(x, i, v):
     return x
 
 
+def _every_other_column_numbered(x):
+    # (the length of arange(0, n, 2) was fixed to the example's: silently wrong elsewhere)
+    x = x.index_select(2, torch.arange(0, x.size(2), 2))
+    return (x + torch.arange(x.size(-1), dtype=x.dtype)).reshape(x.size(0), -1).sum(1)
+
+
 N = {"x": {0: "n"}}
 # name: (function, example inputs, other inputs, dynamic_axes by input name x, y, z)
 CASES = {
@@ -99,6 +105,12 @@ CASES = {
                        {"y": {0: "k"}}),
     "expand by a size": (lambda x, y: x.expand(y.size(0), -1), (R(1, 3), R(4)),
                          [(R(1, 3), R(6))], {"y": {0: "k"}}),
+    "flatten of dynamic axes next to others": (
+        lambda x: (x.flatten(0, 1).mean(0), x.flatten(1, 2)), (R(3, 4, 5),),
+        [(R(2, 7, 1),), (R(6, 1, 3),)], {"x": {0: "a", 1: "b", 2: "c"}}),
+    "arange with a step to a dynamic size, its length read": (
+        _every_other_column_numbered, (R(3, 4, 5),), [(R(4, 6, 2),), (R(2, 3, 7),)],
+        {"x": {0: "a", 1: "b", 2: "c"}}),
     # ops
     "meshgrid ij": (lambda x: torch.meshgrid(x, x[:2], indexing="ij"), (R(3),), [], None),
     "eye(n) of a size": (lambda x: torch.eye(x.size(0)) + x, (R(3, 3),), [(R(4, 4),)],

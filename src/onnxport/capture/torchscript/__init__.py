@@ -11,7 +11,8 @@ One module per phase, in the order an export runs them:
   aten_graph.py  the converted graph on ATen overloads, its weights made placeholders
   sizes.py       sizes the tracer read back from tensors: symbols, or this run's numbers
   constants.py   tensors filled through views with constants, folded to their values
-  propagate.py   one fake-tensor pass that makes the graph an ExportedProgram
+  propagate.py   one fake-tensor pass that makes the graph an ExportedProgram (fake_calls.py:
+                 one call of it on fake values)
   replay.py      torch.export over the traced program, when that pass cannot
 (fx_helpers.py: small helpers over FX graphs that the phases share.)"""
 

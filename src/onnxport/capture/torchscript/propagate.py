@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import operator
 from typing import Any, Mapping
 
@@ -18,6 +17,7 @@ from onnxport.capture.torchscript.aten_graph import _aten_graph, _aten_module, _
 from onnxport.capture.torchscript.constants import _fold_filled_constants
 from onnxport.capture.torchscript.convert import (VIEW, _TRACED_SHAPE, _TRACED_TYPE,
                                                   _shape_as_tensor)
+from onnxport.capture.torchscript.fake_calls import fake_call, run_keeping_inputs
 from onnxport.capture.torchscript.fx_helpers import _attribute, _eliminate_dead_code, _source_of
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.sizes import (
@@ -43,28 +43,6 @@ def _propagated_static(graph_module: torch.fx.GraphModule, tensors: tuple,
         if not reads:
             raise
         return None
-
-
-def _run_keeping_inputs(target: Any, args: tuple, kwargs: dict) -> Any:
-    """``target(*args, **kwargs)`` on fake values, where an op that writes into its first
-    argument writes into a new alias of it: an in-place op that changes metadata (squeeze_,
-    transpose_, t_, resize_) would otherwise change the value recorded for the node that
-    made its argument, and that node was then translated with the new shape ([3] for the
-    [1, 3] of ``x.unsqueeze(0)`` before ``squeeze_(0)``: the squeeze was dropped)."""
-    schema = getattr(target, "_schema", None)
-    if schema is not None and schema.arguments and args and \
-            isinstance(args[0], torch.Tensor) and \
-            (alias := schema.arguments[0].alias_info) is not None and alias.is_write:
-        args = (args[0].detach(), *args[1:])
-    if target in _QUANTIZING:  # fake tensors have no quantized kind: its integers' shape
-        return args[0].new_empty(args[0].shape)
-    return target(*args, **kwargs)
-
-
-# Ops whose quantized result a fake tensor cannot hold; as torch.export's fake run does, the
-# result is a float tensor of the input's shape (translation makes it QuantizeLinear's).
-_QUANTIZING = {torch.ops.aten.quantize_per_tensor.default,
-               torch.ops.aten.quantize_per_tensor.tensor_qparams}
 
 
 class _ReadsValues(Exception):
@@ -313,10 +291,7 @@ class _FakeRun:
         if number is None and node in self.traced and (
                 value := _fake_of_type(self.mode, self.traced[node], args)) is not None:
             return value
-        if _fixes_symbols(node.target, args, kwargs):
-            value = _run_on_hints(node.target, args, kwargs)
-        else:
-            value = _run_keeping_inputs(node.target, args, kwargs)
+        value = fake_call(node.target, args, kwargs)
         if number is not None:
             self.numbers[node] = number
         return value
@@ -439,71 +414,6 @@ def _exported_program(graph, bodies, weights: _Weights, inputs, results, tensors
                 constants=weights.constants, verifiers=[TrainingIRVerifier])
     except Exception:
         return None
-
-
-_PLAIN_NUMBERS = {"IntType", "FloatType", "NumberType"}
-
-
-def _fixes_symbols(target: Any, args: tuple, kwargs: dict) -> bool:
-    """Whether ``target``'s schema takes a plain number (``int``, not ``SymInt``) where the
-    graph gives a symbol: running it would fix that symbol, a dynamic dim, to the example's
-    value (``linspace(0, 1, steps=x.size(0))``, ``hann_window(n)``)."""
-    plain = _plain_number_parameters(target)
-    if not plain:
-        return False
-    given = dict(zip((a.name for a in target._schema.arguments), args)) | kwargs
-    for name, is_list in plain:
-        value = given.get(name)
-        values = (value if isinstance(value, (list, tuple)) else []) if is_list else [value]
-        if any(isinstance(v, (torch.SymInt, torch.SymFloat)) for v in values):
-            return True
-    return False
-
-
-@functools.lru_cache(maxsize=None)  # (per op overload: a model has few)
-def _plain_number_parameters(target: Any) -> tuple[tuple[str, bool], ...]:
-    """The (name, whether a list) of the parameters of ``target``'s schema that take plain
-    numbers or lists of them."""
-    schema = getattr(target, "_schema", None)
-    if schema is None:
-        return ()
-    found = []
-    for argument in schema.arguments:
-        kind = argument.real_type.kind()
-        is_list = kind == "ListType"
-        if is_list:
-            kind = argument.real_type.getElementType().kind()
-        if kind in _PLAIN_NUMBERS:
-            found.append((argument.name, is_list))
-    return tuple(found)
-
-
-def _run_on_hints(target: Any, args: tuple, kwargs: dict) -> Any:
-    """``target``'s fake result where its schema takes plain numbers for symbols: run on the
-    symbols' example values, then each result dim equal to one of those values is that symbol
-    again (a window of n values has n). A value two symbols share maps back to neither."""
-    symbols: dict[int, Any] = {}
-
-    def hint(value):
-        if isinstance(value, torch.SymInt) and value.node.has_hint():
-            known = symbols.setdefault(value.node.hint, value)
-            if known is not None and known.node.expr != value.node.expr:
-                symbols[value.node.hint] = None  # ambiguous
-            return value.node.hint
-        if isinstance(value, torch.SymFloat) and value.node.has_hint():
-            return value.node.hint
-        return value
-
-    concrete_args, concrete_kwargs = pytree.tree_map(hint, (args, kwargs))
-    result = _run_keeping_inputs(target, concrete_args, concrete_kwargs)
-    if not isinstance(result, torch.Tensor):
-        return result
-    # (No comparison of a symbol with a number here: it would be a guard fixing the symbol.)
-    sizes = [symbols[size] if isinstance(size, int) and symbols.get(size) is not None
-             else size for size in result.shape]
-    if all(a is b for a, b in zip(sizes, result.shape)):
-        return result
-    return result.new_empty(sizes)
 
 
 @contextlib.contextmanager
@@ -707,7 +617,7 @@ def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
         elif node.op == "call_function":
             args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
             try:
-                value = _run_keeping_inputs(node.target, args, kwargs)
+                value = run_keeping_inputs(node.target, args, kwargs)
             except CaptureError:
                 raise
             except Exception as error:

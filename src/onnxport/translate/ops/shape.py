@@ -113,7 +113,7 @@ def unflatten(g, self, dim, sizes):
 
 
 @translates("aten::flatten", "aten::squeeze_copy", "aten::view_copy")
-def reshape_to_expected(g, self, *_, **__):
+def reshape_to_expected(g, self, *args, **__):
     """flatten.using_ints(Tensor self, int start_dim=0, int end_dim=-1) -> Tensor"""
     dims = _expected_dims(g)
     r = rank(self)
@@ -122,7 +122,21 @@ def reshape_to_expected(g, self, *_, **__):
         first = self.shape[0]
         if dims[0] == first or (dim_text(first) is not None and dim_text(dims[0]) == dim_text(first)):
             return g.op("Flatten", self, axis_i=1)
-    return reshape_to(g, self, dims)
+    try:
+        return reshape_to(g, self, dims)
+    except ValueError:
+        if "flatten" not in g.provenance.aten or r == 0:
+            raise
+    # Flattened dynamic dims next to others (flatten(0, 1) of [a, b, c]: a*b is none of the
+    # input's dims, and c moved): the merged size is the product of the input's sizes there.
+    start, end = (normalize_axis(a, r) for a in (list(args) + [0, -1])[:2])
+    shape = g.op("Shape", self)
+    parts = [g.op("Slice", shape, g.const([0]), g.const([start]))] if start else []
+    parts.append(g.op("ReduceProd", g.op("Slice", shape, g.const([start]), g.const([end + 1])),
+                      keepdims_i=1))
+    if end + 1 < r:
+        parts.append(g.op("Slice", shape, g.const([end + 1]), g.const([r])))
+    return g.op("Reshape", self, g.op("Concat", *parts, axis_i=0))
 
 
 @translates("aten::permute")
