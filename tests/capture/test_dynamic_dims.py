@@ -485,3 +485,46 @@ def test_guard_code_is_walked_not_run():
     assert _Guard.parse(f"{size} <= 512", size) is None  # a bound, not an equality
     # Anything but arithmetic on the size has no verdict: nothing of it is called.
     assert _Guard.parse(f"__import__('os').getpid() == {size}", size).holds(3) is None
+
+
+class _FirstChunk(torch.nn.Module):
+    def forward(self, x):
+        return x.chunk(2, 0)[0] * 2
+
+
+class _LastChunk(torch.nn.Module):
+    def forward(self, x):
+        return x.chunk(2, 0)[-1] * 2  # (one row: the same as [0] at the example)
+
+
+def _at_sizes(program, model, sizes):
+    for size in sizes:
+        x = torch.randn(size, 3)
+        with torch.no_grad():
+            expected = model(x)
+        actual = program(x)[0]
+        assert actual.shape == expected.shape, (size, actual.shape, expected.shape)
+        torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_the_first_chunk_of_a_dynamic_axis_of_one_row(dynamo):
+    # One row makes one chunk, the row itself: the graph was x whole, at every size.
+    program = onnxport.export(_FirstChunk(), (torch.randn(1, 3),), input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}}, dynamo=dynamo)
+    _at_sizes(program, _FirstChunk(), [1, 2, 5, 6])
+
+
+def test_the_last_chunk_from_one_row_is_never_silently_wrong():
+    # [-1] and [0] of one chunk are one graph: the default path checks at size 2, sees the
+    # difference and keeps the axis static (with a warning); tracing says what to change.
+    with pytest.warns(DynamicDimensionFixedWarning):
+        program = onnxport.export(_LastChunk(), (torch.randn(1, 3),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "n"}})
+    assert program.model.graph.inputs[0].shape[0] == 1
+    with pytest.raises(CaptureError, match="size 1 in the example.*size 2 or more"):
+        onnxport.export(_LastChunk(), (torch.randn(1, 3),), input_names=["x"],
+                        dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    program = onnxport.export(_LastChunk(), (torch.randn(2, 3),), input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    _at_sizes(program, _LastChunk(), [2, 5, 6])

@@ -14,7 +14,7 @@ from onnxport.capture import quirks
 from onnxport.capture.common import warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
-from onnxport.capture.torchscript.sizes import grown_sizes
+from onnxport.capture.grown_check import grown_mismatch
 from onnxport.errors import CaptureError, DynamicDimensionFixedWarning, FallbackWarning
 
 
@@ -105,31 +105,32 @@ def _computes_eager_results_when_grown(model: Any, args: tuple, kwargs: dict,
     """A check that a traced program computes what eager does with every dynamic axis grown
     by about half (the trace was made at the example's sizes only)."""
     def check(traced: CapturedProgram) -> bool:
-        leaves, spec = pytree.tree_flatten((args, kwargs))
-        positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-        dynamic = [{axis for (k, axis) in dim_names if k == position} or None
-                   for position in range(len(positions))]
-        grown = grown_sizes(tuple(leaves[i] for i in positions), dynamic)
-        for i, tensor in zip(positions, grown):
-            leaves[i] = tensor
-        try:
-            with torch.no_grad():
-                grown_args, grown_kwargs = pytree.tree_unflatten(leaves, spec)
-                expected = [t for t in pytree.tree_leaves(model(*grown_args, **grown_kwargs))
-                            if isinstance(t, torch.Tensor)]
-                actual = traced.exported_program.module()(*grown)
-            actual = [t for t in pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
-            actual = [actual[k] for k in traced.user_outputs] if \
-                len(actual) != len(expected) and traced.user_outputs else actual
-            if len(actual) != len(expected):
-                return False
-            for a, e in zip(actual, expected):
-                torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
-        except Exception:  # noqa: BLE001 - any failure: keep torch.export's program
-            return False
-        return True
+        return grown_mismatch(model, args, kwargs, dim_names, traced) is None
 
     return check
+
+
+def _check_small_dynamic_dims(model: Any, args: tuple, kwargs: dict, dim_names: dict,
+                              traced: CapturedProgram) -> None:
+    """Raise when a trace from an example whose dynamic axis has size 0 or 1 computes other
+    results than the model at a larger size: a trace records what holds at the example
+    (``x.chunk(2)[-1]`` of one row is that row, at every size), and nothing in the graph
+    shows it. The grown inputs' values differ from the example's, so that parts of the
+    axis are told apart."""
+    leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+    small = [(k, axis) for (k, axis) in dim_names
+             if k < len(leaves) and axis < leaves[k].dim() and leaves[k].shape[axis] <= 1]
+    if not small:
+        return
+    why = grown_mismatch(model, args, kwargs, dim_names, traced, distinct=True,
+                         differences_only=True)
+    if why is not None:
+        raise CaptureError(
+            f"the dynamic axis {small[0][1]} of input {small[0][0]} has size "
+            f"{leaves[small[0][0]].shape[small[0][1]]} in the example, and the traced graph "
+            f"computes other results than the model at larger sizes ({why}): tracing records "
+            "what holds at the example's size only. Export from an example whose dynamic axes "
+            "have size 2 or more.")
 
 
 def _replay(caught: list[warnings.WarningMessage]) -> None:
@@ -186,13 +187,20 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
         def export():
             return capture_torch_export(model, args, kwargs, dynamic_shapes=dynamic_shapes,
                                         **options)
+    dim_names = options.get("dim_names") or {}
+
+    def trace():
+        traced = capture_tracing(model, args, kwargs, **options)
+        if not scripted:
+            _check_small_dynamic_dims(model, args, kwargs, dim_names, traced)
+        return traced
+
     try:
         return capture_with_fallback(
-            export, lambda: capture_tracing(model, args, kwargs, **options), fallback=fallback,
+            export, trace, fallback=fallback,
             trace_name="torchscript" if scripted else "tracing",
             warn_on_fallback=warn_on_fallback,
-            check_trace=_computes_eager_results_when_grown(
-                model, args, kwargs, options.get("dim_names") or {}))
+            check_trace=_computes_eager_results_when_grown(model, args, kwargs, dim_names))
     except CaptureError as error:
         failure = eager_failure(model, args, kwargs)
         if failure is None:

@@ -91,7 +91,8 @@ def example_size(args, kwargs, names, key) -> int | None:
 
 
 def with_size_two(args, kwargs, names, dims):
-    """The example inputs with each of ``dims`` (of size 0 or 1) repeated to size 2."""
+    """The example inputs with each of ``dims`` (of size 0 or 1) grown to size 2: repeated,
+    floating values plus one."""
     slots = tensor_input_slots(args, kwargs, names)
     larger: dict[int, torch.Tensor] = {}
     for position, slot in enumerate(slots):
@@ -102,8 +103,9 @@ def with_size_two(args, kwargs, names, dims):
                     shape = list(tensor.shape)
                     shape[axis] = 2
                     tensor = tensor.new_zeros(shape)
-                else:
-                    tensor = torch.cat([tensor, tensor], dim=axis)
+                else:  # (floating values that differ: parts of the axis told apart)
+                    more = tensor + 1 if tensor.is_floating_point() else tensor
+                    tensor = torch.cat([tensor, more], dim=axis)
         larger[id(slot.tensor)] = tensor
 
     def replace(leaf):
@@ -112,14 +114,36 @@ def with_size_two(args, kwargs, names, dims):
     return pytree.tree_map(replace, args), pytree.tree_map(replace, kwargs)
 
 
-def computes_eager_results(program: ExportedProgram, module, args, kwargs) -> bool:
+def differs_at_size_two(program: ExportedProgram, module, args, kwargs, names,
+                        dims) -> str | None:
+    """Why the program captured from an example with ``dims`` of size 0 or 1 computes other
+    results than the model with those dims grown to 2 (None when it computes the same, or the
+    model cannot run eagerly here): torch may take a size of 1 as a case of its own without a
+    guard (``x.chunk(2)[0]`` of one row is that row: the program then returned x whole at
+    every size)."""
+    larger_args, larger_kwargs = with_size_two(args, kwargs, names, dims)
+    try:
+        with torch.no_grad():
+            expected = module(*copy.deepcopy(larger_args), **copy.deepcopy(larger_kwargs))
+    except Exception:  # the model cannot run eagerly here (meta weights), or not at that size
+        return None
+    if computes_eager_results(program, module, larger_args, larger_kwargs, expected):
+        return None
+    return ("at size 2 it computes other results than the model (it treats the example's size "
+            "of 0 or 1 specially)")
+
+
+def computes_eager_results(program: ExportedProgram, module, args, kwargs,
+                           expected: Any = None) -> bool:
     """True when the captured graph, run in PyTorch at the example's own sizes, gives the
-    model's results there: a graph traced at size 2 may have taken another branch than size 1."""
+    model's results there (``expected``, when known): a graph traced at size 2 may have taken
+    another branch than size 1."""
     graph_module = program.module(check_guards=False)
     graph_module._forward_pre_hooks.clear()  # the range checks of the size-2 capture
     try:
         with torch.no_grad():
-            expected = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+            if expected is None:
+                expected = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
             actual = graph_module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
     except Exception:
         return False

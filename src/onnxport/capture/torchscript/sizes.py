@@ -91,14 +91,16 @@ def size_oblivious(tensors: tuple, dynamic: list) -> bool:
                for axis in axes)
 
 
-def grown_sizes(tensors: tuple, dynamic: list) -> tuple:
+def grown_sizes(tensors: tuple, dynamic: list, distinct: bool = False) -> tuple:
     """The example inputs grown by about half along each dynamic axis (repeating their
-    values, so that data-dependent steps see alike data)."""
+    values, so that data-dependent steps see alike data; ``distinct``: floating values plus
+    one, so that the grown part differs)."""
     grown = []
     for tensor, axes in zip(tensors, dynamic):
         for axis in axes or {}:
             size = tensor.shape[axis]
-            tensor = torch.cat([tensor, tensor], axis).narrow(axis, 0, size + size // 2 + 1)
+            more = tensor + 1 if distinct and tensor.is_floating_point() else tensor
+            tensor = torch.cat([tensor, more], axis).narrow(axis, 0, size + size // 2 + 1)
         grown.append(tensor)
     return tuple(grown)
 

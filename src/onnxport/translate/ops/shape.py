@@ -276,7 +276,13 @@ def _split_by_expected(g, self, dim, split_size=None):
     axis = normalize_axis(dim, r)
     sizes = [g.dim(o.shape[axis]) for o in outputs]
     if len(sizes) == 1:
-        return (self,)
+        if split_size is None or "tensor_split" in g.provenance.aten or \
+                isinstance(self.shape[axis], int):
+            return (self,)
+        # One piece at the example's size of a dynamic axis: at larger sizes torch makes more,
+        # and the first is part of the axis (x.chunk(2)[0] of one row was every row, at any
+        # size).
+        return _split_by_slices(g, self, axis, 2, split_size)[:1]
     if all(isinstance(s, int) for s in sizes):
         return split(g, self, sizes, axis)
     if split_size is not None and "tensor_split" not in g.provenance.aten and \

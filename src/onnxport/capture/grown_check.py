@@ -1,0 +1,54 @@
+"""A captured program checked against the model at larger sizes of its dynamic axes: a
+capture records what holds at the example's sizes, which a size of 0 or 1 can hide."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from onnxport.capture.torch_export import CapturedProgram
+from onnxport.capture.torchscript.sizes import grown_sizes
+
+
+def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
+                   program: CapturedProgram, *, distinct: bool = False,
+                   differences_only: bool = False) -> str | None:
+    """Why ``program`` does not compute what ``model`` does with every dynamic axis of
+    ``dim_names`` grown by about half (None when it does). ``distinct``: the grown part's
+    floating values differ from the example's (else they repeat it, so that data-dependent
+    steps see alike data). ``differences_only``: only outputs told apart count; a model or
+    graph that cannot run at those sizes (meta weights; a graph that fails loudly there) or
+    outputs that cannot be paired (a cache's bookkeeping, dropped) count as matching."""
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    dynamic = [{axis for (k, axis) in dim_names if k == position} or None
+               for position in range(len(positions))]
+    grown = grown_sizes(tuple(leaves[i] for i in positions), dynamic, distinct=distinct)
+    for i, tensor in zip(positions, grown):
+        leaves[i] = tensor
+    try:
+        with torch.no_grad():
+            grown_args, grown_kwargs = pytree.tree_unflatten(leaves, spec)
+            expected = [t for t in pytree.tree_leaves(model(*grown_args, **grown_kwargs))
+                        if isinstance(t, torch.Tensor)]
+    except Exception as error:  # noqa: BLE001 - the model itself fails there
+        return None if differences_only else f"eager failed: {type(error).__name__}"
+    try:
+        with torch.no_grad():
+            actual = program.exported_program.module()(*grown)
+    except Exception as error:  # noqa: BLE001 - the program fails where the model runs
+        return None if differences_only else f"the graph fails there: {type(error).__name__}"
+    actual = [t for t in pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
+    actual = [actual[k] for k in program.user_outputs] if \
+        len(actual) != len(expected) and program.user_outputs else actual
+    if len(actual) != len(expected):
+        return None if differences_only else \
+            f"{len(actual)} outputs where the model returns {len(expected)}"
+    for k, (a, e) in enumerate(zip(actual, expected)):
+        if a.shape != e.shape:
+            return f"output {k} has shape {list(a.shape)} where the model's has {list(e.shape)}"
+        if not torch.allclose(a.to(e.dtype), e, rtol=1e-3, atol=1e-4, equal_nan=True):
+            return f"output {k} has other values"
+    return None
