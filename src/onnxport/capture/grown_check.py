@@ -37,10 +37,9 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
         return None if differences_only else f"eager failed: {type(error).__name__}"
     try:
         with torch.no_grad():
-            actual = program.exported_program.module()(*grown)
+            actual = run_program(program.exported_program, grown)
     except Exception as error:  # noqa: BLE001 - the program fails where the model runs
         return None if differences_only else f"the graph fails there: {type(error).__name__}"
-    actual = [t for t in pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
     actual = [actual[k] for k in program.user_outputs] if \
         len(actual) != len(expected) and program.user_outputs else actual
     if len(actual) != len(expected):
@@ -52,3 +51,24 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
         if not torch.allclose(a.to(e.dtype), e, rtol=1e-3, atol=1e-4, equal_nan=True):
             return f"output {k} has other values"
     return None
+
+
+def run_program(program: torch.export.ExportedProgram, inputs: tuple) -> list:
+    """The user outputs of ``program``'s graph run in PyTorch on its tensor ``inputs``, its
+    weights and constants given from the program (``ExportedProgram.module()`` cannot unlift
+    the constants a traced program lifts)."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    given = iter(inputs)
+    values = []
+    for spec in program.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            values.append(next(given))
+        elif spec.target in program.state_dict:
+            values.append(program.state_dict[spec.target])
+        else:
+            values.append(program.constants[spec.target])
+    outputs = program.graph_module(*values)
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    return [value for value, spec in zip(outputs, program.graph_signature.output_specs)
+            if spec.kind == OutputKind.USER_OUTPUT and isinstance(value, torch.Tensor)]

@@ -163,8 +163,8 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
         # The program's ranges are what torch kept of its guards (some it records and drops,
         # such as checks of its own caches); a guard tells only where.
         bounds = ranges.get(str(expr))
-        upper = _as_int(bounds.upper) if bounds is not None else None
-        lower = _as_int(bounds.lower) if bounds is not None else None
+        upper = finite_bound(bounds.upper) if bounds is not None else None
+        lower = finite_bound(bounds.lower) if bounds is not None else None
         if upper is not None and (upper == lower or upper <= 2) and (
                 wanted_max is None or wanted_max > upper):
             equal = [g for g in guards if g.symbol == expr and isinstance(g.expr, sympy.Eq)
@@ -296,7 +296,7 @@ def static_size(size: Any) -> Any:
     return size
 
 
-def _as_int(value: Any) -> int | None:
+def finite_bound(value: Any) -> int | None:
     """A finite bound as an int; None for torch's int_oo."""
     if isinstance(value, (int, sympy.Integer)) and not isinstance(value, bool):
         return int(value)

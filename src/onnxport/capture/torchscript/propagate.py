@@ -374,20 +374,34 @@ def _input_symbols(shape_env, values: dict, inputs: list, dynamic: list,
 
 
 def _fixed_by_a_guard(shape_env, symbols: list) -> bool:
-    """Whether a guard of the run equates a dynamic dim with a number. A dim that is 1 in the
-    example can be fixed so without a replacement (bart's embedding scale, a 0-d float64
-    tensor, broadcast the batch to 1): the shapes after it are then static, and the file
-    would fail at other sizes."""
+    """Whether a guard of the run holds for small sizes of the dynamic dims only: it equates
+    a dim with a number (bart's embedding scale, a 0-d float64 tensor, broadcast a batch of 1
+    to 1) or an expression of dims with one (``x[:, ::2][:, ::2]`` of 3 columns has 1, and
+    torch then flattened the wrong axes at every size). Tried at large sizes, every dynamic
+    dim alike (so that dims it equates stay equal): it fails at each. A parity holds at some
+    of them; a bound (positions up to 512) is no equation."""
     import sympy
 
     wanted = set(symbols)
     for guard in shape_env.guards:
         expr = guard.expr
-        if isinstance(expr, sympy.Eq) and (
-                expr.lhs in wanted and expr.rhs.is_number
-                or expr.rhs in wanted and expr.lhs.is_number):
+        free = expr.free_symbols
+        if not isinstance(expr, sympy.Eq) or not free or not free <= wanted:
+            continue  # (a bound; none of the dims; or sizes read from values as well)
+        if not any(_holds(expr, {symbol: size for symbol in free})
+                   for size in _LARGE_SIZES):
             return True
     return False
+
+
+_LARGE_SIZES = (64, 65, 1000, 1001)
+
+
+def _holds(expr, values: dict) -> bool:
+    try:
+        return bool(expr.xreplace(values))
+    except TypeError:  # (not decided by numbers alone)
+        return True
 
 
 def _exported_program(graph, bodies, weights: _Weights, inputs, results, tensors, out_spec,

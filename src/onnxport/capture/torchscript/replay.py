@@ -3,11 +3,14 @@ make it an ExportedProgram."""
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.common import first_lines
+from onnxport.capture.specialization import finite_bound
 from onnxport.capture.torchscript.fx_helpers import _source_of
 from onnxport.capture.torchscript.sizes import _shape_reads, size_oblivious
 from onnxport.errors import CaptureError
@@ -43,7 +46,9 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
 
     reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
     try:
-        return export()
+        program = export()
+        _warn_bounded(program, dynamic)
+        return program
     except Exception as error:
         if reads and any(dynamic):
             raise CaptureError(
@@ -58,6 +63,27 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
             f"the traced graph could not be captured by torch.export: {type(error).__name__}: "
             f"{first_lines(str(error))}\nThe stage that failed is capture (tracing)."
         ) from error
+
+
+def _warn_bounded(program: torch.export.ExportedProgram, dynamic: list) -> None:
+    """Warn, as the default path does, for each dynamic axis torch.export bounded (its range
+    has an upper end): the ONNX model keeps it dynamic but matches PyTorch only up to there
+    (a guard on ``x[:, ::2][:, ::2]``'s one column of three had torch flatten other axes)."""
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    inputs = [n for n in program.graph.nodes if n.op == "placeholder"][-len(dynamic):] \
+        if dynamic else []
+    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+    for k, (node, axes) in enumerate(zip(inputs, dynamic)):
+        for axis in sorted(axes or {}):
+            size = node.meta["val"].shape[axis]
+            bounds = ranges.get(str(size)) if isinstance(size, torch.SymInt) else None
+            upper = finite_bound(bounds.upper) if bounds is not None else None
+            if upper is not None:
+                warnings.warn(
+                    f"axis {axis} of tensor input {k} is bounded to at most {upper} by the "
+                    f"model (tracing); the ONNX model keeps it dynamic, but matches PyTorch "
+                    f"only up to {upper}", DynamicDimensionFixedWarning, stacklevel=2)
 
 
 class _Replay(torch.nn.Module):
