@@ -81,6 +81,8 @@ def program(seed: int, small: bool) -> tuple[tuple[int, ...], list[str], Callabl
     shape = tuple(draw.choice([1, 2, 3] if small else [3, 4, 5]) for _ in range(rank))
     steps, calls = [], []
     for _ in range(draw.randint(2, 5)):
+        if rank < MIN_RANK:
+            break
         name, change, makers, op = draw.choice([
             o for o in OPS if o[1] is None or MIN_RANK <= rank + o[1] <= MAX_RANK])
         if name in ("transpose", "times its transpose") and rank < 2:
