@@ -9,6 +9,13 @@ from typing import Any
 import torch
 
 
+def fold_to_constant(graph: torch._C.Graph, node: torch._C.Node, value: Any) -> None:
+    """Replace ``node`` (of one output) by a constant of ``value`` where it stood."""
+    with graph.insert_point_guard(node):
+        node.output().replaceAllUsesWith(graph.insertConstant(value))
+    node.destroy()
+
+
 def decide_branches(graph: torch._C.Graph) -> None:
     """Simplify ``graph`` (a TorchScript graph with branches) in place."""
     # Scripted code's warnings (F.mse_loss's on broadcast sizes) have no ONNX form: gone,
@@ -35,9 +42,7 @@ def _fold_known_ranks(graph: torch._C.Graph) -> bool:
         rank = tensor_type.dim() if isinstance(tensor_type, torch._C.TensorType) else None
         if rank is None:
             continue
-        with graph.insert_point_guard(node):
-            node.output().replaceAllUsesWith(graph.insertConstant(rank))
-        node.destroy()
+        fold_to_constant(graph, node, rank)
         folded = True
     if folded:
         torch._C._jit_pass_constant_propagation(graph)
@@ -120,10 +125,7 @@ def _fold_identity_checks(graph: torch._C.Graph) -> bool:
             same = _same_object(*node.inputs())
             if same is None:
                 continue
-            with graph.insert_point_guard(node):
-                decided = graph.insertConstant(same == (node.kind() == "aten::__is__"))
-            node.output().replaceAllUsesWith(decided)
-            node.destroy()
+            fold_to_constant(graph, node, same == (node.kind() == "aten::__is__"))
             changed = True
         for node in graph.findAllNodes("prim::unchecked_cast", True):
             if node.inputsAt(0).type().kind() == "TensorType":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from onnxport.capture.script_mutations import functionalize_writes
+from onnxport.capture.torchscript.branches import fold_to_constant
 from onnxport.capture.torchscript.trace import _ConverterState
 
 
@@ -43,7 +44,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
     if is_module:
-        _forward_attribute_writes(graph.block(), graph.inputs().__next__())
+        _forward_attribute_writes(graph.block(), next(graph.inputs()))
     _fold_dtypes(graph, tensors, 1 if is_module else 0, scripted if is_module else None)
     if static_sizes is not None:
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
@@ -80,11 +81,9 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int,
     """Reads of the dtype and device of the tensor inputs and of the module's parameters and
     buffers (``prim::dtype(x)``, which ``x[i] = 0.0`` makes; F.embedding_bag's check of its
     weight's dtype, which swaps its arguments), whether they are floating point and their ranks
-    (F.kl_div's ``input.dim() != 0``) become
-    constants of the example's: the converter's own helper for them cannot run inside a branch
-    or loop body, nor convert a branch returning a weight."""
-    from onnxport.compat.jit_scalar_type import JitScalarType
-
+    (F.kl_div's ``input.dim() != 0``) become constants of the example's: the converter's own
+    helper for them cannot run inside a branch or loop body, nor convert a branch returning a
+    weight."""
     inputs = list(graph.inputs())[first:]
     if len(inputs) != len(tensors):
         return
@@ -95,9 +94,7 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int,
     for value, tensor in known_tensors:
         for use in list(value.uses()):
             reader = use.user
-            if reader.kind() == "prim::dtype":
-                known = int(JitScalarType.from_dtype(tensor.dtype))
-            elif reader.kind() == "prim::device":
+            if reader.kind() == "prim::device":
                 known = tensor.device
             elif reader.kind() == "aten::is_floating_point":
                 known = tensor.is_floating_point()
@@ -105,10 +102,9 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int,
                 known = tensor.dim()
             else:
                 continue
-            with graph.insert_point_guard(reader):
-                reader.output().replaceAllUsesWith(graph.insertConstant(known))
-            reader.destroy()
+            fold_to_constant(graph, reader, known)
             folded = True
+    # (the dtype of these tensors and of what is derived from them)
     folded = _fold_derived_dtypes(graph, known_tensors) or folded
     if folded:
         torch._C._jit_pass_constant_propagation(graph)
@@ -139,9 +135,7 @@ def _fold_derived_dtypes(graph: torch._C.Graph, known_tensors: list) -> bool:
         dtype = _dtype_of(reader.inputsAt(0), sources)
         if dtype is None:
             continue
-        with graph.insert_point_guard(reader):
-            reader.output().replaceAllUsesWith(graph.insertConstant(dtype))
-        reader.destroy()
+        fold_to_constant(graph, reader, dtype)
         folded = True
     return folded
 
@@ -214,13 +208,13 @@ def _attribute_tensors(graph: torch._C.Graph, module: torch.jit.ScriptModule) ->
     """(value, tensor) of each ``prim::GetAttr`` of ``graph`` (anywhere) that reads a
     parameter or buffer of ``module``."""
     found = []
+    module_value = next(graph.inputs())
     for node in graph.findAllNodes("prim::GetAttr", True):
-        path, at = [], node
-        while at is not None and at.kind() == "prim::GetAttr":
-            path.append(at.s("name"))
-            at = at.inputsAt(0).node()
+        path = _attribute_path(node, module_value)
+        if path is None:
+            continue
         target = module
-        for name in reversed(path):
+        for name in path:
             target = getattr(target, name, None)
         if isinstance(target, torch.Tensor):
             found.append((node.output(), target))
@@ -240,9 +234,7 @@ def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) 
             known = _known_size(use.user, tensor, axes)
             if known is None:
                 continue
-            with graph.insert_point_guard(use.user):
-                use.user.output().replaceAllUsesWith(graph.insertConstant(known))
-            use.user.destroy()
+            fold_to_constant(graph, use.user, known)
             folded = True
     if folded:
         torch._C._jit_pass_constant_propagation(graph)

@@ -48,18 +48,20 @@ _symbolic("LessOrEqual", "_operator::le")
 _symbolic("GreaterOrEqual", "_operator::ge")
 
 
-# Only torch.export's runtime assertions combine SymBools (and they emit nothing), yet every
-# node of the graph needs a translation.
-@translates("_operator::and_")
-def sym_and(g, a, b):
-    """and_(SymBool a, SymBool b) -> SymBool"""
-    return g.op("And", _operand(g, a, ir.DataType.BOOL), _operand(g, b, ir.DataType.BOOL))
+def _boolean(onnx_op: str, name: str):
+    def translation(g, a, b):
+        return g.op(onnx_op, _operand(g, a, ir.DataType.BOOL), _operand(g, b, ir.DataType.BOOL))
+
+    translation.__name__ = f"sym_{onnx_op.lower()}"
+    translation.__doc__ = f"{name}(SymBool a, SymBool b) -> SymBool"
+    translates(name)(translation)
 
 
-@translates("_operator::or_")
-def sym_or(g, a, b):
-    """or_(SymBool a, SymBool b) -> SymBool"""
-    return g.op("Or", _operand(g, a, ir.DataType.BOOL), _operand(g, b, ir.DataType.BOOL))
+# torch.export's runtime assertions combine SymBools (and they emit nothing), and scripted
+# code's conditions (a loop's ``i + 1 < n and not broken``); every node needs a translation.
+_boolean("And", "_operator::and_")
+_boolean("Or", "_operator::or_")
+_boolean("Xor", "_operator::xor")
 
 
 @translates("torch::sym_ite")
@@ -75,12 +77,6 @@ def sym_ne(g, a, b):
     """ne(SymInt a, SymInt b) -> SymBool"""
     dtype = _dtype(g, a, b)
     return g.op("Not", g.op("Equal", _operand(g, a, dtype), _operand(g, b, dtype)))
-
-
-@translates("_operator::xor")
-def sym_xor(g, a, b):
-    """xor(SymBool a, SymBool b) -> SymBool"""
-    return g.op("Xor", _operand(g, a, ir.DataType.BOOL), _operand(g, b, ir.DataType.BOOL))
 
 
 @translates("torch::sym_not")
