@@ -1,6 +1,6 @@
 """Helpers that both front ends (capture/torch_export/, capture/torchscript/) use: the
 aliases of an FX node, the first lines of an error for a message, a warning at the user's
-call."""
+call, the values of a grown part of an axis."""
 
 from __future__ import annotations
 
@@ -48,3 +48,14 @@ def is_view(node: torch.fx.Node) -> bool:
 def first_lines(text: str, count: int = 12) -> str:
     lines = text.strip().splitlines()
     return "\n".join(lines[:count]) + ("\n..." if len(lines) > count else "")
+
+
+def differing_values(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """``tensor``'s values shuffled, plus one when floating: a grown part of a dynamic axis
+    whose values differ from the example's, so that a check tells the axis's parts apart,
+    also after a step that takes a shift away (``x - x.max(0)`` of values plus one alone
+    would be the example's again). Integer values are kept: they may be indices."""
+    if not tensor.is_floating_point():
+        return tensor
+    order = torch.randperm(tensor.numel(), generator=generator).to(tensor.device)
+    return tensor.flatten()[order].reshape(tensor.shape) + 1

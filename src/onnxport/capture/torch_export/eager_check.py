@@ -11,6 +11,7 @@ import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
+from onnxport.capture.common import differing_values
 from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.specialization import static_size
 
@@ -91,9 +92,10 @@ def example_size(args, kwargs, names, key) -> int | None:
 
 
 def with_size_two(args, kwargs, names, dims):
-    """The example inputs with each of ``dims`` (of size 0 or 1) grown to size 2: repeated,
-    floating values plus one."""
+    """The example inputs with each of ``dims`` (of size 0 or 1) grown to size 2, the new
+    part's values differing (:func:`differing_values`)."""
     slots = tensor_input_slots(args, kwargs, names)
+    shuffle = torch.Generator().manual_seed(0)
     larger: dict[int, torch.Tensor] = {}
     for position, slot in enumerate(slots):
         tensor = slot.tensor
@@ -104,7 +106,7 @@ def with_size_two(args, kwargs, names, dims):
                     shape[axis] = 2
                     tensor = tensor.new_zeros(shape)
                 else:  # (floating values that differ: parts of the axis told apart)
-                    more = tensor + 1 if tensor.is_floating_point() else tensor
+                    more = differing_values(tensor, shuffle)
                     tensor = torch.cat([tensor, more], dim=axis)
         larger[id(slot.tensor)] = tensor
 

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 import torch
 
+from onnxport.capture.common import differing_values
 from onnxport.capture.torchscript.convert import _TRACED_SHAPE, _shape_as_tensor
 from onnxport.capture.torchscript.fx_helpers import _attribute, _eliminate_dead_code, _source_of
 from onnxport.capture.torchscript.loops import prim_loop
@@ -93,13 +94,14 @@ def size_oblivious(tensors: tuple, dynamic: list) -> bool:
 
 def grown_sizes(tensors: tuple, dynamic: list, distinct: bool = False) -> tuple:
     """The example inputs grown by about half along each dynamic axis (repeating their
-    values, so that data-dependent steps see alike data; ``distinct``: floating values plus
-    one, so that the grown part differs)."""
+    values, so that data-dependent steps see alike data; ``distinct``: values that differ,
+    :func:`differing_values`)."""
     grown = []
+    shuffle = torch.Generator().manual_seed(0)
     for tensor, axes in zip(tensors, dynamic):
         for axis in axes or {}:
             size = tensor.shape[axis]
-            more = tensor + 1 if distinct and tensor.is_floating_point() else tensor
+            more = differing_values(tensor, shuffle) if distinct else tensor
             tensor = torch.cat([tensor, more], axis).narrow(axis, 0, size + size // 2 + 1)
         grown.append(tensor)
     return tuple(grown)
