@@ -149,6 +149,14 @@ CASES = {
         [(torch.tensor([3]), torch.tensor([4]))], None),
     "reshape by a 0-d tensor": (lambda x, y: x.reshape(y, -1), (R(4, 3), torch.tensor(2)), [],
                                 None),
+    # outputs that are one value: each gets an ONNX output of its own, uniquely named
+    "an input returned twice": (lambda x: (x, x), (R(2, 3),), [(R(4, 3),)], N),
+    "dropouts in eval mode return their input": (
+        lambda x: (nn.functional.dropout(x, 0.5, training=False),
+                   nn.functional.alpha_dropout(x, 0.2, training=False),
+                   nn.functional.feature_alpha_dropout(x, 0.3, False),
+                   nn.functional.dropout2d(x.unsqueeze(0), 0.4, False)), (R(3, 4, 5),), [],
+        None),
 }
 
 

@@ -139,8 +139,12 @@ def _outputs(program: ExportedProgram, output_names, onnx_inputs) -> tuple[list[
     onnx_outputs = given + defaults[len(given):]
     taken = set(onnx_inputs)
     for k, name in enumerate(onnx_outputs):
-        if name in taken:
-            onnx_outputs[k] = f"{name}_output" if k >= len(given) else name
+        if name in taken and k >= len(given):  # (an input returned twice: x_output, x_output_1)
+            onnx_outputs[k] = unique = f"{name}_output"
+            count = 0
+            while unique in taken:
+                count += 1
+                unique = onnx_outputs[k] = f"{name}_output_{count}"
         taken.add(onnx_outputs[k])
     return user_outputs, onnx_outputs
 
