@@ -308,6 +308,11 @@ def test_squeeze_of_a_dynamic_axis_that_is_returned_follows_torch(function, dyna
                     dynamic_axes={"x": {0: "n"}}, dynamo=dynamo,
                     run_with=[(torch.randn(4, 3, 1),), (torch.randn(1, 3, 1),)])
     assert "If" in op_types(program)
+    # Each branch declares its own rank: the one that drops the axis one less (it was 0).
+    branch = next(node for node in program.model.graph if node.op_type == "If")
+    ranks = {name: len(attribute.value.outputs[0].shape)
+             for name, attribute in branch.attributes.items()}
+    assert ranks["else_branch"] == ranks["then_branch"] + 1
 
 
 @pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)

@@ -81,6 +81,12 @@ def _squeeze_if_one(g, x: ir.Value, axis: int) -> ir.Value:
     dropped.graph.outputs.append(dropped.op("Squeeze", x, dropped.const([axis])))
     kept = g.subgraph(f"{g.provenance.value_prefix or 'squeeze'}_kept")
     kept.graph.outputs.append(kept.op("Identity", x))
+    # Each branch's output is declared with its own rank (the checker wants a shape on every
+    # graph output, so the If's own, a graph output, keeps the example's rank).
+    dims = list(x.shape) if x.shape is not None else None
+    dropped.graph.outputs[0].shape = None if dims is None else \
+        ir.Shape(dims[:axis] + dims[axis + 1:])
+    kept.graph.outputs[0].shape = None if dims is None else ir.Shape(dims)
     out = g.op("If", is_one, then_branch_g=dropped.graph, else_branch_g=kept.graph)
     out.dtype, out.shape = x.dtype, None
     return out
