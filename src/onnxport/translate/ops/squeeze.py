@@ -38,6 +38,7 @@ def squeeze_(g, self, dim=None):
         known = [a for a in axes if a not in unknown]
         if known:
             self = squeeze(g, self, known)
+            self.shape = ir.Shape([d for a, d in enumerate(shape) if a not in known])
         for axis in sorted(unknown, reverse=True):  # (counted after the known ones went)
             self = _squeeze_if_one(g, self, axis - sum(a < axis for a in known))
         return self
