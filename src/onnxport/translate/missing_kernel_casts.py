@@ -9,6 +9,7 @@ import onnx_ir as ir
 _D = ir.DataType
 _SMALL = {_D.UINT8, _D.INT8, _D.INT32, _D.INT64, _D.FLOAT, _D.DOUBLE, _D.FLOAT16}
 _FLOATS = {_D.FLOAT, _D.FLOAT16}
+_WIDE = {_D.INT32, _D.INT64, _D.FLOAT, _D.FLOAT16, _D.DOUBLE}
 
 # op type -> (positions of the inputs of the data type T, dtypes ONNX Runtime's CPU kernels
 # take for T), from probing ONNX Runtime 1.2x sessions op by op.
@@ -19,10 +20,26 @@ _KERNELS: dict[str, tuple[tuple[int, ...], set]] = {
     "Conv": ((0, 1, 2), _FLOATS), "ConvTranspose": ((0, 1, 2), _FLOATS),
     "AveragePool": ((0,), _FLOATS), "MaxPool": ((0,), {_D.UINT8, _D.INT8, *_FLOATS, _D.DOUBLE}),
     "Gemm": ((0, 1, 2), {*_FLOATS, _D.DOUBLE}),
+    # Also outside ONNX's own type constraints (int8 Pow and MatMul are invalid ONNX), or
+    # without a kernel for the small integers (int16 Pad, int8 Trilu, uint8 Unique):
+    "Pow": ((0,), _WIDE), "MatMul": ((0, 1), {*_WIDE, _D.UINT32, _D.UINT64}),
+    "Trilu": ((0,), {*_WIDE, _D.BOOL}), "Unique": ((0,), {_D.INT8, _D.INT64, *_FLOATS, _D.DOUBLE}),
+    "Pad": ((0, 2), set(_D) - {_D.INT16, _D.UINT16}), "CumSum": ((0,), _WIDE),
+    "Einsum": (tuple(range(8)), _WIDE), "ReduceSum": ((0,), _WIDE), "ReduceProd": ((0,), _WIDE),
+    "ReduceMean": ((0,), _WIDE), "Relu": ((0,), {*_WIDE, _D.INT8}),
+    "Neg": ((0,), {*_WIDE, _D.INT8, _D.INT16}),
 }
-# The dtype to compute in, first that the kernel takes: exact for bools (uint8) and for
-# integers below 2**53 (double); Conv and AveragePool have float32 only (exact below 2**24).
-_PREFERRED = {_D.BOOL: (_D.UINT8, _D.INT32, _D.FLOAT), _D.FLOAT16: (_D.FLOAT,)}
+# Inputs of another type constraint that the compute dtype is given too when outside the
+# kernel's set (Pow's exponent, T1: int32, int64 and floats only).
+_ALSO_CAST = {"Pow": (1,)}
+# The dtype to compute in, first that the kernel takes: exact for bools (uint8), small
+# integers (int32 or int64: a product that overflows wraps back as torch's does when cast
+# back) and integers below 2**53 (double); Conv and AveragePool have float32 only (exact
+# below 2**24).
+_SMALL_INTEGERS = (_D.INT32, _D.INT64, _D.DOUBLE, _D.FLOAT)
+_PREFERRED = {_D.BOOL: (_D.UINT8, _D.INT32, _D.FLOAT), _D.FLOAT16: (_D.FLOAT,),
+              _D.INT8: _SMALL_INTEGERS, _D.UINT8: _SMALL_INTEGERS, _D.INT16: _SMALL_INTEGERS,
+              _D.UINT16: _SMALL_INTEGERS, _D.UINT32: (_D.INT64, _D.DOUBLE, _D.FLOAT)}
 _PREFERRED_OTHERS = (_D.DOUBLE, _D.FLOAT)
 
 
@@ -65,8 +82,11 @@ def cast_around(g, op_type: str, inputs: list, compute: ir.DataType, outputs: in
     """``op_type`` on ``inputs`` computed in ``compute``; its first output cast back."""
     positions, _ = _kernel(op_type, attributes)
     original = next(inputs[i].dtype for i in positions if i < len(inputs) and inputs[i] is not None)
+    supported = _kernel(op_type, attributes)[1]
+    also = [i for i in _ALSO_CAST.get(op_type, ()) if i < len(inputs) and inputs[i] is not None
+            and inputs[i].dtype not in supported]
     cast_inputs = [g.op("Cast", value, to_i=int(compute))
-                   if i in positions and value is not None else value
+                   if (i in positions or i in also) and value is not None else value
                    for i, value in enumerate(inputs)]
     result = g.op(op_type, *cast_inputs, outputs=outputs, **attributes)
     first = result[0] if outputs > 1 else result
