@@ -551,27 +551,6 @@ def test_the_size_two_check_tells_rows_apart_after_a_shift_is_removed():
                         dynamic_axes=axes, dynamo=False)
 
 
-class _FirstPairAfterRoll(torch.nn.Module):
-    def forward(self, x):
-        # From one row, split(2)[0] is the whole axis: torch.export (over the trace) bounds
-        # the axis to 2, and the ONNX model returned every row at 3 and more.
-        x = (x @ x.transpose(-1, -2)).roll(1, 0)
-        return x.split(2, 0)[0] + torch.arange(x.size(-1), dtype=x.dtype)
-
-
-def test_an_axis_of_one_that_tracing_bounds_is_refused():
-    # Found by fuzzing (--small, seed 1185); the default path keeps the axis static, loudly.
-    axes = {"x": {0: "a", 1: "b", 2: "c"}}
-    with pytest.raises(CaptureError, match="axis 0 of input 0 has size 1.*only up to size 2"
-                                           ".*size 2 or more"):
-        onnxport.export(_FirstPairAfterRoll(), (torch.randn(1, 1, 2),), input_names=["x"],
-                        dynamic_axes=axes, dynamo=False)
-    with pytest.warns(DynamicDimensionFixedWarning, match="'a'"):
-        program = onnxport.export(_FirstPairAfterRoll(), (torch.randn(1, 1, 2),),
-                                  input_names=["x"], dynamic_axes=axes)
-    assert program.model.graph.inputs[0].shape[0] == 1
-
-
 class _EveryFourthColumnFlattened(torch.nn.Module):
     def forward(self, x):
         # 3 columns leave 1: torch's fake flatten then merged the wrong axes (a guard equated

@@ -47,6 +47,8 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
     try:
         program = export()
+        _warn_bounded(program, dynamic)
+        return program
     except Exception as error:
         if reads and any(dynamic):
             raise CaptureError(
@@ -61,18 +63,12 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
             f"the traced graph could not be captured by torch.export: {type(error).__name__}: "
             f"{first_lines(str(error))}\nThe stage that failed is capture (tracing)."
         ) from error
-    _warn_bounded(program, tensors, dynamic)
-    return program
 
 
-def _warn_bounded(program: torch.export.ExportedProgram, tensors: tuple,
-                  dynamic: list) -> None:
+def _warn_bounded(program: torch.export.ExportedProgram, dynamic: list) -> None:
     """Warn, as the default path does, for each dynamic axis torch.export bounded (its range
     has an upper end): the ONNX model keeps it dynamic but matches PyTorch only up to there
-    (a guard on ``x[:, ::2][:, ::2]``'s one column of three had torch flatten other axes).
-    An axis of size 0 or 1 in the example that is bounded is refused instead: the bound is
-    what the trace recorded at that size (``x.split(2)[0]`` of one row: the whole axis, up to
-    2 rows), which the default path keeps static."""
+    (a guard on ``x[:, ::2][:, ::2]``'s one column of three had torch flatten other axes)."""
     from onnxport.errors import DynamicDimensionFixedWarning
 
     inputs = [n for n in program.graph.nodes if n.op == "placeholder"][-len(dynamic):] \
@@ -83,12 +79,6 @@ def _warn_bounded(program: torch.export.ExportedProgram, tensors: tuple,
             size = node.meta["val"].shape[axis]
             bounds = ranges.get(str(size)) if isinstance(size, torch.SymInt) else None
             upper = finite_bound(bounds.upper) if bounds is not None else None
-            if upper is not None and tensors[k].shape[axis] <= 1:
-                raise CaptureError(
-                    f"the dynamic axis {axis} of input {k} has size {tensors[k].shape[axis]} "
-                    f"in the example, and the traced graph matches the model only up to size "
-                    f"{upper}: tracing records what holds at the example's size only. Export "
-                    "from an example whose dynamic axes have size 2 or more.")
             if upper is not None:
                 warnings.warn(
                     f"axis {axis} of tensor input {k} is bounded to at most {upper} by the "
