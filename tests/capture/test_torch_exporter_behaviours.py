@@ -517,6 +517,12 @@ class _Data(nn.Module):
         return x.data * 2 + x.detach()
 
 
+class _SizedByValues(nn.Module):
+    def forward(self, n, m):
+        # (scripted, the sizes stay read from the values: a trace would fix them)
+        return torch.zeros(n[0], m[0]).squeeze(1), torch.arange(int(n.sum()) * 2)
+
+
 SCRIPTED = {
     "out= arguments": (_OutArgument, True, (R(3, 4),), [], None),
     "int() of an item as a count": (_TopkByItem, True, (R(5, 4), torch.tensor(2)), [], None),
@@ -524,6 +530,9 @@ SCRIPTED = {
         _OptionalGivenATensor, True,
         (torch.tensor([[1, 2, 0], [0, 3, 4]]), R(6, 3), torch.rand(6)), [], None),
     "x.data": (_Data, True, (R(3, 4),), [], None),
+    "sizes read from input values, then squeezed": (
+        _SizedByValues, True, (torch.tensor([2]), torch.tensor([1])),
+        [(torch.tensor([4]), torch.tensor([1])), (torch.tensor([3]), torch.tensor([2]))], None),
     "a loop with continue over a dynamic count": (_LoopWithContinue, True, (R(4, 3),),
                                                   [(R(7, 3),), (R(1, 3),)], N),
     "a loop with break": (_LoopWithBreak, True, (R(4, 3),), [(R(4, 3) + 3,)], None),

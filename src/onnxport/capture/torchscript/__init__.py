@@ -28,7 +28,7 @@ import torch.utils._pytree as pytree
 from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
 from onnxport.capture.torchscript.convert import _to_fx
-from onnxport.capture.torchscript.propagate import _propagated, _propagated_static
+from onnxport.capture.torchscript.propagate import SCRIPTED, _propagated, _propagated_static
 from onnxport.capture.torchscript.replay import _REPLAY_PREFIX, _export_traced
 from onnxport.capture.torchscript.script import (_NUMBERS, _frozen, _script_state,
                                                 is_tensor_sequence)
@@ -136,15 +136,25 @@ def _scripted_program(scripted, args: tuple, tensors: tuple, dynamic: list,
     sizes of the static axes are fixed to the example's, as tracing fixes them, and the loops
     over them unrolled."""
     try:
-        return _program(_to_fx(_script_state(scripted, args)), tensors, dynamic)
+        return _program(_scripted_graph(_script_state(scripted, args)), tensors, dynamic)
     except CaptureError as error:
         state = _script_state(scripted, args, static_sizes=dynamic_axes)
         if state is None:
             raise
         try:
-            return _program(_to_fx(state), tensors, dynamic)
+            return _program(_scripted_graph(state), tensors, dynamic)
         except CaptureError:
             raise error from None
+
+
+def _scripted_graph(state) -> torch.fx.GraphModule:
+    """The converted graph of scripted code, marked so: its sizes read from values
+    (``torch.zeros(int(n[0]))``) stay data-dependent, where a trace would have fixed them."""
+    graph_module = _to_fx(state)
+    graph_module.meta[SCRIPTED] = True
+    return graph_module
+
+
 def _name_outputs(captured: CapturedProgram, readable: list[str | None], given: int) -> None:
     """Outputs not named by the user take their path in the model's output (``logits``,
     ``past_key_values.0.key`` as ``present.0.key``), as on the dynamo path."""

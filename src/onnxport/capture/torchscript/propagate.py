@@ -45,6 +45,10 @@ def _propagated_static(graph_module: torch.fx.GraphModule, tensors: tuple,
         return None
 
 
+# The meta key of a converted graph of scripted code (not a trace): see _input_symbols.
+SCRIPTED = "onnxport.scripted"
+
+
 class _ReadsValues(Exception):
     """The graph reads a tensor's value as a number: the tracer's types, which fix what
     follows from it to this run's sizes, cannot stand for fake runs."""
@@ -112,7 +116,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.
     shape_env.pending_fresh_unbacked_symbols.clear()
-    symbols = _input_symbols(shape_env, values, inputs, dynamic, bool(bodies))
+    symbols = _input_symbols(shape_env, values, inputs, dynamic,
+                             bool(bodies) or graph_module.meta.get(SCRIPTED, False))
     if symbols is None:
         return None
     program = _exported_program(graph, bodies, weights, inputs, list(output.args[0]),
@@ -352,9 +357,10 @@ def _reads_as_input_sizes(graph: torch.fx.Graph, inputs: list) -> None:
 
 
 def _input_symbols(shape_env, values: dict, inputs: list, dynamic: list,
-                   has_bodies: bool) -> list | None:
+                   reads_values: bool) -> list | None:
     """The symbol of each dynamic dim, or None when the graph fixes one or equates it to
-    another, or reads sizes back from tensors outside a loop."""
+    another, or reads sizes back from tensors where it is not expected to (``reads_values``:
+    scripted code, or a graph with a loop)."""
     symbols = []
     for k, axes in enumerate(dynamic):
         for axis in axes or {}:
@@ -364,9 +370,10 @@ def _input_symbols(shape_env, values: dict, inputs: list, dynamic: list,
             symbols.append(size.node.expr)
     if any(shape_env.replace(symbol) != symbol for symbol in symbols) or (any(
             str(symbol).startswith("u") for symbol in shape_env.var_to_range)
-            and not has_bodies):
-        # Fixed or equated by the graph, or read back from a tensor. (A graph with a loop
-        # has no other way: its sizes read back from tensors stay data-dependent.)
+            and not reads_values):
+        # Fixed or equated by the graph, or read back from a tensor. (Scripted code, and a
+        # graph with a loop, have no other way: their sizes read from values stay
+        # data-dependent; a trace's were fixed, or are left to torch.export.)
         return None
     if _fixed_by_a_guard(shape_env, symbols):
         return None
