@@ -517,6 +517,13 @@ class _Data(nn.Module):
         return x.data * 2 + x.detach()
 
 
+class _BranchOnAllclose(nn.Module):
+    def forward(self, x, y):
+        if torch.allclose(x, y, atol=0.1):
+            return x * 2
+        return x - y
+
+
 class _SizedByValues(nn.Module):
     def forward(self, n, m):
         # (scripted, the sizes stay read from the values: a trace would fix them)
@@ -530,6 +537,9 @@ SCRIPTED = {
         _OptionalGivenATensor, True,
         (torch.tensor([[1, 2, 0], [0, 3, 4]]), R(6, 3), torch.rand(6)), [], None),
     "x.data": (_Data, True, (R(3, 4),), [], None),
+    "a branch on torch.allclose": (
+        _BranchOnAllclose, True, (R(3), R(3)),
+        [(torch.ones(3), torch.ones(3) + 0.05), (torch.ones(3), torch.zeros(3))], None),
     "sizes read from input values, then squeezed": (
         _SizedByValues, True, (torch.tensor([2]), torch.tensor([1])),
         [(torch.tensor([4]), torch.tensor([1])), (torch.tensor([3]), torch.tensor([2]))], None),

@@ -128,6 +128,7 @@ def _converter_class():
         convert_prim_Constant = _convert_constant
         convert_prim_NumToTensor = _convert_num_to_tensor
         convert_aten_tensor = _convert_tensor
+        convert_aten_allclose = _convert_allclose
 
     return Converter
 
@@ -199,6 +200,16 @@ def _convert_int(self, node):
                                        {"dtype": torch.int32})
     self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
         torch.ops.aten._local_scalar_dense.default, (copy,))
+
+
+def _convert_allclose(self, node):
+    """``torch.allclose`` as all of isclose, a 0-d bool tensor (what aten::Bool of a tensor
+    leaves too): its Python bool depends on the values, so a branch on it is decided at run
+    time."""
+    args = tuple(self.get_fx_value_by_ir_value(value) for value in _inputs(node))
+    close = self.fx_graph.call_function(torch.ops.aten.isclose.default, args)
+    self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
+        torch.ops.aten.all.default, (close,))
 
 
 def _convert_num_to_tensor(self, node):
