@@ -7,6 +7,7 @@
   autograd_functions.py  a torch.autograd.Function kept whole for its symbolic
   lstsq_shapes.py        linalg_lstsq's fake kernel with the static shapes it has
   fused_cells.py         LSTMCell/GRUCell without biases on a GPU: zero biases for the fake kernel
+  attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing)
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
 Capture applies them through one hook, :func:`applied`, naming the step it is in; the model's
@@ -48,6 +49,10 @@ def applied(step: str) -> Iterator[None]:
             from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
 
             stack.enter_context(packed_sequences_as_padded())
+        if step == "trace":  # (torch.export records the composed ops under no_grad too)
+            from onnxport.capture.quirks.attention_fast_path import fast_path_off
+
+            stack.enter_context(fast_path_off())
         if step != "functionalize":  # (the captured program has the biases by then)
             from onnxport.capture.quirks.fused_cells import zero_biases_for_fused_cells
 
