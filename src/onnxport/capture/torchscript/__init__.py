@@ -32,7 +32,8 @@ from onnxport.capture.torchscript.propagate import SCRIPTED, _propagated, _propa
 from onnxport.capture.torchscript.replay import _REPLAY_PREFIX, _export_traced
 from onnxport.capture.torchscript.script import (_NUMBERS, _frozen, _script_state,
                                                 is_tensor_sequence)
-from onnxport.capture.torchscript.sizes import _drop_runtime_asserts, _read_back_hints
+from onnxport.capture.torchscript.sizes import (_drop_runtime_asserts, _read_back_hints,
+                                              ones_as_twos)
 from onnxport.capture.torchscript.trace import _PREFIX, _TracedCall, _trace
 from onnxport.errors import CaptureError, InvalidExportOptionsError, TracingWarning
 
@@ -115,6 +116,14 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
         if any(dynamic):
             program = _propagated(graph_module, tensors, dynamic,
                                   hints=_read_back_hints(graph_module, tensors))
+            twos = ones_as_twos(tensors, dynamic) if program is None else None
+            if twos is not None:
+                # A batch of 1: a guard of the fake run (on a layout: bart's copy into a
+                # slice of its shifted ids) may hold at 1 only. The graph, traced at 1, is
+                # run from 2: a graph that holds at 1 only fails there, and capture checks
+                # the program against the model at size 2 (_check_small_dynamic_dims).
+                program = _propagated(graph_module, twos, dynamic,
+                                      hints=_read_back_hints(graph_module, twos))
         else:
             program = _propagated_static(graph_module, tensors, dynamic)
         if program is None:
