@@ -517,6 +517,48 @@ class _Data(nn.Module):
         return x.data * 2 + x.detach()
 
 
+class _LinearInALoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = x[0]
+        for t in range(x.size(0)):  # (its weights read only in the loop's body)
+            h = torch.tanh(self.linear(h)) + x[t]
+        return h
+
+
+class _CellsInALoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTMCell(4, 3)
+        self.gru = nn.GRUCell(4, 3)
+
+    def forward(self, x):
+        # The cells branch on the rank of their input and state (a batch or one sample),
+        # which scripting types as any Tensor: ranks.py infers them from the input's.
+        h = torch.zeros(x.size(1), 3)
+        c = torch.zeros(x.size(1), 3)
+        g = torch.zeros(x.size(1), 3)
+        outs: List[torch.Tensor] = []
+        for t in range(x.size(0)):
+            h, c = self.lstm(x[t], (h, c))
+            g = self.gru(x[t], g)
+            outs.append(h + g)
+        return torch.stack(outs), c
+
+
+class _RankGrowsInALoop(nn.Module):
+    def forward(self, x):
+        h = x
+        for _ in range(2):  # (its rank is not the one it enters with: nothing folds it)
+            h = h.unsqueeze(0) * 2
+        if h.dim() == 4:
+            return h.sum((0, 1))
+        return h
+
+
 class _BranchOnAllclose(nn.Module):
     def forward(self, x, y):
         if torch.allclose(x, y, atol=0.1):
@@ -537,6 +579,13 @@ SCRIPTED = {
         _OptionalGivenATensor, True,
         (torch.tensor([[1, 2, 0], [0, 3, 4]]), R(6, 3), torch.rand(6)), [], None),
     "x.data": (_Data, True, (R(3, 4),), [], None),
+    "a submodule's weights read in a loop of a dynamic count": (
+        _LinearInALoop, True, (R(4, 3),), [(R(7, 3),), (R(1, 3),)], N),
+    "nn.LSTMCell and nn.GRUCell in a loop of a dynamic count": (
+        _CellsInALoop, True, (R(5, 2, 4),), [(R(8, 3, 4),), (R(1, 1, 4),)],
+        {"x": {0: "t", 1: "b"}}),
+    "a branch on the rank of a value a loop grows": (_RankGrowsInALoop, True, (R(3, 4),),
+                                                      [], None),
     "a branch on torch.allclose": (
         _BranchOnAllclose, True, (R(3), R(3)),
         [(torch.ones(3), torch.ones(3) + 0.05), (torch.ones(3), torch.zeros(3))], None),

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from onnxport.capture.torchscript.ranks import known_ranks
+
 
 def fold_to_constant(graph: torch._C.Graph, node: torch._C.Node, value: Any) -> None:
     """Replace ``node`` (of one output) by a constant of ``value`` where it stood."""
@@ -34,19 +36,21 @@ def decide_branches(graph: torch._C.Graph) -> None:
 
 def _fold_known_ranks(graph: torch._C.Graph) -> bool:
     """``x.dim()`` of a tensor whose rank the graph knows (a traced value read by a scripted
-    function inside the trace) becomes that number, which decides the branches on it (ONNX
-    has no branch whose results differ in rank); whether there was one."""
+    function inside the trace, a value of scripted code that :mod:`.ranks` infers from the
+    inputs') becomes that number, which decides the branches on it (ONNX has no branch whose
+    results differ in rank); whether there was one. Repeated while it decides branches: a
+    branch gone may leave a rank known (nn.LSTMCell's state in a loop)."""
     folded = False
-    for node in graph.findAllNodes("aten::dim", True):
-        tensor_type = node.inputsAt(0).type()
-        rank = tensor_type.dim() if isinstance(tensor_type, torch._C.TensorType) else None
-        if rank is None:
-            continue
-        fold_to_constant(graph, node, rank)
+    while True:
+        ranks = known_ranks(graph)
+        found = [(node, ranks[node.inputsAt(0)]) for node in graph.findAllNodes("aten::dim", True)
+                 if isinstance(ranks.get(node.inputsAt(0)), int)]
+        if not found:
+            return folded
+        for node, rank in found:
+            fold_to_constant(graph, node, rank)
         folded = True
-    if folded:
         torch._C._jit_pass_constant_propagation(graph)
-    return folded
 
 
 def _drop_dead_loops(block: Any) -> bool:

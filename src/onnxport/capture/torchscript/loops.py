@@ -73,7 +73,13 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
 
 
 def outer_values(converter: Any, names: list) -> list:
-    """The values of the names a loop body reads from outside it."""
+    """The values of the names a loop body reads from outside it. A weight only the body
+    reads (``self.lin(h)`` in the loop) has no node outside it yet: the top-level graph
+    reads it here, as its own reads of attributes do."""
+    for name in names:
+        if name not in converter.name_to_node and converter.is_top_level_graph() and \
+                converter._is_get_attr_node(name):
+            converter.name_to_node[name] = converter.fx_graph.get_attr(name)
     return [converter.get_fx_value_by_fqn(name) for name in names]
 
 

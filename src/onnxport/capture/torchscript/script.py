@@ -295,6 +295,11 @@ def _known_size(reader: torch._C.Node, tensor: torch.Tensor, dynamic_axes: set):
     return None if axis in dynamic_axes else tensor.shape[axis]
 
 
+def _of_rank(tensor: torch.Tensor) -> torch._C.TensorType:
+    """A tensor input's type: the example's rank (its sizes may be dynamic)."""
+    return torch._C.TensorType.get().with_sizes([None] * tensor.dim())
+
+
 def _bind_arguments(graph: torch._C.Graph, args: tuple, first: int) -> None:
     """Replace the graph inputs that ``args`` gives numbers, bools, strings or None (after the
     ``first`` inputs, the module itself) with constants of those values, and a list or tuple
@@ -305,14 +310,13 @@ def _bind_arguments(graph: torch._C.Graph, args: tuple, first: int) -> None:
     with graph.insert_point_guard(next(iter(graph.nodes()), graph.return_node())):
         for value, arg in zip(inputs, args):
             if isinstance(arg, torch.Tensor):
-                if isinstance(value.type(), torch._C.OptionalType):  # given one: a tensor
-                    value.setType(torch._C.TensorType.get())
+                value.setType(_of_rank(arg))  # (for the ranks the code reads: ranks.py)
                 order.append(value)
                 continue
             if is_tensor_sequence(arg):
                 elements = [graph.addInput() for _ in arg]
-                for element in elements:
-                    element.setType(torch._C.TensorType.get())
+                for element, tensor in zip(elements, arg):
+                    element.setType(_of_rank(tensor))
                 kind = "prim::ListConstruct" if isinstance(arg, list) else "prim::TupleConstruct"
                 built = graph.insertNode(graph.create(kind, elements))
                 built.output().setType(value.type())

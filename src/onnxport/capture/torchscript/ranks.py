@@ -1,0 +1,177 @@
+"""The ranks of scripted code's values, inferred from its inputs' (the example's): scripted code
+reads ``x.dim()`` to dispatch (nn.LSTMCell batches a 1-D input), also on values TorchScript
+types as any Tensor (a slice of an input, a loop's carried state), and ONNX has no branch
+whose results differ in rank. Only what the ops below say for sure is inferred; a value of
+any other op, or of branches that disagree, has no rank here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+# Ops whose result has their first tensor argument's rank.
+_SAME = {
+    "aten::contiguous", "aten::clone", "aten::detach", "aten::to", "aten::type_as",
+    "aten::relu", "aten::sigmoid", "aten::tanh", "aten::neg", "aten::abs", "aten::exp",
+    "aten::log", "aten::sqrt", "aten::rsqrt", "aten::dropout", "aten::softmax",
+    "aten::log_softmax", "aten::layer_norm", "aten::batch_norm", "aten::group_norm",
+    "aten::gelu", "aten::silu", "aten::leaky_relu", "aten::hardtanh", "aten::transpose",
+    "aten::permute", "aten::t", "aten::cumsum", "aten::zeros_like", "aten::ones_like",
+    "aten::empty_like", "aten::full_like", "aten::rand_like", "aten::randn_like",
+    "aten::linear", "aten::reciprocal", "aten::sign", "aten::floor", "aten::ceil",
+    "aten::round",
+}
+# Ops whose result broadcasts their tensor arguments: the largest rank.
+_BROADCAST = {
+    "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::where", "aten::maximum",
+    "aten::minimum", "aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge",
+    "aten::__and__", "aten::__or__", "aten::rsub", "aten::remainder", "aten::fmod",
+    "aten::pow", "aten::clamp", "aten::masked_fill",  # (tensor exponents, bounds, masks)
+}
+# Factories sized by a list: its length.
+_FACTORIES = {"aten::zeros", "aten::ones", "aten::empty", "aten::full", "aten::rand",
+              "aten::randn", "aten::view", "aten::reshape", "aten::expand", "aten::new_zeros",
+              "aten::new_ones", "aten::new_empty", "aten::new_full"}
+# Recurrent cells: each result has the rank of the state given (input batched or not alike).
+_CELLS = {"aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell"}
+
+
+def known_ranks(graph: torch._C.Graph) -> dict[torch._C.Value, Any]:
+    """The rank of each value the inference decides: an int for a tensor; a tuple of them for
+    a tuple or a list built of tensors; ``("list", r)`` for a list of tensors of rank r."""
+    ranks: dict[torch._C.Value, Any] = {}
+    for value in graph.inputs():
+        _seed(value, ranks)
+    _walk(graph.block(), ranks)
+    return ranks
+
+
+def _seed(value: torch._C.Value, ranks: dict) -> None:
+    kind = value.type()
+    if isinstance(kind, torch._C.TensorType) and kind.dim() is not None:
+        ranks[value] = kind.dim()
+
+
+def _walk(block: Any, ranks: dict) -> None:
+    for node in block.nodes():
+        kind = node.kind()
+        if kind == "prim::Loop":
+            _loop(node, ranks)
+        elif kind == "prim::If":
+            for inner in node.blocks():
+                _walk(inner, ranks)
+            branches = [[ranks.get(v) for v in inner.outputs()] for inner in node.blocks()]
+            for k, output in enumerate(node.outputs()):
+                if all(b[k] is not None and b[k] == branches[0][k] for b in branches):
+                    ranks[output] = branches[0][k]
+        else:
+            _node(node, ranks)
+        for output in node.outputs():  # (a type that says its rank: a traced value's)
+            _seed(output, ranks)
+
+
+def _loop(node: torch._C.Node, ranks: dict) -> None:
+    """A loop's carried values keep the rank they enter with when the body gives them back
+    with it (tried with that assumption, then without the ones it broke)."""
+    body = next(node.blocks())
+    carried = list(node.inputs())[2:]
+    params = list(body.inputs())[1:]
+    assumed = [ranks.get(value) for value in carried]
+    for _ in range(len(assumed) + 1):
+        for value in _made_in(body):  # (nothing kept from a walk under another assumption)
+            ranks.pop(value, None)
+        for param, rank in zip(params, assumed):
+            if rank is None:
+                ranks.pop(param, None)
+            else:
+                ranks[param] = rank
+        _walk(body, ranks)
+        given = [ranks.get(value) for value in list(body.outputs())[1:]]
+        broken = [k for k, rank in enumerate(assumed) if rank is not None and given[k] != rank]
+        if not broken:
+            break
+        for k in broken:
+            assumed[k] = None
+    for output, rank in zip(node.outputs(), assumed):
+        if rank is not None:
+            ranks[output] = rank
+
+
+def _made_in(block: Any) -> list:
+    values = list(block.inputs())
+    for node in block.nodes():
+        values += list(node.outputs())
+        for inner in node.blocks():
+            values += _made_in(inner)
+    return values
+
+
+def _node(node: torch._C.Node, ranks: dict) -> None:
+    kind = node.kind()
+    inputs = list(node.inputs())
+    outputs = list(node.outputs())
+    known = [ranks.get(value) for value in inputs]
+    tensors = [r for value, r in zip(inputs, known)
+               if isinstance(value.type(), torch._C.TensorType)]
+    result: Any = None
+    if kind in _SAME and known and isinstance(known[0], int):
+        result = known[0]
+    elif kind in _BROADCAST and tensors and all(isinstance(r, int) for r in tensors):
+        result = max(tensors)
+    elif kind == "aten::select" and isinstance(known[0], int) and known[0] > 0:
+        result = known[0] - 1
+    elif kind == "aten::unsqueeze" and isinstance(known[0], int):
+        result = known[0] + 1
+    elif kind in _FACTORIES:
+        sizes = next((v for v in inputs if isinstance(v.type(), torch._C.ListType)), None)
+        if sizes is not None and sizes.node().kind() == "prim::ListConstruct":
+            result = sizes.node().inputsSize()
+    elif kind in _CELLS and len(inputs) > 1:
+        state = known[1]
+        rank = state[0] if isinstance(state, tuple) and state else state
+        if isinstance(rank, int):
+            for output in outputs:
+                ranks[output] = rank
+        return
+    elif kind in ("prim::TupleConstruct", "prim::ListConstruct"):
+        if all(isinstance(r, int) for r in known) and known:
+            result = tuple(known)
+    elif kind in ("prim::TupleUnpack", "prim::ListUnpack"):
+        parts = known[0]
+        for k, output in enumerate(outputs):
+            rank = parts[1] if isinstance(parts, tuple) and parts[:1] == ("list",) else \
+                parts[k] if isinstance(parts, tuple) and k < len(parts) else None
+            if isinstance(rank, int):
+                ranks[output] = rank
+        return
+    elif kind in ("prim::TupleIndex", "aten::__getitem__") and len(inputs) == 2:
+        result = _item(known[0], inputs[1])
+    elif kind in ("aten::chunk", "aten::split", "aten::unbind") and isinstance(known[0], int):
+        result = ("list", known[0] - (kind == "aten::unbind"))
+    elif kind in ("aten::cat", "aten::stack") and known:
+        element = _element(known[0])
+        if element is not None:
+            result = element + (kind == "aten::stack")
+    if result is not None and len(outputs) == 1 and (
+            isinstance(outputs[0].type(), torch._C.TensorType) or isinstance(result, tuple)):
+        ranks[outputs[0]] = result
+
+
+def _element(parts: Any) -> int | None:
+    """The rank of every element of a list, when they all have one."""
+    if isinstance(parts, tuple) and parts[:1] == ("list",):
+        return parts[1]
+    if isinstance(parts, tuple) and parts and all(isinstance(r, int) for r in parts) \
+            and len(set(parts)) == 1:
+        return parts[0]
+    return None
+
+
+def _item(parts: Any, index: torch._C.Value) -> int | None:
+    if isinstance(parts, tuple) and parts[:1] == ("list",):
+        return parts[1]
+    if not isinstance(parts, tuple) or index.node().kind() != "prim::Constant":
+        return None
+    k = index.toIValue()
+    return parts[k] if isinstance(k, int) and -len(parts) <= k < len(parts) else None
