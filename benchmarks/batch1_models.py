@@ -4,6 +4,7 @@ compare with eager; prints a table. Each model runs in its own process, with a t
 
     python benchmarks/batch1_models.py                          # the whole list
     python benchmarks/batch1_models.py --models timm.levit_128s,transformers.BertModel
+    python benchmarks/batch1_models.py --torchscript              # dynamo=False
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def _zoo():
     return model_zoo
 
 
-def run_one(name: str) -> dict:
-    """Export ``name`` and compare; the result row as a dict."""
+def run_one(name: str, dynamo: bool | None = None) -> dict:
+    """Export ``name`` (on the default path, or ``dynamo=False``) and compare; the result row
+    as a dict."""
     import torch
 
     import onnxport
@@ -44,7 +46,7 @@ def run_one(name: str) -> dict:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             program = onnxport.export(case.model, args, kwargs=kwargs,
-                                      dynamic_axes=case.dynamic_axes)
+                                      dynamic_axes=case.dynamic_axes, dynamo=dynamo)
     except Exception as error:
         row["export_seconds"] = round(time.perf_counter() - start, 1)
         row["status"] = f"export failed: {type(error).__name__}: {str(error).splitlines()[0][:300]}"
@@ -99,20 +101,24 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated names (default: all)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per model")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--torchscript", action="store_true",
+                        help="export with dynamo=False (the TorchScript path)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.worker:
         import torch
 
         torch.set_num_threads(1)
-        print("ROW " + json.dumps(run_one(options.worker)), flush=True)
+        row = run_one(options.worker, False if options.torchscript else None)
+        print("ROW " + json.dumps(row), flush=True)
         return
     names = options.models.split(",") if options.models else _zoo().BATCH1_MODELS
     rows = []
     for name in names:
         start = time.perf_counter()
         try:
-            done = subprocess.run([sys.executable, __file__, "--worker", name],
+            done = subprocess.run([sys.executable, __file__, "--worker", name,
+                                   *(["--torchscript"] if options.torchscript else [])],
                                   capture_output=True, text=True, timeout=options.timeout,
                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
             found = [line for line in done.stdout.splitlines() if line.startswith("ROW ")]
