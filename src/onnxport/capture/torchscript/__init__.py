@@ -6,6 +6,7 @@ so that translate/ gets the same kind of graph as from torch.export.
 One module per phase, in the order an export runs them:
   trace.py       one run of the tracer over the model (script.py: a scripted model instead)
   branches.py    scripted branches the graph decides, decided (raises, warnings, ranks)
+                 (ranks.py: the ranks of scripted code's values, from the inputs')
   convert.py     torch's TorchScript-to-FX converter (loops.py: scripted loops as prim_loop;
                  list_scans.py: lists they append to)
   aten_graph.py  the converted graph on ATen overloads, its weights made placeholders
