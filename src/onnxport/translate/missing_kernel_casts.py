@@ -80,9 +80,8 @@ def compute_dtype(domain: str, op_type: str, inputs, attributes=None) -> ir.Data
 
 def cast_around(g, op_type: str, inputs: list, compute: ir.DataType, outputs: int, attributes):
     """``op_type`` on ``inputs`` computed in ``compute``; its first output cast back."""
-    positions, _ = _kernel(op_type, attributes)
+    positions, supported = _kernel(op_type, attributes)
     original = next(inputs[i].dtype for i in positions if i < len(inputs) and inputs[i] is not None)
-    supported = _kernel(op_type, attributes)[1]
     also = [i for i in _ALSO_CAST.get(op_type, ()) if i < len(inputs) and inputs[i] is not None
             and inputs[i].dtype not in supported]
     cast_inputs = [g.op("Cast", value, to_i=int(compute))

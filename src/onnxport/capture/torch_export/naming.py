@@ -140,11 +140,11 @@ def _outputs(program: ExportedProgram, output_names, onnx_inputs) -> tuple[list[
     taken = set(onnx_inputs)
     for k, name in enumerate(onnx_outputs):
         if name in taken and k >= len(given):  # (an input returned twice: x_output, x_output_1)
-            onnx_outputs[k] = unique = f"{name}_output"
-            count = 0
+            unique, count = f"{name}_output", 0
             while unique in taken:
                 count += 1
-                unique = onnx_outputs[k] = f"{name}_output_{count}"
+                unique = f"{name}_output_{count}"
+            onnx_outputs[k] = unique
         taken.add(onnx_outputs[k])
     return user_outputs, onnx_outputs
 

@@ -96,16 +96,9 @@ def ones_as_twos(tensors: tuple, dynamic: list) -> tuple | None:
     """The example inputs with each dynamic axis of size 1 repeated to 2, or None when there
     is none: a fake run from them reasons about those dims as any size, where one from a
     size of 1 guards on layouts (a batch of 1 is contiguous whatever its stride)."""
-    if not any(tensors[k].shape[axis] == 1 for k, axes in enumerate(dynamic) if axes
-               for axis in axes):
-        return None
-    grown = []
-    for tensor, axes in zip(tensors, dynamic):
-        for axis in sorted(axes or {}):
-            if tensor.shape[axis] == 1:
-                tensor = torch.cat([tensor, tensor], axis)
-        grown.append(tensor)
-    return tuple(grown)
+    ones = [{axis for axis in axes or {} if tensor.shape[axis] == 1} or None
+            for tensor, axes in zip(tensors, dynamic)]
+    return grown_sizes(tensors, ones) if any(ones) else None  # (1 grows by half to 2)
 
 
 def grown_sizes(tensors: tuple, dynamic: list, distinct: bool = False) -> tuple:
