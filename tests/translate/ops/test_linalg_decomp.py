@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import onnxport
+from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
 from op_check import as_module, cases, check, check_opinfo, opinfo_cases
 
 DECOMPOSITIONS = [
@@ -95,6 +96,36 @@ def test_linalg_decomp(case):
     torch.manual_seed(0)
     function, *args = case
     check(function, *args)
+
+
+class _Lstsq(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.linalg.lstsq(a, b)
+
+
+@pytest.mark.parametrize("a, b", [(torch.randn(6, 3), torch.randn(6, 2)),
+                                  (torch.randn(2, 5, 3), torch.randn(2, 5, 1)),
+                                  (torch.randn(2, 0, 3), torch.randn(2, 0, 2))],
+                         ids=["matrix", "batch", "empty"])
+def test_lstsq_default_driver_from_cuda_is_gels(a, b):
+    # On CUDA the default driver is gels, the only one there: residuals when rows > columns,
+    # and an empty rank (the translation took CPU's gelsy, and the checker refused the model).
+    # CI has no GPU: the program captured on the CPU gets the results CUDA records.
+    torch.manual_seed(0)
+    with static_lstsq_shapes():  # (torch's own fake kernel refuses every driver)
+        exported = torch.export.export(_Lstsq(), (a, b))
+    node = next(n for n in exported.graph.nodes
+                if n.target is torch.ops.aten.linalg_lstsq.default)
+    on_cuda = torch.linalg.lstsq(a, b, driver="gels")
+    values = list(node.meta["val"])
+    values[1] = values[1].new_empty(on_cuda.residuals.shape)
+    values[2] = values[2].new_empty((0,))
+    node.meta["val"] = tuple(values)
+    for user in node.users:
+        user.meta["val"] = values[user.args[1]]
+    actual = onnxport.export(exported)(a, b)
+    for got, expected in zip(actual, on_cuda):
+        torch.testing.assert_close(torch.as_tensor(got), expected, rtol=1e-3, atol=1e-4)
 
 
 def test_matrix_exp_is_float64_exact():

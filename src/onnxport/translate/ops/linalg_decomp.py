@@ -630,6 +630,14 @@ def _empty_lstsq(g, A, b, columns: int, vector: bool, driver: str, rank: int):
     return solution, residuals, matrix_rank, singular
 
 
+def _default_driver(rank_meta, solution_meta, batch_rank: int) -> str:
+    """The driver eager used when none was named: gelsy on the CPU, gels on CUDA (its only
+    one). gels records an empty rank, [0]; gelsy one rank per matrix, of the batch's shape."""
+    batch = tuple(solution_meta.shape[:batch_rank])
+    empty_rank = tuple(rank_meta.shape) == (0,)
+    return "gels" if empty_rank and not (len(batch) == 1 and batch[0] == 0) else "gelsy"
+
+
 @translates("aten::linalg_lstsq", since_opset=13)
 def linalg_lstsq(g, self, b, rcond=None, *, driver=None):
     """linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
@@ -637,7 +645,7 @@ def linalg_lstsq(g, self, b, rcond=None, *, driver=None):
     rank = _result_rank(g)
     solution_meta, residuals_meta, rank_meta, singular_meta = g.expected
     vector = g.arguments[1].dim() == rank - 1
-    driver = driver or "gelsy"
+    driver = driver or _default_driver(rank_meta, solution_meta, rank - (1 if vector else 2))
     empty = g.const(torch.zeros(0, dtype=_torch_dtype(self.dtype)))
     empty_rank = g.const(torch.zeros(0, dtype=torch.int64))
     if min(rows, columns) == 0:
