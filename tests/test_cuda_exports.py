@@ -187,3 +187,44 @@ def test_native_batch_norm_in_eval_from_cuda(dynamo):
                                                       for _ in range(4)))
     program = onnxport.export(Model(), args, dynamo=dynamo)
     _compare(program, Model(), (args, {}))
+
+
+class _Lstsq(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.linalg.lstsq(a, b)
+
+
+@PATHS
+def test_lstsq_with_cuda_s_default_driver(dynamo):
+    # CUDA's only driver is gels: residuals when rows > columns, an empty rank.
+    torch.manual_seed(0)
+    args = (torch.randn(2, 6, 3, device="cuda"), torch.randn(2, 6, 2, device="cuda"))
+    program = onnxport.export(_Lstsq(), args, dynamo=dynamo)
+    _compare(program, _Lstsq(), (args, {}))
+
+
+class _CellsInADynamicLoop(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTMCell(4, 3)
+        self.gru = torch.nn.GRUCell(4, 3)
+
+    def forward(self, x):
+        h = torch.zeros(x.size(1), 3, device=x.device)
+        c = torch.zeros(x.size(1), 3, device=x.device)
+        g = torch.zeros(x.size(1), 3, device=x.device)
+        for t in range(x.size(0)):
+            h, c = self.lstm(x[t], (h, c))
+            g = self.gru(x[t], g)
+        return h + g
+
+
+@PATHS
+def test_scripted_cells_in_a_loop_of_a_dynamic_count_from_cuda(dynamo):
+    # The loop's body reads the cells' weights, lifted out of it (capture/torchscript/loops.py).
+    torch.manual_seed(0)
+    model = torch.jit.script(_CellsInADynamicLoop().cuda())
+    x = torch.randn(5, 2, 4, device="cuda")
+    program = onnxport.export(model, (x,), input_names=["x"],
+                              dynamic_axes={"x": {0: "t", 1: "b"}}, dynamo=dynamo)
+    _compare(program, model, ((x,), {}), ((torch.randn(8, 3, 4, device="cuda"),), {}))

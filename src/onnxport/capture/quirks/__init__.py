@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterator
 #   "torch.export strict"  dynamo traces the model
 #   "functionalize"        torch re-traces a captured program to functionalize it
 #   "trace"                torch.jit's tracer runs the model
-STEPS = ("torch.export", "torch.export strict", "functionalize", "trace")
+#   "replay"               fake tensors run the traced or scripted graph's ATen calls
+STEPS = ("torch.export", "torch.export strict", "functionalize", "trace", "replay")
 
 
 def prepared(model: Any) -> Any:
@@ -43,6 +44,12 @@ def applied(step: str) -> Iterator[None]:
     if step not in STEPS:
         raise ValueError(f"unknown capture step {step!r}; expected one of {STEPS}")
     with contextlib.ExitStack() as stack:
+        if step == "replay":  # no model code runs: only the fake kernels matter
+            from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
+
+            stack.enter_context(static_lstsq_shapes())
+            yield
+            return
         if step != "trace":
             stack.enter_context(_patched_for_torch_export())
         if step in ("torch.export", "trace"):  # Python runs the model's own code

@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 import torch.utils._pytree as pytree
 
+from onnxport.capture import quirks
 from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
 from onnxport.capture.torchscript.convert import _to_fx
@@ -114,24 +115,32 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     fake_log.addFilter(_critical_only)
     try:
-        if any(dynamic):
-            program = _propagated(graph_module, tensors, dynamic,
-                                  hints=_read_back_hints(graph_module, tensors))
-            twos = ones_as_twos(tensors, dynamic) if program is None else None
-            if twos is not None:
-                # A batch of 1: a guard of the fake run (on a layout: bart's copy into a
-                # slice of its shifted ids) may hold at 1 only. The graph, traced at 1, is
-                # run from 2: a graph that holds at 1 only fails there, and capture checks
-                # the program against the model at size 2 (_check_small_dynamic_dims).
-                program = _propagated(graph_module, twos, dynamic,
-                                      hints=_read_back_hints(graph_module, twos))
-        else:
-            program = _propagated_static(graph_module, tensors, dynamic)
-        if program is None:
-            program = _export_traced(graph_module, tensors, dynamic)
-            _drop_runtime_asserts(program)
+        with quirks.applied("replay"):
+            program = _propagated_program(graph_module, tensors, dynamic)
+            if program is None:
+                program = _export_traced(graph_module, tensors, dynamic)
+                _drop_runtime_asserts(program)
     finally:
         fake_log.removeFilter(_critical_only)
+    return program
+
+
+def _propagated_program(graph_module: torch.fx.GraphModule, tensors: tuple,
+                        dynamic: list) -> torch.export.ExportedProgram | None:
+    """The converted graph propagated on fake tensors, or None where torch.export must
+    take it."""
+    if not any(dynamic):
+        return _propagated_static(graph_module, tensors, dynamic)
+    program = _propagated(graph_module, tensors, dynamic,
+                          hints=_read_back_hints(graph_module, tensors))
+    twos = ones_as_twos(tensors, dynamic) if program is None else None
+    if twos is not None:
+        # A batch of 1: a guard of the fake run (on a layout: bart's copy into a slice of its
+        # shifted ids) may hold at 1 only. The graph, traced at 1, is run from 2: a graph that
+        # holds at 1 only fails there, and capture checks the program against the model at
+        # size 2 (_check_small_dynamic_dims).
+        program = _propagated(graph_module, twos, dynamic,
+                              hints=_read_back_hints(graph_module, twos))
     return program
 
 
