@@ -6,7 +6,8 @@
   quantized_modules.py   torch.ao's quantized modules swapped for their reference form
   autograd_functions.py  a torch.autograd.Function kept whole for its symbolic
   lstsq_shapes.py        linalg_lstsq's fake kernel with the static shapes it has
-  fused_cells.py         LSTMCell/GRUCell without biases on a GPU: zero biases for the fake kernel
+  fused_cells.py         LSTMCell/GRUCell on a GPU: zero biases, fake kernels of the fused cells
+  fake_kernels.py        (fake kernels given to ATen ops while a step runs: the helper)
   attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing)
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
@@ -45,9 +46,11 @@ def applied(step: str) -> Iterator[None]:
         raise ValueError(f"unknown capture step {step!r}; expected one of {STEPS}")
     with contextlib.ExitStack() as stack:
         if step == "replay":  # no model code runs: only the fake kernels matter
+            from onnxport.capture.quirks.fused_cells import fake_fused_cells
             from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
 
             stack.enter_context(static_lstsq_shapes())
+            stack.enter_context(fake_fused_cells())
             yield
             return
         if step != "trace":

@@ -2,7 +2,11 @@
 kernels ``_thnn_fused_lstm_cell``/``_thnn_fused_gru_cell``, whose fake kernel reads the device
 of each bias and fails on a missing one (``'NoneType' object has no attribute 'device'``), on
 every capture path. While capture runs the model, a missing bias of a cell on an accelerator
-is given as zeros: the same numbers, one Add of zeros that constant folding removes."""
+is given as zeros: the same numbers, one Add of zeros that constant folding removes.
+
+A scripted graph calls the cells' ATen ops itself, and its fake run (the "replay" step)
+reaches the fused kernels with the biases it has: there they get fake kernels of their own,
+the GRU's having none in torch."""
 
 from __future__ import annotations
 
@@ -40,3 +44,22 @@ def zero_biases_for_fused_cells() -> Iterator[None]:
     finally:
         for name in patched:
             delattr(vf, name)
+
+
+def _fused_gru_shapes(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    """hy, and the workspace CUDA's kernel keeps for backward: five gates a row."""
+    return hx.new_empty(hx.shape), hx.new_empty((hx.shape[0], 5 * hx.shape[1]))
+
+
+def _fused_lstm_shapes(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """hy, cy, and the workspace: the gates' shape."""
+    return cx.new_empty(cx.shape), cx.new_empty(cx.shape), input_gates.new_empty(
+        input_gates.shape)
+
+
+def fake_fused_cells() -> contextlib.AbstractContextManager:
+    """While active, the fused cell kernels run on fake tensors, with or without biases."""
+    from onnxport.capture.quirks.fake_kernels import fake_kernels
+
+    return fake_kernels({"aten::_thnn_fused_gru_cell": _fused_gru_shapes,
+                         "aten::_thnn_fused_lstm_cell": _fused_lstm_shapes})

@@ -9,6 +9,8 @@ import contextlib
 import torch
 from torch._subclasses.fake_tensor import DynamicOutputShapeException
 
+from onnxport.capture.quirks.fake_kernels import fake_kernels
+
 
 def _lstsq_shapes(A, B, rcond=None, *, driver=None):
     """Empty outputs of the shapes eager ``linalg_lstsq`` returns for ``driver``."""
@@ -29,17 +31,6 @@ def _lstsq_shapes(A, B, rcond=None, *, driver=None):
     return solution, residuals, rank, singular
 
 
-@contextlib.contextmanager
-def static_lstsq_shapes():
-    """While active, fake calls of ``linalg_lstsq`` get the kernel above (the one torch
-    consults for fake implementations registered in Python)."""
-    from torch._library import simple_registry
-    from torch._library.fake_impl import Kernel
-
-    holder = simple_registry.singleton.find("aten::linalg_lstsq").fake_impl
-    kernel = Kernel(_lstsq_shapes, "onnxport.capture.quirks.lstsq_shapes")
-    holder.kernels.append(kernel)
-    try:
-        yield
-    finally:
-        holder.kernels.remove(kernel)
+def static_lstsq_shapes() -> contextlib.AbstractContextManager:
+    """While active, fake calls of ``linalg_lstsq`` get the kernel above."""
+    return fake_kernels({"aten::linalg_lstsq": _lstsq_shapes})
