@@ -11,18 +11,12 @@ import pytest
 import torch
 
 import onnxport
-from onnxport._versions import torch_at_least
 from onnxport.errors import DynamicDimensionFixedWarning
 from onnxport.pytree_names import exported_leaves
 from onnxport.verification.compare import full_float32
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 PATHS = pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
-# As on the CPU (tests/test_models.py, tests/capture/quirks/test_hf_cache.py): on torch 2.11
-# the traced attention's read-back sizes stop torch.export when the example's batch is 1.
-OLD_TORCH_BATCH1 = pytest.mark.xfail(
-    not torch_at_least("2.14"), strict=False,
-    reason="torch 2.11 guards on the read-back sizes of the traced attention (batch 1)")
 
 
 def _compare(program, model, *calls, rtol=1e-3, atol=1e-4):
@@ -89,7 +83,7 @@ def test_a_mask_filled_through_views_on_cuda(dynamo):
     _compare(program, model, ((x,), {}), ((torch.randn(4, 3, 6, 5, device="cuda"),), {}))
 
 
-@pytest.mark.parametrize("dynamo", [True, pytest.param(False, marks=OLD_TORCH_BATCH1)])
+@pytest.mark.parametrize("dynamo", [True, False])
 def test_a_sliding_window_llm_with_its_cache_from_cuda(dynamo):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -134,8 +128,7 @@ def test_packed_sequences_from_cuda(dynamo):
              ((torch.randn(2, 5, 4, device="cuda"), torch.tensor([5, 3])), {}))
 
 
-@pytest.mark.parametrize("dynamo", [None, pytest.param(False, marks=OLD_TORCH_BATCH1)],
-                         ids=["default", "torchscript"])
+@PATHS
 def test_bert_from_cuda_with_dynamic_batch_and_sequence(dynamo):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
