@@ -104,12 +104,14 @@ def ones_as_twos(tensors: tuple, dynamic: list) -> tuple | None:
 def grown_sizes(tensors: tuple, dynamic: list, distinct: bool = False) -> tuple:
     """The example inputs grown by about half along each dynamic axis (repeating their
     values, so that data-dependent steps see alike data; ``distinct``: values that differ,
-    :func:`differing_values`)."""
+    :func:`differing_values`). An empty axis stays empty: it has no values to repeat."""
     grown = []
     shuffle = torch.Generator().manual_seed(0)
     for tensor, axes in zip(tensors, dynamic):
         for axis in axes or {}:
             size = tensor.shape[axis]
+            if size == 0:
+                continue
             more = differing_values(tensor, shuffle) if distinct else tensor
             tensor = torch.cat([tensor, more], axis).narrow(axis, 0, size + size // 2 + 1)
         grown.append(tensor)

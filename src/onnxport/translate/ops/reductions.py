@@ -34,6 +34,8 @@ def _reduction(onnx_op: str, *names: str):
         if onnx_op == "ReduceSum" and x.dtype == ir.DataType.INT64 and g.opset >= 11 \
                 and rank(self):
             return _exact_int64_sum(g, x, rank(self), axes, keepdim)
+        if onnx_op == "ReduceMean" and not _nonempty(x, axes):
+            return _mean_of_maybe_empty(g, x, axes, keepdim)
         result = reduce(g, onnx_op, x, axes, keepdim)
         if onnx_op in ("ReduceMax", "ReduceMin") and x.dtype in FLOAT_TYPES:
             result = _with_nan(g, x, result, axes, keepdim)
@@ -42,6 +44,28 @@ def _reduction(onnx_op: str, *names: str):
     translation.__name__ = onnx_op.lower()
     translation.__doc__ = f"{names[0]}.dim(Tensor self, int[1]? dim, bool keepdim=False) -> Tensor"
     translates(*names)(translation)
+
+
+def _nonempty(x: ir.Value, axes) -> bool:
+    """Whether the axes reduced over (all when None) have static sizes above 0."""
+    dims = list(x.shape) if axes is None else [x.shape[axis] for axis in axes]
+    return all(isinstance(dim, int) and dim > 0 for dim in dims)
+
+
+def _mean_of_maybe_empty(g, x: ir.Value, axes, keepdim: bool) -> ir.Value:
+    """The sum over the count: over no elements, 0 / 0 is NaN, as torch's mean gives (ONNX
+    Runtime's ReduceMean gives 0). Half floats sum and count in float (their count overflows
+    at 65504, and torch accumulates them in float too)."""
+    if x.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
+        return cast(g, _mean_of_maybe_empty(g, cast(g, x, ir.DataType.FLOAT), axes, keepdim),
+                    x.dtype)
+    total = reduce(g, "ReduceSum", x, axes, keepdim)
+    if axes is None:
+        count = g.op("Size", x)
+    else:
+        sizes = g.op("Gather", g.op("Shape", x), g.const(list(axes), ir.DataType.INT64))
+        count = g.op("ReduceProd", sizes, keepdims_i=0)
+    return g.op("Div", total, cast(g, count, x.dtype))
 
 
 def _exact_int64_sum(g, x: ir.Value, r: int, axes, keepdim: bool) -> ir.Value:
