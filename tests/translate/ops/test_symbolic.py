@@ -26,6 +26,10 @@ HAND = {
     "mod": lambda x: torch.full((2,), x.shape[0] % 4),
     "truediv": lambda x: x * (x.shape[0] / 4),
     "neg": lambda x: torch.full((2,), -x.shape[0]),
+    # (the numel of a square is s0**2: torch records operator.pow; it had no translation)
+    "pow, a square's numel": lambda x: (x @ x.T) / (x @ x.T).numel(),
+    "pow, a cube and a float exponent": lambda x: (torch.full((1,), x.shape[0] ** 3),
+                                                   x * x.shape[0] ** 0.5),
     "sym_max": lambda x: x.new_zeros(torch.sym_max(x.shape[0], 20)),
     "sym_min": lambda x: x.new_zeros(torch.sym_min(x.shape[0], 10)),
     "sym_float": lambda x: x * torch.sym_float(x.shape[0]),

@@ -110,6 +110,20 @@ def sym_truediv(g, a, b):
     return g.op("Div", _operand(g, a, ir.DataType.DOUBLE), _operand(g, b, ir.DataType.DOUBLE))
 
 
+@translates("_operator::pow")
+def sym_pow(g, a, b):
+    """pow(SymInt a, SymInt b) -> SymInt  (numel() of a square: s0**2); a float or a negative
+    exponent gives a SymFloat"""
+    if isinstance(g.expected, (torch.SymInt, int)):
+        if isinstance(b, int) and 0 <= b <= 4:  # (exact, and no kernel question: Muls)
+            result = _operand(g, a, ir.DataType.INT64) if b else g.const([1], ir.DataType.INT64)
+            for _ in range(b - 1):
+                result = g.op("Mul", result, _operand(g, a, ir.DataType.INT64))
+            return result
+        return g.op("Pow", _operand(g, a, ir.DataType.INT64), _operand(g, b, ir.DataType.INT64))
+    return g.op("Pow", _operand(g, a, ir.DataType.DOUBLE), _operand(g, b, ir.DataType.DOUBLE))
+
+
 @translates("_operator::neg")
 def sym_neg(g, a):
     """neg(SymInt a) -> SymInt"""
