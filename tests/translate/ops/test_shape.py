@@ -373,3 +373,21 @@ def test_split_of_a_dynamic_axis(case, dynamo, opset):
     function, rows, others = case
     check(function, torch.randn(rows, 2), input_names=["x"], dynamic_axes={"x": {0: "n"}},
           dynamo=dynamo, opset=opset, run_with=[(torch.randn(n, 2),) for n in others])
+
+
+class _EmptyReshapes(torch.nn.Module):
+    def forward(self, x):
+        return (x[:, :0].reshape(x.shape[0], 0, 5) + 1, x[:, :0].reshape(0, x.shape[0]),
+                x[:0].reshape(x.shape[1], 0))
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_reshape_to_an_empty_shape_with_dynamic_sizes(dynamo):
+    # A 0 in the shape with sizes of dynamic axes: was "not supported" (found by fuzz_dynamic,
+    # seed 2147); the result has no data, only its shape.
+    program = onnxport.export(_EmptyReshapes(), (torch.randn(3, 4),), dynamo=dynamo,
+                              input_names=["x"], dynamic_axes={"x": {0: "a", 1: "b"}})
+    for shape in ((3, 4), (5, 2)):
+        x = torch.randn(shape)
+        for actual, expected in zip(program(x), _EmptyReshapes()(x)):
+            assert actual.shape == expected.shape

@@ -65,19 +65,26 @@ def reshape_to(g, x: ir.Value, dims: Sequence[Any]) -> ir.Value:
         entry = entries[i]
         if isinstance(entry, ir.Value):
             continue
-        # A symbolic size with no value at hand: read it from the input's shape.
-        text = dim_text(entry)
-        position = next((j for j, d in enumerate(input_dims) if dim_text(d) == text), None)
-        if position is None:
-            raise ValueError(f"cannot compute the size {text} of a reshape of {x.name}")
-        entries[i] = size_of(g, x, position)
+        entries[i] = _size_named(g, x, entry)
     if any(isinstance(d, int) and d == 0 for d in dims):
         if all(isinstance(d, int) for d in dims):
             # An empty result has no data: a constant (Reshape would read 0 as "keep").
             return g.const(torch.zeros(dims, dtype=_torch_dtype(x.dtype)))
-        if any(e == 0 for e in entries if isinstance(e, int)):
-            raise ValueError("reshape to an empty dimension with symbolic sizes is not supported")
+        # Empty whatever the other sizes are: no data to move, the shape alone, each size
+        # given (Reshape would read 0 as "keep" and -1 as "infer").
+        sizes = [d if isinstance(d, (int, ir.Value)) else _size_named(g, x, d) for d in dims]
+        return g.op("ConstantOfShape", shape_list(g, sizes),
+                    value_t=ir.tensor(torch.zeros(1, dtype=_torch_dtype(x.dtype))))
     return g.op("Reshape", x, shape_list(g, entries))
+
+
+def _size_named(g, x: ir.Value, dim: Any) -> ir.Value:
+    """A symbolic size with no value at hand, read from ``x``'s shape where it has it."""
+    text = dim_text(dim)
+    position = next((j for j, d in enumerate(x.shape or ()) if dim_text(d) == text), None)
+    if position is None:
+        raise ValueError(f"cannot compute the size {text} of a reshape of {x.name}")
+    return size_of(g, x, position)
 
 
 def size_of(g, x: ir.Value, axis: int) -> ir.Value:
