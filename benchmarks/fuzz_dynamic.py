@@ -119,14 +119,11 @@ def check(seed: int, small: bool = False, paths=(None, False)) -> dict | None:
     example = torch.randn(shape)
     others = [torch.randn([draw.randint(2, 7) for _ in shape]) for _ in range(3)]
     model = _Model(function)
-    try:
+    try:  # (a mean over an empty axis is NaN: so is the export's, and NaNs compare equal)
         with torch.no_grad():
-            results = [model(x) for x in (example, *others)]
+            for x in (example, *others):
+                model(x)
     except Exception:  # noqa: BLE001 - a program torch itself refuses at some size
-        return None
-    if any(result.isnan().any() for result in results):
-        # A reduction over an empty axis (mean: NaN in torch, 0 in ONNX ReduceMean, and in
-        # torch.onnx's export): a known difference, left out so that the sample finds others.
         return None
     verdicts = {}
     for dynamo in paths:

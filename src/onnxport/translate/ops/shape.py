@@ -288,7 +288,14 @@ def _split_by_expected(g, self, dim, split_size=None):
             return (self,)
         # One piece at the example's size of a dynamic axis: at larger sizes torch makes more,
         # and the first is part of the axis (x.chunk(2)[0] of one row was every row, at any
-        # size).
+        # size). The graph cannot tell which piece the model takes: [-1] was [0] too.
+        where = g.provenance.source or "an unknown line"
+        warnings.warn(
+            f"{g.provenance.aten} at {where}: the example makes one piece of axis {axis}, "
+            "which is dynamic; at larger sizes torch makes more, and the ONNX model returns "
+            "the first. If the model takes another ([-1]), export from an example that makes "
+            "as many pieces as at run time, or keep that axis static.",
+            DynamicDimensionFixedWarning, stacklevel=2)
         return _split_by_slices(g, self, axis, 2, split_size)[:1]
     if all(isinstance(s, int) for s in sizes):
         return split(g, self, sizes, axis)
