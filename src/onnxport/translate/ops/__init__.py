@@ -30,6 +30,7 @@ from onnxport.translate.ops import (  # noqa: F401
     special,
     squeeze,
     spectral,
+    splits,
     symbolic,
     torchvision_ops,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, reduce
+from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype
 from onnxport.translate.registry import translates
 
 _I64 = ir.DataType.INT64

@@ -3,8 +3,6 @@ hinge_embedding_loss (reduction: 0 none, 1 mean, 2 sum)."""
 
 from __future__ import annotations
 
-import onnx_ir as ir
-
 from onnxport.translate.ops._helpers import cast, expected_dtype
 from onnxport.translate.registry import translates
 

@@ -184,7 +184,6 @@ def group_norm(g, input, *args):
     else:
         num_groups, weight, bias, eps = (list(args) + [None, None, 1e-5])[:4]
         eps = 1e-5 if eps is None else eps
-    channels = input.shape[1]
     r = rank(input)
     # Normalize each group with InstanceNormalization on a [N, G, -1] view, then scale.
     grouped = g.op("Reshape", input, g.const([0, num_groups, -1]))

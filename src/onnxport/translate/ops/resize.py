@@ -14,7 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import as_1d, cast, rank, shape_list, squeeze
+from onnxport.translate.ops._helpers import cast, rank, shape_list, squeeze
 from onnxport.translate.registry import translates
 
 # torch's mode -> (Resize mode, coordinate mode without align_corners, nearest_mode)
