@@ -95,10 +95,11 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
         warnings.simplefilter("always")
         try:
             torch.jit._trace._trace_module_map = scopes
-            # Not under no_grad: with gradients off, nn.MultiheadAttention and the
-            # Transformer layers take their fused inference kernels (one
-            # aten::_native_multi_head_attention), which have no ONNX translation.
-            with _warn_on_index(), quirks.applied("trace"), \
+            # Under no_grad: the run records no autograd graph (a tenth of bert's trace),
+            # and exports the same whatever the caller's grad mode. nn.MultiheadAttention's
+            # and the Transformer layers' fused inference kernels, which gradients off would
+            # take, are off while tracing (quirks/attention_fast_path.py).
+            with _warn_on_index(), quirks.applied("trace"), torch.no_grad(), \
                     _scripted_children_as_functions(wrapper) as called:
                 graph, _ = torch._C._create_graph_by_tracing(
                     lambda *inputs: wrapper(*inputs[:count]),
