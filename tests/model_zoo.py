@@ -227,6 +227,12 @@ def _transformers_batch1(name: str) -> Batch1Case:
         "Phi3ForCausalLM": lambda: tf.Phi3Config(num_key_value_heads=2, pad_token_id=0,
                                                  **decoder_only),
         "Qwen2ForCausalLM": lambda: tf.Qwen2Config(num_key_value_heads=2, **decoder_only),
+        # Mixtures of experts (grouped products of each expert's rows)
+        "MixtralForCausalLM": lambda: tf.MixtralConfig(
+            num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, **decoder_only),
+        "Qwen2MoeForCausalLM": lambda: tf.Qwen2MoeConfig(
+            num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=16, shared_expert_intermediate_size=16, **decoder_only),
         "T5ForConditionalGeneration": lambda: tf.T5Config(
             vocab_size=100, d_model=32, d_kv=8, num_layers=2, num_heads=4, d_ff=64,
             decoder_start_token_id=0),

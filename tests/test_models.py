@@ -169,6 +169,22 @@ def test_dynamic_batch_from_an_example_batch_of_one(name):
         assert_matches_eager(program, case.model, args, kwargs)
 
 
+# Mixtures of experts: transformers multiplies each expert's rows with grouped_mm, which
+# torch.export records as transformers' own fallback op and tracing as aten::_grouped_mm
+# (whose fake kernel refused float32): neither had a translation.
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("name", ["transformers.MixtralForCausalLM",
+                                  "transformers.Qwen2MoeForCausalLM"])
+def test_mixture_of_experts_with_dynamic_batch_and_sequence(name, dynamo):
+    case = model_zoo.batch1_case(name)
+    args, kwargs = case.make_inputs(2)
+    program = onnxport.export(case.model, args, kwargs=kwargs, dynamic_axes=case.dynamic_axes,
+                              dynamo=dynamo)
+    for sizes in [(2,), (3, model_zoo.OTHER_SEQUENCE)]:
+        args, kwargs = case.make_inputs(*sizes)
+        assert_matches_eager(program, case.model, args, kwargs)
+
+
 # -- issue 17: files every supported ONNX Runtime loads --------------------------------------
 # Their attention modules build the mask path twice; ZeroMaskedRows once named two nodes alike,
 # which ONNX Runtime 1.30 refuses (1.32 refuses three of them) and onnx.checker lets through.

@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import onnxport
+
 from op_check import cases, check, check_opinfo, op_types, opinfo_cases
 
 LINALG = [
@@ -72,3 +74,29 @@ def test_linear_on_1d_input_is_matmul_add_with_a_folded_weight():
 def test_addmm_is_one_gemm():
     program = check(torch.addmm, torch.randn(4, 2), A, torch.randn(6, 2))
     assert op_types(program) == ["Gemm"]
+
+
+class _GroupedMM(torch.nn.Module):
+    """Rows sorted by expert times each expert's weight (transformers' grouped_mm experts)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3, 8, 4))
+
+    def forward(self, rows, ends):
+        return torch._grouped_mm(rows, self.weight, offs=ends)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_grouped_mm_of_rows_by_expert(dynamo):
+    # ends: where each expert's rows end (an expert may have none). Float32 products: on the
+    # CPU eager runs them; the meta kernel's CUDA rule refused them (capture/quirks/grouped_mm).
+    torch.manual_seed(0)
+    model = _GroupedMM()
+    example = (torch.randn(6, 8), torch.tensor([2, 2, 6], dtype=torch.int32))
+    program = onnxport.export(model, example, input_names=["rows", "ends"],
+                              dynamic_axes={"rows": {0: "s"}}, dynamo=dynamo)
+    for rows, ends in [example, (torch.randn(9, 8), torch.tensor([4, 7, 9], dtype=torch.int32)),
+                       (torch.randn(3, 8), torch.tensor([0, 0, 3], dtype=torch.int32))]:
+        torch.testing.assert_close(program(rows, ends)[0], model(rows, ends),
+                                   rtol=1e-3, atol=1e-4)

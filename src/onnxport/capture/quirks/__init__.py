@@ -7,6 +7,7 @@
   autograd_functions.py  a torch.autograd.Function kept whole for its symbolic
   lstsq_shapes.py        linalg_lstsq's fake kernel with the static shapes it has
   fused_cells.py         LSTMCell/GRUCell on a GPU: zero biases, fake kernels of the fused cells
+  grouped_mm.py          aten::_grouped_mm (mixtures of experts) on fake tensors of any float
   fake_kernels.py        (fake kernels given to ATen ops while a step runs: the helper)
   attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing)
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
@@ -47,10 +48,12 @@ def applied(step: str) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         if step == "replay":  # no model code runs: only the fake kernels matter
             from onnxport.capture.quirks.fused_cells import fake_fused_cells
+            from onnxport.capture.quirks.grouped_mm import grouped_mm_of_any_float
             from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
 
             stack.enter_context(static_lstsq_shapes())
             stack.enter_context(fake_fused_cells())
+            stack.enter_context(grouped_mm_of_any_float())
             yield
             return
         if step != "trace":
@@ -85,12 +88,14 @@ def _patched_for_torch_export() -> Iterator[None]:
     """Register pytree support for transformers' cache classes when transformers is loaded,
     and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic), and
     linalg_lstsq with its static output shapes, and nn.Transformer's masks without reading
-    their values."""
+    their values, and grouped products of experts in float32."""
     from onnxport import hf_cache
+    from onnxport.capture.quirks.grouped_mm import grouped_mm_of_any_float
     from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
     from onnxport.capture.quirks.recurrent_shapes import shape_only_recurrent_layers
     from onnxport.capture.quirks.transformer_masks import causal_hint_as_given
 
     hf_cache.register_if_loaded()
-    with shape_only_recurrent_layers(), static_lstsq_shapes(), causal_hint_as_given():
+    with shape_only_recurrent_layers(), static_lstsq_shapes(), causal_hint_as_given(), \
+            grouped_mm_of_any_float():
         yield

@@ -6,7 +6,8 @@ import math
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import rank
+from onnxport.errors import TranslationError
+from onnxport.translate.ops._helpers import cast, expected_dtype, rank
 from onnxport.translate.registry import translates
 
 
@@ -119,3 +120,38 @@ def _leading_shape(g, x):
     if g.opset >= 15:
         return g.op("Shape", x, end_i=-1)
     return g.op("Slice", g.op("Shape", x), g.const([0]), g.const([-1]))
+
+
+@translates("aten::_grouped_mm", "transformers::grouped_mm_fallback", since_opset=15)
+def grouped_mm(g, self, mat2, offs=None, bias=None, out_dtype=None):
+    """_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor
+
+    A mixture of experts' product (transformers' grouped_mm experts): the rows of ``self``
+    [S, K], sorted by expert, each times its expert's [K, N] of ``mat2`` [E, K, N]; expert i
+    takes the rows from offs[i - 1] to offs[i]. Every row times every expert, then each row's
+    own picked: E x S x N values, where gathering a [K, N] weight per row would hold
+    S x K x N. Rows past the last offset are zeros (transformers' fallback leaves them so)."""
+    if offs is None or rank(self) != 2 or rank(mat2) != 3:
+        raise TranslationError(f"{g.provenance.aten}: only rows [S, K] grouped by offsets over "
+                               "experts [E, K, N] are translated")
+    experts = g.op("Shape", mat2, start_i=0, end_i=1)
+    rows = g.op("Squeeze", g.op("Shape", self, start_i=0, end_i=1), g.const([0]))
+    positions = g.op("Range", g.const(0, ir.DataType.INT64), rows, g.const(1, ir.DataType.INT64))
+    ends = g.op("Cast", offs, to_i=int(ir.DataType.INT64))
+    # A row's expert: how many experts end at or before it.
+    passed = g.op("LessOrEqual", g.op("Unsqueeze", ends, g.const([0])),
+                  g.op("Unsqueeze", positions, g.const([1])))
+    expert = g.op("ReduceSum", g.op("Cast", passed, to_i=int(ir.DataType.INT64)), g.const([1]),
+                  keepdims_i=0)
+    past_the_last = g.op("GreaterOrEqual", expert, experts)
+    expert = g.op("Min", expert, g.op("Sub", experts, g.const([1])))
+    products = g.op("MatMul", self, mat2)  # [E, S, N]
+    index = g.op("Expand", g.op("Unsqueeze", expert, g.const([0, 2])),
+                 g.op("Concat", g.const([1]), g.op("Shape", products, start_i=1), axis_i=0))
+    picked = g.op("Squeeze", g.op("GatherElements", products, index, axis_i=0), g.const([0]))
+    if bias is not None:
+        picked = g.op("Add", picked, g.op("Gather", bias, expert, axis_i=0))
+    zero = g.op("CastLike", g.const(0.0), picked)
+    picked = g.op("Where", g.op("Unsqueeze", past_the_last, g.const([1])), zero, picked)
+    dtype = expected_dtype(g)
+    return picked if dtype is None else cast(g, picked, dtype)
