@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 
-import torch
-
 from onnxport.capture.quirks.fake_kernels import fake_kernels
 
 
