@@ -93,6 +93,14 @@ def decomposition(node: torch.fx.Node) -> Decomposition:
 
     # Sizes the capture kept symbolic at 0 or 1 must stay so here too, or a decomposition
     # (einsum's) bakes the example's size into its reshapes.
+    # A dynamic size the decomposition passes to an op (the batch of im2col's closing view)
+    # stays a symbol only when traced symbolically; traced with real ints, it was made a
+    # constant of the example's size and the dim fixed with no warning (timm's volo).
+    # (Static inputs are traced as before: torch 2.11's symbolic tracing of some
+    # decompositions differs, sdpa's and linalg.solve's.)
+    symbolic = any(isinstance(size, torch.SymInt) for t in fake_inputs for size in t.shape)
+    mode = "symbolic" if symbolic and fake_mode is not None and \
+        fake_mode.shape_env is not None else "real"
     owner = node.graph.owning_module
     oblivious = bool(owner is not None and owner.meta.get("backed_size_oblivious"))
     from torch.fx.experimental import _config as shapes_config
@@ -100,7 +108,7 @@ def decomposition(node: torch.fx.Node) -> Decomposition:
     with fake_mode if fake_mode is not None else _null(), \
             shapes_config.patch(backed_size_oblivious=oblivious):
         fake_inputs = [t if t.device.type == "cpu" else t.to("cpu") for t in fake_inputs]
-        module = make_fx(call, tracing_mode="real", pre_dispatch=False)(*fake_inputs)
+        module = make_fx(call, tracing_mode=mode, pre_dispatch=False)(*fake_inputs)
     return Decomposition(module, tensor_positions)
 
 
