@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+import onnxport
+
 from op_check import check, check_opinfo, opinfo_cases
 
 COUNTING = ["histogram", "histogramdd"]
@@ -57,3 +59,25 @@ def test_histogram_edges_are_torchs_to_the_last_bit():
     values = torch.tensor([-5.25, -1.25, -1.25, 0.0, 6.75, 2.75, 1.4166665])
     check(lambda x: (torch.histogram(x, 9), torch.histogramdd(x.reshape(-1, 1), [9])),
           values, run_with=[(torch.round(torch.randn(7) * 8) / 4,)], rtol=0, atol=0)
+
+
+class _HistcOfFloats(torch.nn.Module):
+    def forward(self, ids):
+        return torch.histc(ids.float(), bins=4, min=0, max=3)
+
+
+def test_histc_of_integers_counts_in_their_dtype():
+    # CUDA's histc takes integers (transformers counts each expert's rows so, from cuda: the
+    # translation wrote Floor of int32, and the checker refused the model); the CPU's does
+    # not. CI has no GPU: the program captured on the CPU is given the integer input CUDA's
+    # has, and the int32 counts it returns.
+    ids = torch.tensor([3, 0, 1, 1, 3, 2, 3], dtype=torch.int32)
+    exported = torch.export.export(_HistcOfFloats(), (ids,))
+    histc = next(n for n in exported.graph.nodes if n.target is torch.ops.aten.histc.default)
+    converted = histc.args[0]
+    histc.args = (converted.args[0], *histc.args[1:])
+    exported.graph.erase_node(converted)
+    histc.meta["val"] = histc.meta["val"].to(torch.int32)
+    counts = onnxport.export(exported)(ids)[0]
+    assert counts.dtype == torch.int32
+    assert counts.tolist() == torch.histc(ids.float(), bins=4, min=0, max=3).int().tolist()

@@ -9,6 +9,7 @@ from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype
 from onnxport.translate.registry import translates
 
 _I64 = ir.DataType.INT64
+_DOUBLE = ir.DataType.DOUBLE
 
 
 def _counts(g, bins: ir.Value, length: ir.Value, weights: ir.Value | None, dtype) -> ir.Value:
@@ -39,7 +40,11 @@ def bincount(g, self, weights=None, minlength=0):
 def histc(g, self, bins=100, min=0, max=0):
     """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor"""
     x = g.op("Reshape", self, g.const([-1], _I64))
-    dtype = x.dtype
+    counts_dtype = dtype = self.dtype
+    if dtype not in FLOAT_TYPES:
+        # Integers (CUDA's histc takes them; transformers' experts count their rows so):
+        # the bins are found in double, exact for them; the counts keep the input's dtype.
+        x, dtype = cast(g, x, _DOUBLE), _DOUBLE
     low, high = g.const(float(min), dtype), g.const(float(max), dtype)
     if min == max:
         # torch takes the data's range then, and widens an empty one by 1 on each side.
@@ -56,7 +61,7 @@ def histc(g, self, bins=100, min=0, max=0):
     index = g.op("Min", index, g.const(bins - 1, _I64))
     inside = g.op("And", g.op("GreaterOrEqual", x, low), g.op("LessOrEqual", x, high))
     index = g.op("Where", inside, index, g.const(-1, _I64))
-    return _counts(g, index, g.const(bins, _I64), None, dtype)
+    return _counts(g, index, g.const(bins, _I64), None, counts_dtype)
 
 
 @translates("aten::repeat_interleave.Tensor")
