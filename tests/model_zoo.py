@@ -149,7 +149,7 @@ BATCH1_TRANSFORMERS = ["BertModel", "DistilBertModel", "DebertaV2Model", "GPT2LM
                        "GPTNeoXForCausalLM", "LlamaForCausalLM", "MistralForCausalLM",
                        "Phi3ForCausalLM", "Qwen2ForCausalLM", "T5ForConditionalGeneration",
                        "BartForConditionalGeneration", "WhisperForConditionalGeneration",
-                       "ViTModel", "Wav2Vec2Model"]
+                       "ViTModel", "Wav2Vec2Model", "MixtralForCausalLM", "Qwen2MoeForCausalLM"]
 BATCH1_MODELS = (["torchvision." + n for n in BATCH1_TORCHVISION]
                  + ["timm." + n for n in BATCH1_TIMM]
                  + ["transformers." + n for n in BATCH1_TRANSFORMERS])
