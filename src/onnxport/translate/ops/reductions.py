@@ -48,6 +48,8 @@ def _reduction(onnx_op: str, *names: str):
 
 def _nonempty(x: ir.Value, axes) -> bool:
     """Whether the axes reduced over (all when None) have static sizes above 0."""
+    if x.shape is None:
+        return False
     dims = list(x.shape) if axes is None else [x.shape[axis] for axis in axes]
     return all(isinstance(dim, int) and dim > 0 for dim in dims)
 
