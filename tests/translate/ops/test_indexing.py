@@ -7,6 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import onnxport
+
 from op_check import BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, op_types, opinfo_cases
 
 INDEXING = [
@@ -388,3 +390,22 @@ def test_unfold_of_dynamic_sizes(dimension, size, step, dynamo):
                     dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, input_names=["x"],
                     run_with=[(torch.randn(8, 4, 9),), (torch.randn(4, 9, 4),)], dynamo=dynamo)
     assert op_types(program).count("Gather") == 1
+
+
+class _AccumulateRows(torch.nn.Module):
+    def forward(self, x, rows, values):
+        return x.index_put((rows,), values, accumulate=True)
+
+
+def test_accumulating_rows_at_repeated_indices_is_deterministic():
+    # ONNX Runtime's ScatterND with reduction "add" races over the rows of repeated indices
+    # (1.30 to 1.32): most runs dropped sums (up to 11 off). im2col's fold (timm's volo)
+    # accumulates so. The export adds them with ScatterElements on a [rows, rest] view.
+    torch.manual_seed(0)
+    x = torch.zeros(64, 4096)
+    rows = torch.randint(0, 64, (2000,))
+    values = torch.randn(2000, 4096)
+    program = onnxport.export(_AccumulateRows(), (x, rows, values))
+    expected = _AccumulateRows()(x, rows, values)
+    for _ in range(8):
+        torch.testing.assert_close(program(x, rows, values)[0], expected, rtol=1e-3, atol=1e-3)

@@ -175,11 +175,10 @@ def index_put(g, self, indices, values, accumulate=False):
         order = list(range(n_before, n_before + s)) + list(range(n_before)) + \
             list(range(n_before + s, n_before + s + len(after)))
         updates = g.op("Transpose", updates, perm_i=order)
-    if accumulate and g.opset < 16:
+    if accumulate:
         out = _scatter_nd_add(g, x, coordinates, updates, len(positions))
     else:
-        out = g.op("ScatterND", x, coordinates, updates,
-                   reduction_s="add" if accumulate else None)
+        out = g.op("ScatterND", x, coordinates, updates)
     if x is self:
         return out
     inverse = [perm.index(i) for i in range(r)]
@@ -199,19 +198,28 @@ def _nonnegative(g, index, x, axis):
 
 
 def _scatter_nd_add(g, x, coordinates, updates, depth):
-    """ScatterND with reduction 'add' before opset 16: the updates summed into each target
-    row by a one-hot MatMul (repeated indices accumulate, as in torch)."""
+    """ScatterND with reduction 'add', as torch accumulates repeated indices. Not ScatterND's
+    own: ONNX Runtime (1.30 to 1.32) adds the rows of repeated indices in threads that race,
+    and dropped some of the sums (im2col's fold, timm's volo, differed by 3e-3 in one run of
+    four). From opset 16, ScatterElements adds them, on a [rows, rest] view; before, a
+    one-hot MatMul sums the updates into each target row."""
     shape = g.op("Shape", x)
+    if g.opset >= 16:
+        rows = _flat_rows(g, shape, coordinates, depth)
+        lead = g.op("Slice", shape, g.const([0]), g.const([depth]))
+        rest = g.op("Slice", shape, g.const([depth]), g.const([2**62]))
+        width = reduce(g, "ReduceProd", g.op("Concat", g.const([1]), rest, axis_i=0), None,
+                       True)
+        table = g.op("Reshape", x, g.op("Concat", reduce(g, "ReduceProd", lead, None, True),
+                                        width, axis_i=0))
+        flat_updates = g.op("Reshape", cast(g, updates, x.dtype),
+                            g.op("Concat", g.op("Shape", rows), width, axis_i=0))
+        index = g.op("Expand", g.op("Unsqueeze", rows, g.const([1])), g.op("Shape", flat_updates))
+        added = g.op("ScatterElements", table, index, flat_updates, axis_i=0,
+                     reduction_s="add")
+        return g.op("Reshape", added, shape)
     lead = g.op("Slice", shape, g.const([0]), g.const([depth]))
-    # Flat row numbers of the coordinates over the first ``depth`` axes.
-    strides = []
-    for k in range(depth):
-        stride = reduce(g, "ReduceProd", g.op("Slice", shape, g.const([k + 1]), g.const([depth])),
-                        None, True) if k + 1 < depth else g.const([1])
-        strides.append(stride)
-    flat_coordinates = g.op("Reshape", coordinates, g.const([-1, depth]))
-    rows = g.op("ReduceSum", g.op("Mul", flat_coordinates, g.op("Concat", *strides, axis_i=0)),
-                g.const([1]), keepdims_i=0)
+    rows = _flat_rows(g, shape, coordinates, depth)
     count = reduce(g, "ReduceProd", lead, None, True)
     positions = g.op("Range", g.const(0, ir.DataType.INT64), g.op("Squeeze", count, g.const([0])),
                      g.const(1, ir.DataType.INT64))
@@ -227,6 +235,18 @@ def _scatter_nd_add(g, x, coordinates, updates, depth):
     if x.dtype == ir.DataType.BOOL:
         return g.op("Or", x, cast(g, added, ir.DataType.BOOL))
     return g.op("Add", x, cast(g, added, x.dtype))
+
+
+def _flat_rows(g, shape, coordinates, depth):
+    """The row number of each coordinate over the first ``depth`` axes of ``shape``, flat."""
+    strides = []
+    for k in range(depth):
+        stride = reduce(g, "ReduceProd", g.op("Slice", shape, g.const([k + 1]), g.const([depth])),
+                        None, True) if k + 1 < depth else g.const([1])
+        strides.append(stride)
+    flat_coordinates = g.op("Reshape", coordinates, g.const([-1, depth]))
+    return g.op("ReduceSum", g.op("Mul", flat_coordinates, g.op("Concat", *strides, axis_i=0)),
+                g.const([1]), keepdims_i=0)
 
 
 def _put_by_mask(g, self, mask, values, accumulate):
@@ -246,10 +266,9 @@ def _put_by_mask(g, self, mask, values, accumulate):
     selected_shape = g.op("Concat", count, g.op("Slice", g.op("Shape", self), g.const([r_mask]),
                                                 g.const([2**62])), axis_i=0)
     updates = g.op("Expand", values, selected_shape)
-    if accumulate and g.opset < 16:
+    if accumulate:
         return _scatter_nd_add(g, self, coordinates, updates, r_mask)
-    return g.op("ScatterND", self, coordinates, updates,
-                reduction_s="add" if accumulate else None)
+    return g.op("ScatterND", self, coordinates, updates)
 
 
 @translates("aten::scatter", "aten::scatter_")
