@@ -149,6 +149,15 @@ def split(g, x: ir.Value, sizes: Sequence[int], axis: int) -> tuple[ir.Value, ..
     return outputs if isinstance(outputs, tuple) else (outputs,)
 
 
+def count_at_or_below(g, edges: ir.Value, values: ir.Value) -> ir.Value:
+    """For each of the 1-D ``values``, how many of the 1-D ``edges`` are at or below it
+    (int64): the group of a position among group ends, the bin of a value among edges."""
+    below = g.op("LessOrEqual", g.op("Unsqueeze", edges, g.const([0], ir.DataType.INT64)),
+                 g.op("Unsqueeze", values, g.const([1], ir.DataType.INT64)))
+    return g.op("ReduceSum", cast(g, below, ir.DataType.INT64),
+                g.const([1], ir.DataType.INT64), keepdims_i=0)
+
+
 def promote_dtype(a: Any, b: Any) -> ir.DataType:
     """torch's type promotion of two operands: values (by dtype and rank) or python scalars."""
     return from_torch_dtype(torch.result_type(_dummy(a), _dummy(b)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype
+from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, count_at_or_below, expected_dtype
 from onnxport.translate.registry import translates
 
 _I64 = ir.DataType.INT64
@@ -74,9 +74,7 @@ def repeat_interleave_tensor(g, repeats, *, output_size=None):
     total = g.op("ReduceSum", g.op("Concat", g.const([0], _I64), repeats, axis_i=0),
                  keepdims_i=0)
     positions = g.op("Range", g.const(0, _I64), total, g.const(1, _I64))
-    below = g.op("LessOrEqual", g.op("Unsqueeze", ends, g.const([0], _I64)),
-                 g.op("Unsqueeze", positions, g.const([1], _I64)))
-    return g.op("ReduceSum", cast(g, below, _I64), g.const([1], _I64), keepdims_i=0)
+    return count_at_or_below(g, ends, positions)
 
 
 @translates("aten::masked_scatter")
@@ -176,10 +174,7 @@ def _linspace(g, low, high, bins: int, dtype):
 def _bin_of(g, column, edges):
     """Each value's bin among the 1-D ``edges`` (int64): the number of edges at or below it,
     less one, the last edge in the last bin; -1 outside the edges (and for NaN)."""
-    below = g.op("LessOrEqual", g.op("Unsqueeze", edges, g.const([0], _I64)),
-                 g.op("Unsqueeze", column, g.const([1], _I64)))
-    index = g.op("Sub", g.op("ReduceSum", cast(g, below, _I64), g.const([1], _I64),
-                             keepdims_i=0), g.const(1, _I64))
+    index = g.op("Sub", count_at_or_below(g, edges, column), g.const(1, _I64))
     last = g.op("Sub", g.op("Size", edges), g.const(2, _I64))
     first_edge = g.op("Gather", edges, g.const(0, _I64), axis_i=0)
     last_edge = g.op("Gather", edges, g.const(-1, _I64), axis_i=0)

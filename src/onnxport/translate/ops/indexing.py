@@ -204,23 +204,20 @@ def _scatter_nd_add(g, x, coordinates, updates, depth):
     four). From opset 16, ScatterElements adds them, on a [rows, rest] view; before, a
     one-hot MatMul sums the updates into each target row."""
     shape = g.op("Shape", x)
+    lead = g.op("Slice", shape, g.const([0]), g.const([depth]))
+    rows = _flat_rows(g, shape, coordinates, depth)
+    count = reduce(g, "ReduceProd", lead, None, True)
     if g.opset >= 16:
-        rows = _flat_rows(g, shape, coordinates, depth)
-        lead = g.op("Slice", shape, g.const([0]), g.const([depth]))
         rest = g.op("Slice", shape, g.const([depth]), g.const([2**62]))
         width = reduce(g, "ReduceProd", g.op("Concat", g.const([1]), rest, axis_i=0), None,
                        True)
-        table = g.op("Reshape", x, g.op("Concat", reduce(g, "ReduceProd", lead, None, True),
-                                        width, axis_i=0))
+        table = g.op("Reshape", x, g.op("Concat", count, width, axis_i=0))
         flat_updates = g.op("Reshape", cast(g, updates, x.dtype),
                             g.op("Concat", g.op("Shape", rows), width, axis_i=0))
         index = g.op("Expand", g.op("Unsqueeze", rows, g.const([1])), g.op("Shape", flat_updates))
         added = g.op("ScatterElements", table, index, flat_updates, axis_i=0,
                      reduction_s="add")
         return g.op("Reshape", added, shape)
-    lead = g.op("Slice", shape, g.const([0]), g.const([depth]))
-    rows = _flat_rows(g, shape, coordinates, depth)
-    count = reduce(g, "ReduceProd", lead, None, True)
     positions = g.op("Range", g.const(0, ir.DataType.INT64), g.op("Squeeze", count, g.const([0])),
                      g.const(1, ir.DataType.INT64))
     # MatMul takes floats, int32 and int64: other dtypes sum in int64 (bools too, as torch's

@@ -7,7 +7,7 @@ import math
 import onnx_ir as ir
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import cast, expected_dtype, rank
+from onnxport.translate.ops._helpers import cast, count_at_or_below, expected_dtype, rank
 from onnxport.translate.registry import translates
 
 
@@ -138,11 +138,7 @@ def grouped_mm(g, self, mat2, offs=None, bias=None, out_dtype=None):
     rows = g.op("Squeeze", g.op("Shape", self, start_i=0, end_i=1), g.const([0]))
     positions = g.op("Range", g.const(0, ir.DataType.INT64), rows, g.const(1, ir.DataType.INT64))
     ends = g.op("Cast", offs, to_i=int(ir.DataType.INT64))
-    # A row's expert: how many experts end at or before it.
-    passed = g.op("LessOrEqual", g.op("Unsqueeze", ends, g.const([0])),
-                  g.op("Unsqueeze", positions, g.const([1])))
-    expert = g.op("ReduceSum", g.op("Cast", passed, to_i=int(ir.DataType.INT64)), g.const([1]),
-                  keepdims_i=0)
+    expert = count_at_or_below(g, ends, positions)  # (how many experts end at or before it)
     past_the_last = g.op("GreaterOrEqual", expert, experts)
     expert = g.op("Min", expert, g.op("Sub", experts, g.const([1])))
     products = g.op("MatMul", self, mat2)  # [E, S, N]
