@@ -774,6 +774,35 @@ def test_a_traced_size_as_a_float_bound_of_arange_stays_dynamic():
         _close(program(x)[0], model(x))
 
 
+class _ReadsSizesOfMadeTensors(torch.nn.Module):
+    def forward(self, x):
+        halves = torch.arange(0, x.size(1), 0.5)
+        down = torch.arange(x.size(0), 1, -1)
+        scaled = torch.arange(x.size(0) * 1.5)
+        filled = torch.full((x.size(0), 3), x.size(1))
+        return (torch.ones(halves.size(0) + 1), torch.ones(down.size(0) * 2),
+                torch.ones(scaled.size(0)), torch.ones(filled.size(0) * 2, filled.size(1)),
+                halves, down, scaled, filled)
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_sizes_of_aranges_and_fills_of_dynamic_sizes_stay_dynamic(dynamo):
+    # On dynamo=False, the fake run took a float step's or a falling arange's length, and
+    # full's size, at the example's values: what read them was fixed (9 ones at every size,
+    # no warning), and the file declared static output shapes. full's 3 equals the fill
+    # value in the example, which must not make it a symbol either.
+    model = _ReadsSizesOfMadeTensors()
+    program = onnxport.export(model, (torch.randn(3, 3),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": {0: "a", 1: "b"}})
+    declared = [[d if isinstance(d, int) else None for d in o.shape]
+                for o in program.model.graph.outputs]
+    assert declared[4] == [None] and declared[7] == [None, 3], declared
+    for shape in ((3, 3), (5, 7), (2, 4)):
+        x = torch.randn(*shape)
+        for actual, expected in zip(program(x), model(x)):
+            _close(actual, expected)
+
+
 class _Dropping(torch.nn.Module):
     def __init__(self):
         super().__init__()

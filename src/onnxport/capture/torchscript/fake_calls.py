@@ -5,6 +5,7 @@ where the graph gives symbols (sizes) run so that those symbols stay symbols."""
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import torch
@@ -84,46 +85,75 @@ _ARANGES = {torch.ops.aten.arange.default, torch.ops.aten.arange.start,
 
 
 def _symbolic_arange(target: Any, args: tuple, kwargs: dict) -> Any:
-    """``arange`` of integer bounds of which some are symbols, with a positive step: its
-    length ceil((end - start) / step) as a symbol too. (Run on the symbols' example values,
-    the length, which is none of them, was fixed: arange(0, x.size(2), 2) had 3 elements at
-    every size.) None for other bounds."""
+    """``arange`` with some bound a symbol: its length as a symbol too, as torch computes
+    it: ceil((end - start) / step), in integers where every bound is one. (Run on the
+    symbols' example values, the length, which is none of them, was fixed: arange(0,
+    x.size(2), 2) had 3 elements at every size, and so had what read its size.) None for
+    bounds without a symbol, or a step that is not a number."""
     names = [argument.name for argument in target._schema.arguments]
     given = dict(zip(names, args)) | kwargs
     start, end, step = given.get("start", 0), given["end"], given.get("step", 1)
     bounds = (start, end, step)
-    if not any(isinstance(b, torch.SymInt) for b in bounds) or \
-            not all(isinstance(b, (int, torch.SymInt)) for b in bounds) or \
-            not isinstance(step, int) or step <= 0:
+    symbolic = (torch.SymInt, torch.SymFloat)
+    if not any(isinstance(b, symbolic) for b in bounds) or \
+            not all(isinstance(b, (int, float, *symbolic)) and not isinstance(b, bool)
+                    for b in bounds) or isinstance(step, symbolic) or step == 0:
         return None
     example = _run_on_hints(target, args, kwargs)
-    length = torch.sym_max((end - start + step - 1) // step, 0)
-    return example.new_empty((length,))
+    if all(isinstance(b, (int, torch.SymInt)) for b in bounds):
+        length = (end - start + step - 1) // step if step > 0 else \
+            (start - end - step - 1) // -step
+    else:
+        length = math.ceil((end - start) / step)
+    return example.new_empty((torch.sym_max(length, 0),))
 
 
 def _run_on_hints(target: Any, args: tuple, kwargs: dict) -> Any:
     """``target``'s fake result where its schema takes plain numbers for symbols: run on the
-    symbols' example values, then each result dim equal to one of those values is that symbol
-    again (a window of n values has n). A value two symbols share maps back to neither."""
+    symbols' example values, then each result dim that is one of those values, and is that
+    value plus one when the symbols are one more, is that symbol again (a window of n values
+    has n). A value two symbols share maps back to neither. Only the parameters that take
+    plain numbers get the example values: a size the schema takes as a symbol stays one
+    (``full((n, 3), m)`` is [n, 3] with m 3 too, and its 3 is no symbol)."""
+    result, symbols = _run_on_values(target, args, kwargs, 0)
+    if not isinstance(result, torch.Tensor) or \
+            not any(isinstance(size, int) and symbols.get(size) is not None
+                    for size in result.shape):
+        return result
+    try:
+        moved = _run_on_values(target, args, kwargs, 1)[0]
+    except Exception:  # noqa: BLE001 - not defined one further: sizes kept as they came
+        return result
+    # (No comparison of a symbol with a number here: it would be a guard fixing the symbol.)
+    sizes = [symbols[size] if isinstance(size, int) and symbols.get(size) is not None and
+             isinstance(moved, torch.Tensor) and moved.dim() == result.dim() and
+             moved.shape[k] == size + 1 else size for k, size in enumerate(result.shape)]
+    if all(a is b for a, b in zip(sizes, result.shape)):
+        return result
+    return result.new_empty(sizes)
+
+
+def _run_on_values(target: Any, args: tuple, kwargs: dict, more: int) -> tuple[Any, dict]:
+    """``target`` run with each symbol of its plain-number parameters replaced by its example
+    value plus ``more``; and the symbol of each of those values (None where two share it)."""
+    plain = {name for name, _ in _plain_number_parameters(target)}
     symbols: dict[int, Any] = {}
 
-    def hint(value):
+    def value_of(value):
         if isinstance(value, torch.SymInt) and value.node.has_hint():
-            known = symbols.setdefault(value.node.hint, value)
+            number = value.node.hint + more
+            known = symbols.setdefault(number, value)
             if known is not None and known.node.expr != value.node.expr:
-                symbols[value.node.hint] = None  # ambiguous
-            return value.node.hint
+                symbols[number] = None  # ambiguous
+            return number
         if isinstance(value, torch.SymFloat) and value.node.has_hint():
             return value.node.hint
         return value
 
-    concrete_args, concrete_kwargs = pytree.tree_map(hint, (args, kwargs))
-    result = run_keeping_inputs(target, concrete_args, concrete_kwargs)
-    if not isinstance(result, torch.Tensor):
-        return result
-    # (No comparison of a symbol with a number here: it would be a guard fixing the symbol.)
-    sizes = [symbols[size] if isinstance(size, int) and symbols.get(size) is not None
-             else size for size in result.shape]
-    if all(a is b for a, b in zip(sizes, result.shape)):
-        return result
-    return result.new_empty(sizes)
+    names = [argument.name for argument in target._schema.arguments]
+    concrete_args = tuple(pytree.tree_map(value_of, arg) if name in plain else arg
+                          for name, arg in zip(names, args))
+    concrete_kwargs = {name: pytree.tree_map(value_of, arg) if name in plain else arg
+                       for name, arg in kwargs.items()}
+    symbols = {number - more: symbol for number, symbol in symbols.items()}
+    return run_keeping_inputs(target, concrete_args, concrete_kwargs), symbols
