@@ -139,7 +139,10 @@ class _Translator:
                 missing.setdefault(name, []).append(place + ": its decomposition calls it again")
                 continue
             if not decompose.has_decomposition(node.target):
-                missing.setdefault(name, []).append(place)
+                lowest = self.registry.lowest_opset(name)
+                missing.setdefault(name, []).append(
+                    place if lowest is None else
+                    f"{place}: translated from opset_version {lowest} on")
                 continue
             try:
                 traced = self._decomposition(node)

@@ -59,6 +59,15 @@ class Registry:
             self.register(name, wrapper(entry.function), entry.since_opset)
         return bool(entries)
 
+    def lowest_opset(self, name: str) -> int | None:
+        """The lowest opset ``name`` has a translation at (a user's or the library's), or
+        None: what an export at a lower opset can be told to ask for."""
+        name = normalize_name(name)
+        found = [t.since_opset for registry in (self.custom, self) if registry is not None
+                 for candidate in (name, name.rsplit(".", 1)[0])
+                 for t in registry._translations.get(candidate, ())]
+        return min(found, default=None)
+
     def lookup(self, name: str, opset: int) -> Translation | None:
         """The translation for ``name`` at ``opset``; an exact overload wins over the packet."""
         name = normalize_name(name)

@@ -288,3 +288,47 @@ def test_ps_roi_pool_traced_at_opset_13():
     program = onnxport.export(model, (_ps_input(3, 4), PS_ODD_ROIS), dynamo=False,
                               opset_version=13)
     assert_matches_eager(program, model, (_ps_input(3, 4), PS_ODD_ROIS))
+
+
+class _Deformable(torch.nn.Module):
+    def __init__(self, groups, offset_groups, use_mask, **options):
+        super().__init__()
+        self.conv = torchvision.ops.DeformConv2d(4, 6, 3, groups=groups, **options)
+        self.offset_groups, self.use_mask = offset_groups, use_mask
+
+    def forward(self, x, offset, mask):
+        return self.conv(x, offset, mask if self.use_mask else None)
+
+
+def _deform_inputs(batch, height, width, offset_groups, stride=1, padding=1, dilation=1):
+    generator = torch.Generator().manual_seed(height * 10 + width)
+    out_h = (height + 2 * padding - dilation * 2 - 1) // stride + 1
+    out_w = (width + 2 * padding - dilation * 2 - 1) // stride + 1
+    x = torch.randn(batch, 4, height, width, generator=generator)
+    # Offsets of up to 3 pixels: samples fall between pixels and outside the input.
+    offset = torch.randn(batch, 2 * offset_groups * 9, out_h, out_w, generator=generator) * 3
+    mask = torch.rand(batch, offset_groups * 9, out_h, out_w, generator=generator)
+    return x, offset, mask
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+@pytest.mark.parametrize("groups,offset_groups,use_mask,options", [
+    (1, 1, True, dict(padding=1)),
+    (2, 2, False, dict(padding=2, stride=2, dilation=2, bias=False)),
+])
+def test_deform_conv2d_with_dynamic_batch_and_size(dynamo, groups, offset_groups, use_mask,
+                                                   options):
+    model = _Deformable(groups, offset_groups, use_mask, **options).eval()
+    sizes = {k: options.get(k, 1) for k in ("stride", "padding", "dilation")}
+    axes = {0: "n", 2: "h", 3: "w"}
+    check(model, *_deform_inputs(1, 7, 6, offset_groups, **sizes), opset=19, dynamo=dynamo,
+          input_names=["x", "offset", "mask"],
+          dynamic_axes={"x": axes, "offset": axes, "mask": axes},
+          run_with=[_deform_inputs(2, 9, 11, offset_groups, **sizes)])
+
+
+def test_deform_conv2d_before_opset_19_names_the_opset_it_needs():
+    model = _Deformable(1, 1, True, padding=1).eval()
+    with pytest.raises(onnxport.errors.UnsupportedOpsError,
+                       match="deform_conv2d.*translated from opset_version 19"):
+        onnxport.export(model, _deform_inputs(1, 5, 5, 1), opset_version=18)

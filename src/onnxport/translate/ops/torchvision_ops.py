@@ -1,6 +1,6 @@
-"""torchvision's detection ops (torchvision::nms, roi_align, roi_pool) as ONNX NonMaxSuppression,
-RoiAlign and MaxRoiPool; ps_roi_align and ps_roi_pool as compositions (RoiAlign and a channel
-selection, an integral image). Registered by name: torchvision itself is never imported here."""
+"""torchvision's detection ops (torchvision::nms, roi_align, roi_pool, deform_conv2d) as ONNX
+NonMaxSuppression, RoiAlign, MaxRoiPool and DeformConv; ps_roi_align and ps_roi_pool as
+compositions (RoiAlign and a channel selection, an integral image). Registered by name: torchvision itself is never imported here."""
 
 from __future__ import annotations
 
@@ -218,6 +218,27 @@ def ps_roi_pool(g, input, rois, spatial_scale, pooled_height, pooled_width):
     divisor = g.op("Max", area, one)  # [K, PH, PW]
     mean = g.op("Div", cast(g, total, f32), unsqueeze(g, divisor, [1]))
     return cast(g, mean, dtype), _NoArgmax("ps_roi_pool", "channel_mapping")
+
+
+@translates("torchvision::deform_conv2d", since_opset=19)
+def deform_conv2d(g, input, weight, offset, mask, bias, stride_h, stride_w, pad_h, pad_w,
+                  dilation_h, dilation_w, groups, offset_groups, use_mask):
+    """deform_conv2d(Tensor input, Tensor weight, Tensor offset, Tensor mask, Tensor bias, SymInt stride_h, SymInt stride_w, SymInt pad_h, SymInt pad_w, SymInt dilation_h, SymInt dilation_w, SymInt groups, SymInt offset_groups, bool use_mask) -> Tensor
+
+    ONNX's DeformConv was made from torchvision's: the same offset layout ((dy, dx) per
+    offset group and kernel position), mask layout and zero outside the input. Without
+    use_mask, torchvision passes an empty mask, which DeformConv takes as absent."""
+    kernel = weight.shape[2:] if weight.shape is not None else None
+    if kernel is None or not all(isinstance(k, int) for k in kernel):
+        raise TranslationError(
+            "torchvision::deform_conv2d needs the kernel size known at export time (the "
+            "weight's last two dims): make the weight a parameter or constant of the model")
+    inputs = [input, weight, offset, bias] + ([mask] if use_mask else [])
+    return g.op("DeformConv", *inputs, dilations_i=[int(dilation_h), int(dilation_w)],
+                group_i=int(groups), kernel_shape_i=[int(k) for k in kernel],
+                offset_group_i=int(offset_groups),
+                pads_i=[int(pad_h), int(pad_w), int(pad_h), int(pad_w)],
+                strides_i=[int(stride_h), int(stride_w)])
 
 
 @translates("aten::log2")
