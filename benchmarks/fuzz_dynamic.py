@@ -158,6 +158,10 @@ def _verdict(model, example, others, dynamo) -> str:
             return f"FAIL at {tuple(x.shape)}: {_first_line(error)}"
         if actual.shape != expected.shape:
             return f"MISMATCH at {tuple(x.shape)}: shape {actual.shape}, eager {expected.shape}"
+        declared = session.get_outputs()[0].shape
+        if len(declared) != actual.ndim or any(
+                isinstance(d, int) and d != n for d, n in zip(declared, actual.shape)):
+            return f"MISMATCH at {tuple(x.shape)}: declared shape {declared}, got {actual.shape}"
         if not np.allclose(actual, expected, rtol=1e-3, atol=1e-4, equal_nan=True):
             return f"MISMATCH at {tuple(x.shape)}: values"
     return "ok"

@@ -221,3 +221,17 @@ def test_einsum_with_a_dynamic_batch_exported_from_a_batch_of_one(equation):
 
     check(attend, torch.randn(1, 4, 7, 8), dynamic_shapes={"q": {0: torch.export.Dim("batch")}},
           run_with=[(torch.randn(3, 4, 7, 8),), (torch.randn(1, 4, 7, 8),)])
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_flatten_of_a_piece_that_was_one_wide_in_the_example(dynamo):
+    # The last of two chunks of 3 columns is 1 wide; with the last axis 1 too, torch.export
+    # recorded flatten(0, 1) of [a, b - (b + 1)//2, c] as [a, c*(b - (b + 1)//2)], and the
+    # translation, which read the recorded shape, gave [7, 21] where torch gives [21, 7].
+    # (Found by benchmarks/fuzz_dynamic.py, seed 4155 --small.)
+    def model(x):
+        return x.chunk(2, 1)[-1].flatten(0, 1)
+
+    axes = {"x": {0: "a", 1: "b", 2: "c"}}
+    check(model, torch.randn(2, 3, 1), dynamo=dynamo, input_names=["x"], dynamic_axes=axes,
+          run_with=[(torch.randn(7, 6, 7),), (torch.randn(3, 5, 2),)])

@@ -118,9 +118,35 @@ def unflatten(g, self, dim, sizes):
     return reshape_to(g, self, dims[:axis] + list(sizes) + dims[axis + 1:])
 
 
-@translates("aten::flatten", "aten::squeeze_copy", "aten::view_copy")
+@translates("aten::flatten")
+def flatten(g, self, start_dim=0, end_dim=-1):
+    """flatten.using_ints(Tensor self, int start_dim=0, int end_dim=-1) -> Tensor
+
+    From the input's sizes, not the recorded result's: torch.export records some flattens
+    of a dim that was 1 in the example wrongly (flatten(0, 1) of [a, b, c] as [a, c*b]),
+    which ran as a silently wrong shape where b is not 1."""
+    if self.shape is None:
+        return reshape_to_expected(g, self, start_dim, end_dim)
+    r = rank(self)
+    if r == 0:
+        return reshape_to(g, self, [1])
+    start, end = normalize_axis(start_dim, r), normalize_axis(end_dim, r)
+    if start == end:
+        return self
+    if start == 1 and end == r - 1:
+        return g.op("Flatten", self, axis_i=1)  # [first, the rest's product]
+    dims = list(self.shape)
+    merged = [d for d in dims[start:end + 1] if d != 1]
+    if all(isinstance(d, int) for d in merged):
+        merged = [math.prod(merged)]
+    if len(merged) == 1:
+        return reshape_to(g, self, dims[:start] + merged + dims[end + 1:])
+    return _flattened_at_run_time(g, self, start, end)
+
+
+@translates("aten::squeeze_copy", "aten::view_copy")
 def reshape_to_expected(g, self, *args, **__):
-    """flatten.using_ints(Tensor self, int start_dim=0, int end_dim=-1) -> Tensor"""
+    """view_copy(Tensor self, SymInt[] size) -> Tensor"""
     dims = _expected_dims(g)
     r = rank(self)
     if len(dims) == 2 and r > 2:
@@ -133,9 +159,14 @@ def reshape_to_expected(g, self, *args, **__):
     except ValueError:
         if "flatten" not in g.provenance.aten or r == 0:
             raise
-    # Flattened dynamic dims next to others (flatten(0, 1) of [a, b, c]: a*b is none of the
-    # input's dims, and c moved): the merged size is the product of the input's sizes there.
     start, end = (normalize_axis(a, r) for a in (list(args) + [0, -1])[:2])
+    return _flattened_at_run_time(g, self, start, end)
+
+
+def _flattened_at_run_time(g, self, start: int, end: int) -> ir.Value:
+    """Flattened dynamic dims next to others (flatten(0, 1) of [a, b, c]: a*b is none of the
+    input's dims, and c moved): the merged size is the product of the input's sizes there."""
+    r = rank(self)
     shape = g.op("Shape", self)
     parts = [g.op("Slice", shape, g.const([0]), g.const([start]))] if start else []
     parts.append(g.op("ReduceProd", g.op("Slice", shape, g.const([start]), g.const([end + 1])),
