@@ -117,7 +117,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     # decompositions trace with this shape env again and must not find them pending.
     shape_env.pending_fresh_unbacked_symbols.clear()
     symbols = _input_symbols(shape_env, values, inputs, dynamic,
-                             bool(bodies) or graph_module.meta.get(SCRIPTED, False))
+                             bool(bodies) or graph_module.meta.get(SCRIPTED, False),
+                             run.piece_counts)
     if symbols is None:
         return None
     program = _exported_program(graph, bodies, weights, inputs, list(output.args[0]),
@@ -209,6 +210,7 @@ class _FakeRun:
         self.shape_env, self.weights, self.bodies = shape_env, weights, bodies
         self.traced, self.hints = traced, hints
         self.read_backs = _ReadBackSizes(shape_env, hints)
+        self.piece_counts: set[int] = set()  # the guards on how many pieces a split made
 
     def run(self, graph: torch.fx.Graph, tensors: tuple, dynamic: list) -> dict:
         """The fake value of each node; raises _ReadsValues, or _FailedAt naming the node."""
@@ -296,7 +298,14 @@ class _FakeRun:
         if number is None and node in self.traced and (
                 value := _fake_of_type(self.mode, self.traced[node], args)) is not None:
             return value
+        guards = len(self.shape_env.guards)
         value = fake_call(node.target, args, kwargs)
+        if node.target in _PIECE_COUNTING and len(self.shape_env.guards) > guards and \
+                len(value) > 1:
+            # The number of pieces of a dynamic axis: translation computes the pieces at run
+            # time, and checks the count where the last piece is read (with a warning). (One
+            # piece stays a guard that fixes the axis: its [-1] would be silently the first.)
+            self.piece_counts.update(id(g) for g in self.shape_env.guards[guards:])
         if number is not None:
             self.numbers[node] = number
         return value
@@ -357,7 +366,7 @@ def _reads_as_input_sizes(graph: torch.fx.Graph, inputs: list) -> None:
 
 
 def _input_symbols(shape_env, values: dict, inputs: list, dynamic: list,
-                   reads_values: bool) -> list | None:
+                   reads_values: bool, piece_counts: set[int] = frozenset()) -> list | None:
     """The symbol of each dynamic dim, or None when the graph fixes one or equates it to
     another, or reads sizes back from tensors where it is not expected to (``reads_values``:
     scripted code, or a graph with a loop)."""
@@ -375,12 +384,18 @@ def _input_symbols(shape_env, values: dict, inputs: list, dynamic: list,
         # graph with a loop, have no other way: their sizes read from values stay
         # data-dependent; a trace's were fixed, or are left to torch.export.)
         return None
-    if _fixed_by_a_guard(shape_env, symbols):
+    if _fixed_by_a_guard(shape_env, symbols, piece_counts):
         return None
     return symbols
 
 
-def _fixed_by_a_guard(shape_env, symbols: list) -> bool:
+# Splits whose number of pieces depends on the size split (fake_call guards on it).
+_PIECE_COUNTING = {torch.ops.aten.split.Tensor, torch.ops.aten.chunk.default,
+                   torch.ops.aten.unsafe_split.Tensor, torch.ops.aten.unsafe_chunk.default,
+                   torch.ops.aten.split_copy.Tensor}
+
+
+def _fixed_by_a_guard(shape_env, symbols: list, piece_counts: set[int] = frozenset()) -> bool:
     """Whether a guard of the run holds for small sizes of the dynamic dims only: it equates
     a dim with a number (bart's embedding scale, a 0-d float64 tensor, broadcast a batch of 1
     to 1) or an expression of dims with one (``x[:, ::2][:, ::2]`` of 3 columns has 1, and
@@ -391,6 +406,8 @@ def _fixed_by_a_guard(shape_env, symbols: list) -> bool:
 
     wanted = set(symbols)
     for guard in shape_env.guards:
+        if id(guard) in piece_counts:
+            continue  # (a split's count of pieces: see _PIECE_COUNTING)
         expr = guard.expr
         free = expr.free_symbols
         if not isinstance(expr, sympy.Eq) or not free or not free <= wanted:
