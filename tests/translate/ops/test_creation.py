@@ -187,3 +187,51 @@ def test_a_count_taken_as_a_plain_int_follows_a_dynamic_size_on_the_torchscript_
     # propagating them as symbols fixed the dynamic size to the example's (the export failed).
     check(function, torch.randn(5), dynamo=False, input_names=["x"],
           dynamic_axes={"x": {0: "n"}}, run_with=[(torch.randn(8),), (torch.randn(1),)])
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("periodic", [True, False])
+def test_kaiser_window(periodic, dynamo):
+    # No translation nor decomposition before: refused.
+    check(lambda x: x * torch.kaiser_window(6, periodic=periodic, beta=8.0) +
+          torch.kaiser_window(6, periodic), torch.randn(3, 6), dynamo=dynamo)
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_triangle_indices(dynamo):
+    check(lambda x: (torch.tril_indices(4, 3) + x.sum().long(), torch.triu_indices(3, 5, 1),
+                     torch.tril_indices(3, 3, -1), x[torch.triu_indices(3, 4).unbind()]),
+          torch.randn(3, 4), dynamo=dynamo)
+
+
+def test_window_and_indices_of_a_dynamic_size_are_clear_errors():
+    # (The default path: torch.export fixes the size, which the schema takes as a plain int,
+    # and warns; tracing keeps it a run's value, which these have no ONNX form for.)
+    for function, name in ((lambda x: torch.kaiser_window(x.size(0)), "kaiser_window"),
+                           (lambda x: torch.tril_indices(x.size(0), 3).float(), "tril_indices")):
+        with pytest.raises(onnxport.errors.OnnxExporterError,
+                           match=f"{name}.*computed at run time.*static"):
+            check(function, torch.randn(4, 3), dynamo=False, input_names=["x"],
+                  dynamic_axes={"x": {0: "n"}})
+        with pytest.warns(onnxport.errors.DynamicDimensionFixedWarning):
+            check(function, torch.randn(4, 3), input_names=["x"], dynamic_axes={"x": {0: "n"}})
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_one_hot(dynamo):
+    import torch.nn.functional as F
+
+    labels = torch.tensor([[0, 3, 1], [2, 2, 4]])
+    check(lambda i: F.one_hot(i, 6), labels, dynamo=dynamo)
+    if dynamo is not False:  # (-1: as many classes as the largest label says, data-dependent)
+        check(lambda i: F.one_hot(i), labels, dynamo=dynamo)
+
+
+def test_one_hot_of_a_dynamic_class_count():
+    # Traced, the class count stays a run's value (torch.export fixes it, with a warning).
+    import torch.nn.functional as F
+
+    labels = torch.tensor([[0, 3, 1], [2, 2, 4]])
+    check(lambda i, x: F.one_hot(i, x.size(0)).float() @ x, labels, torch.randn(5, 2),
+          dynamo=False, input_names=["i", "x"], dynamic_axes={"x": {0: "n"}},
+          run_with=[(labels, torch.randn(7, 2))])

@@ -1,4 +1,5 @@
-"""Tensor creation: arange, full, zeros/ones and their *_like and new_* forms."""
+"""Tensor creation: arange, full, zeros/ones and their *_like and new_* forms, windows, eye,
+one_hot and the triangle indices."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 from onnxport.translate.ops._helpers import (
     CONSTANT_LIMIT, as_tensor, cast, expected_dtype, filled, shape_list,
 )
+from onnxport.errors import TranslationError
 from onnxport.translate.registry import translates
 
 @translates("aten::full")
@@ -175,6 +177,53 @@ def _window_of_a_run_length(g, length: ir.Value, periodic: bool,
     window = g.op("Where", g.op("Equal", n, g.const(1, ir.DataType.INT64)),
                   g.const(1.0, f64), window)
     return cast(g, window, expected_dtype(g) or ir.DataType.FLOAT)
+
+
+@translates("aten::kaiser_window", "aten::kaiser_window.periodic", "aten::kaiser_window.beta")
+def kaiser_window(g, window_length, periodic=True, beta=12.0, **_):
+    """kaiser_window.beta(int window_length, bool periodic, float beta, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    torch's own values, as a constant: the window needs its length at export time."""
+    if isinstance(window_length, ir.Value):
+        raise TranslationError(
+            f"torch.kaiser_window at {g.provenance.source or 'an unknown line'} takes a length "
+            "computed at run time (a dynamic size); its ONNX form needs the length at export "
+            "time: make the window once (a buffer of the model), or keep that size static")
+    values = torch.kaiser_window(int(window_length), bool(periodic), float(beta),
+                                 dtype=torch.float64)
+    return as_tensor(g, values, dtype=expected_dtype(g))
+
+
+@translates("aten::tril_indices", "aten::triu_indices")
+def triangle_indices(g, row, col, offset=0, **_):
+    """tril_indices(int row, int col, int offset=0, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    torch's own indices, as a constant (the sizes are plain ints in the schema)."""
+    if any(isinstance(v, ir.Value) for v in (row, col, offset)):
+        raise TranslationError(
+            f"{g.provenance.aten} at {g.provenance.source or 'an unknown line'} takes a size "
+            "computed at run time (a dynamic size); its ONNX form needs row, col and offset at "
+            "export time: keep those sizes static")
+    function = torch.tril_indices if "tril" in g.provenance.aten else torch.triu_indices
+    return as_tensor(g, function(int(row), int(col), int(offset)),
+                     dtype=expected_dtype(g) or ir.DataType.INT64)
+
+
+@translates("aten::one_hot")
+def one_hot(g, self, num_classes=-1):
+    """one_hot(Tensor self, int num_classes=-1) -> Tensor
+
+    ONNX OneHot, its depth the class count, a run's value where it is a dynamic size, or
+    for -1 the largest index plus one, as torch computes it."""
+    if isinstance(num_classes, ir.Value):
+        depth = as_tensor(g, num_classes, dtype=ir.DataType.INT64)
+    elif int(num_classes) < 0:
+        largest = g.op("ReduceMax", cast(g, self, ir.DataType.INT64), keepdims_i=0)
+        depth = g.op("Add", largest, g.const(1, ir.DataType.INT64))
+    else:
+        depth = g.const(int(num_classes), ir.DataType.INT64)
+    values = g.const([0, 1], ir.DataType.INT64)
+    return g.op("OneHot", cast(g, self, ir.DataType.INT64), depth, values, axis_i=-1)
 
 
 @translates("aten::linspace")
