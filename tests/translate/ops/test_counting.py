@@ -9,7 +9,7 @@ import torch
 
 import onnxport
 
-from op_check import check, check_opinfo, opinfo_cases
+from op_check import as_module, check, check_opinfo, opinfo_cases
 
 COUNTING = ["histogram", "histogramdd"]
 
@@ -81,3 +81,27 @@ def test_histc_of_integers_counts_in_their_dtype():
     counts = onnxport.export(exported)(ids)[0]
     assert counts.dtype == torch.int32
     assert counts.tolist() == torch.histc(ids.float(), bins=4, min=0, max=3).int().tolist()
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_bincount_with_a_dynamic_minlength(dynamo):
+    # minlength a dynamic size: the translation took it as an int (a TypeError).
+    values = torch.tensor([0, 1, 1, 3])
+    check(lambda v, x: torch.bincount(v, minlength=x.size(0)) * 2, values, torch.randn(3),
+          dynamo=dynamo, input_names=["v", "x"], dynamic_axes={"v": {0: "m"}, "x": {0: "n"}},
+          run_with=[(values, torch.randn(7)), (torch.tensor([5, 0]), torch.randn(2))])
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_randint_with_a_dynamic_bound(dynamo):
+    # Random: the shapes are compared, and every draw lies in [low, high).
+    def model(x):
+        return torch.randint(1, x.size(0), (x.size(1), 500)), torch.randint(x.size(1), (3,))
+
+    program = onnxport.export(as_module(model), (torch.randn(4, 3),), dynamo=dynamo,
+                              input_names=["x"], dynamic_axes={"x": {0: "a", 1: "b"}})
+    for a, b in ((4, 3), (9, 6)):
+        drawn, small = program(torch.randn(a, b))
+        assert drawn.shape == (b, 500) and small.shape == (3,)
+        assert drawn.min() >= 1 and drawn.max() <= a - 1 and drawn.max() >= a - 2
+        assert small.min() >= 0 and small.max() <= b - 1

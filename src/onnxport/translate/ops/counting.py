@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, count_at_or_below, expected_dtype
+from onnxport.translate.ops._helpers import (FLOAT_TYPES, as_tensor, cast, count_at_or_below,
+                                             expected_dtype)
 from onnxport.translate.registry import translates
 
 _I64 = ir.DataType.INT64
@@ -31,7 +32,9 @@ def bincount(g, self, weights=None, minlength=0):
     x = cast(g, self, _I64)
     # max(self) + 1, or 0 for an empty input (ReduceMax of nothing is the lowest int64).
     largest = g.op("ReduceMax", g.op("Concat", g.const([-1], _I64), x, axis_i=0), keepdims_i=0)
-    length = g.op("Max", g.op("Add", largest, g.const(1, _I64)), g.const(int(minlength), _I64))
+    least = as_tensor(g, minlength, dtype=_I64) if isinstance(minlength, ir.Value) else \
+        g.const(int(minlength), _I64)  # (a run's value: a dynamic size)
+    length = g.op("Max", g.op("Add", largest, g.const(1, _I64)), least)
     compute = out if out in FLOAT_TYPES else _I64
     return cast(g, _counts(g, x, length, weights, compute), out)
 

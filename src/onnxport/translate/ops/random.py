@@ -8,7 +8,8 @@ import math
 
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, expected_dtype, filled, shape_list
+from onnxport.translate.ops._helpers import (FLOAT_TYPES, as_tensor, cast, expected_dtype, filled,
+                                             shape_list)
 from onnxport.translate.registry import translates
 
 
@@ -75,11 +76,20 @@ def _normal(g, shape: ir.Value, mean: float, std: float, dtype: ir.DataType) -> 
 
 
 def _integers(g, shape: ir.Value, low, high, dtype: ir.DataType) -> ir.Value:
-    """Integers uniform in [low, high): the floor of a uniform float in that range."""
-    drawn = g.op("Floor", _uniform(g, shape, low, high, ir.DataType.FLOAT))
+    """Integers uniform in [low, high): the floor of a uniform float in that range. A bound
+    may be a run's value (a dynamic size)."""
+    f32 = ir.DataType.FLOAT
+    if isinstance(low, ir.Value) or isinstance(high, ir.Value):
+        low, high = (as_tensor(g, b, dtype=f32) if isinstance(b, ir.Value) else
+                     g.const(float(b), f32) for b in (low, high))
+        unit = _uniform(g, shape, 0.0, 1.0, f32)
+        drawn = g.op("Floor", g.op("Add", g.op("Mul", unit, g.op("Sub", high, low)), low))
+        top = g.op("Sub", high, g.const(1.0, f32))
+    else:
+        drawn = g.op("Floor", _uniform(g, shape, low, high, f32))
+        top = g.const(float(high) - 1.0, f32)
     # A draw of exactly ``high`` (float rounding) goes back into the range.
-    drawn = g.op("Min", drawn, g.const(float(high) - 1.0, ir.DataType.FLOAT))
-    return cast(g, drawn, dtype)
+    return cast(g, g.op("Min", drawn, top), dtype)
 
 
 @translates("aten::rand_like")
