@@ -25,7 +25,7 @@ from onnxport._version import __version__
 from onnxport.diagnostics.recorder import relative_path
 from onnxport.errors import TranslationError, UnsupportedOpsError
 from onnxport.translate import decompose
-from onnxport.translate.builder import GraphBuilder, Provenance
+from onnxport.translate.builder import SHAPE_AT_THE_EXAMPLE, GraphBuilder, Provenance
 from onnxport.translate.registry import Registry, aten_name
 
 # Calls that only carry information for torch (asserts, shape guards); they emit nothing.
@@ -380,7 +380,8 @@ class _Translator:
             # dtype the fake run gave it (torch.export's is float).
             if "onnxport.quantization" not in value.meta:
                 value.dtype = from_torch_dtype(QUANTIZED_AS_INTEGER.get(meta.dtype, meta.dtype))
-            value.shape = ir.Shape([self.dim(d) for d in meta.shape])
+            if not value.meta.get(SHAPE_AT_THE_EXAMPLE):
+                value.shape = ir.Shape([self.dim(d) for d in meta.shape])
         elif isinstance(meta, torch.SymInt):
             # SymInts live in the graph as 1-D int64 tensors of one element.
             value.dtype = ir.DataType.INT64

@@ -9,6 +9,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
+from onnxport.translate.builder import SHAPE_AT_THE_EXAMPLE
 from onnxport.translate.ops._helpers import (expected_rank, fail_unless, normalize_axis, rank,
                                              squeeze)
 from onnxport.translate.registry import translates
@@ -41,6 +42,11 @@ def squeeze_(g, self, dim=None):
             self.shape = ir.Shape([d for a, d in enumerate(shape) if a not in known])
         for axis in sorted(unknown, reverse=True):  # (counted after the known ones went)
             self = _squeeze_if_one(g, self, axis - sum(a < axis for a in known))
+        # Its rank is known only at run time; declared as the example's (a capture that
+        # reasoned about a size of 1 as any size kept that axis in its recorded shape).
+        self.shape = ir.Shape([d for a, d in enumerate(shape) if a not in known and not (
+            a in unknown and _example_size(g, a) == 1)])
+        self.meta[SHAPE_AT_THE_EXAMPLE] = True
         return self
     out_rank = expected_rank(g)
     dropped = r - len(axes) - out_rank if out_rank is not None and unknown else 0
