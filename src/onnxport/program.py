@@ -297,8 +297,11 @@ class ONNXProgram:
 
 
 def _flatten_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    leaves = torch.utils._pytree.tree_leaves((args, kwargs))
-    return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    """The tensors of the arguments, a quantized one as its integers, scale and zero point
+    (the three ONNX inputs torch.onnx makes of it)."""
+    from onnxport.capture.quantized_io import flat_tensors
+
+    return flat_tensors((args, kwargs))
 
 
 def _read_state(model_state) -> dict:

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from op_check import cases, check, check_opinfo, count, op_types, opinfo_cases
+from op_check import BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, count, op_types, opinfo_cases
 
 UNARY = [
     "sigmoid", "tanh", "exp", "log", "sqrt", "neg", "abs", "reciprocal", "sin", "cos", "tan",
@@ -398,3 +398,11 @@ def test_float16_floor_division_of_tensors_stays_in_float16():
         v = F.logsigmoid(x)
         return torch.div(v, torch.cumsum(v.flip(0), 0).flip(0), rounding_mode="floor")
     check(function, x, opset=23)
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_floor_division_of_a_0d_small_integer_by_a_number_keeps_its_dtype(dynamo):
+    # Traced, the 2 is a 0-d int64 tensor of its own: with the 0-d uint8 it promoted to int64,
+    # where torch's result (a wrapped number) is uint8, and the checker refused the file.
+    check(lambda x, y: ((x + 3) // 2, x // 3, torch.div(y, 2, rounding_mode="trunc")),
+          torch.tensor(7, dtype=torch.uint8), torch.tensor(-7, dtype=torch.int8), dynamo=dynamo)

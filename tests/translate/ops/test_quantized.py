@@ -351,9 +351,3 @@ def test_torch_quantize_per_tensor_round_trip(dynamo):
         warnings.simplefilter("ignore", onnxport.errors.FallbackWarning)
         program = check(_round_trip, torch.randn(3, 8) * 4, dynamo=dynamo)
     assert {"QuantizeLinear", "DequantizeLinear"} <= set(op_types(program))
-
-
-def test_dequantize_of_a_quantized_input_is_a_clear_error():
-    x = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.quint8)
-    with pytest.raises(Exception, match="quantize"):
-        onnxport.export(as_module(lambda q: q.dequantize()), (x,))

@@ -175,27 +175,44 @@ class FunctionalReference(torch.nn.Module):
 
 
 class ActivationReference(torch.nn.Module):
-    """A quantized elementwise module (Hardswish, ELU, LeakyReLU, ReLU6...): its float
-    module's forward, rounded to its output grid when it has one of its own."""
+    """A quantized elementwise or normalizing module (Hardswish, ELU, LeakyReLU, ReLU6,
+    LayerNorm, GroupNorm, InstanceNorm, BatchNorm...): its float module's forward, rounded to
+    its output grid when it has one of its own."""
 
     def __init__(self, module, float_type):
         super().__init__()
-        # Not a submodule: a second swap (capture_model, then capture_torch_export) must not
-        # find the quantized module inside its reference.
-        object.__setattr__(self, "module", module)
-        self.float_forward = float_type.forward
+        # A float module of the quantized one's attributes, weights and buffers (a norm's
+        # weight and running statistics: inputs of the trace, not constants): a second swap
+        # (capture_model, then capture_torch_export) finds nothing quantized in it.
+        self.float_module = copy.copy(module)
+        self.float_module.__class__ = float_type
+        self.float_module._parameters = dict(module._parameters)
+        self.float_module._buffers = {name: value for name, value in module._buffers.items()
+                                      if name not in ("scale", "zero_point")}
+        self.float_module._modules = {}
         scale = getattr(module, "scale", None)
         self.grid = None if scale is None else (float(scale), int(module.zero_point))
 
     def forward(self, x):
-        y = self.float_forward(self.module, x)
+        y = self.float_module(x)
         return y if self.grid is None else _requantize(y, *self.grid)
 
 
+# The float modules whose quantized forms run the float forward, then round to their grid.
+_FLOAT_MODULES = ("torch.nn.modules.activation", "torch.nn.modules.normalization",
+                  "torch.nn.modules.batchnorm", "torch.nn.modules.instancenorm")
+
+
 def _float_base(module) -> type | None:
-    """The float torch.nn module a quantized elementwise module derives from."""
+    """The float torch.nn module a quantized elementwise or normalizing module derives from;
+    for a private base (nnq.BatchNorm2d's _BatchNorm, whose forward needs a subclass), the
+    torch.nn module of the quantized one's name."""
     for base in type(module).__mro__[1:]:
-        if base.__module__.startswith("torch.nn.modules.activation"):
+        if base.__module__.startswith(_FLOAT_MODULES):
+            named = getattr(torch.nn, type(module).__name__, None)
+            if base.__name__.startswith("_") and isinstance(named, type) and \
+                    issubclass(named, base):
+                return named
             return base
     return None
 

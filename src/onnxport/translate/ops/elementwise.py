@@ -598,9 +598,10 @@ def div(g, self, other, rounding_mode=None):
             return _floor_divide_float(g, a, b)
         return _trunc(g, g.op("Div", a, b))
     a, b = _operands(g, self, other, compute)
-    if rounding_mode == "trunc":
-        return g.op("Div", a, b)
-    return _floor_divide_int(g, a, b)
+    result = g.op("Div", a, b) if rounding_mode == "trunc" else _floor_divide_int(g, a, b)
+    # A traced Python number is a 0-d tensor of its own: with a 0-d tensor of uint8, the two
+    # promote to int64, where torch's result (a wrapped number) keeps uint8.
+    return cast(g, result, dtype) if dtype is not None else result
 
 
 def _trunc(g, x):

@@ -277,7 +277,13 @@ def _quantization_of(value: ir.Value, what: str) -> tuple[ir.Value, ir.Value]:
 
 @translates("aten::dequantize.self")
 def aten_dequantize(g, self):
-    """dequantize.self(Tensor self) -> Tensor"""
+    """dequantize.self(Tensor self) -> Tensor
+
+    Of a float tensor (a quantized input, which the graph holds dequantized already), the
+    tensor as float, as torch's dequantize of a tensor that is not quantized."""
+    if self.dtype in (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16,
+                      ir.DataType.DOUBLE) and _QUANTIZATION not in self.meta:
+        return cast(g, self, ir.DataType.FLOAT)
     scale, zero_point = _quantization_of(self, "torch.dequantize")
     y = g.op("DequantizeLinear", self, scale, zero_point)
     y.dtype = scale.dtype
