@@ -20,11 +20,8 @@ from typing import Any, Mapping
 import torch
 import torch.utils._pytree as pytree
 
+from onnxport.capture.quirks.quantized_modules import INTEGER_RANGES as _INTEGERS
 from onnxport.errors import InvalidExportOptionsError
-
-# (quantized dtype) -> (the dtype of its integers, smallest, largest)
-_INTEGERS = {torch.quint8: (torch.uint8, 0, 255), torch.qint8: (torch.int8, -128, 127),
-             torch.qint32: (torch.int32, -(2**31), 2**31 - 1)}
 
 
 def is_quantized(value: Any) -> bool:
@@ -93,9 +90,9 @@ class QuantizedIO(torch.nn.Module):
                                      torch.tensor(grid[1], dtype=_INTEGERS[leaf.dtype][0]))
 
     def forward(self, *flat):
-        from onnxport.capture.quirks.quantized_modules import _decomposed, _is_quantized
+        from onnxport.capture.quirks.quantized_modules import decomposed_ops, is_quantized_module
 
-        eager = any(_is_quantized(m) for m in self.model.modules())
+        eager = any(is_quantized_module(m) for m in self.model.modules())
         flat, leaves, inputs = list(flat), [], {}
         for position, kind in enumerate(self.kinds):
             if kind is None:
@@ -107,7 +104,7 @@ class QuantizedIO(torch.nn.Module):
             _, low, high = _INTEGERS[kind]
             leaves.append(torch._make_per_tensor_quantized_tensor(
                 integers, float(scale), int(zero_point)) if eager else
-                _decomposed().dequantize_per_tensor.tensor(
+                decomposed_ops().dequantize_per_tensor.tensor(
                     integers, scale, zero_point, low, high, _INTEGERS[kind][0]))
         args, kwargs = pytree.tree_unflatten(leaves, self.spec)
         with contextlib.nullcontext() if eager else _quantized_ops_on_floats():
@@ -118,7 +115,7 @@ class QuantizedIO(torch.nn.Module):
                      for part in self._quantized(k, leaf, inputs))
 
     def _quantized(self, k: int, leaf: Any, inputs: dict) -> tuple:
-        from onnxport.capture.quirks.quantized_modules import _decomposed
+        from onnxport.capture.quirks.quantized_modules import decomposed_ops
 
         if k >= len(self.outputs) or self.outputs[k] is None:
             return (leaf,)
@@ -131,7 +128,7 @@ class QuantizedIO(torch.nn.Module):
         else:
             wide = inputs[source][1]
             scale, zero_point = inputs[source][0].float(), wide.to(integer)
-        integers = _decomposed().quantize_per_tensor.tensor(leaf, scale.double(), wide, low, high,
+        integers = decomposed_ops().quantize_per_tensor.tensor(leaf, scale.double(), wide, low, high,
                                                             integer)
         return integers, scale.clone(), zero_point.clone()  # (an output, not a buffer)
 
@@ -139,11 +136,11 @@ class QuantizedIO(torch.nn.Module):
 def _on_grid(function):
     """A torch.ops.quantized op on dequantized floats: the float op, rounded to the grid of
     the scale and zero point it takes last."""
-    from onnxport.capture.quirks.quantized_modules import _requantize
+    from onnxport.capture.quirks.quantized_modules import requantize
 
     def on_floats(*args):
         *operands, scale, zero_point = args
-        return _requantize(function(*operands), float(scale), int(zero_point))
+        return requantize(function(*operands), float(scale), int(zero_point))
 
     return on_floats
 

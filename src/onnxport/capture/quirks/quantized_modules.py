@@ -11,20 +11,20 @@ import torch
 import torch.nn.functional as F
 
 # (quantized dtype) -> (plain dtype of its integers, smallest, largest)
-_INTEGER = {torch.quint8: (torch.uint8, 0, 255), torch.qint8: (torch.int8, -128, 127),
+INTEGER_RANGES = {torch.quint8: (torch.uint8, 0, 255), torch.qint8: (torch.int8, -128, 127),
             torch.qint32: (torch.int32, -(2**31), 2**31 - 1)}
 
 
-def _decomposed():
+def decomposed_ops():
     import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers the ops)
 
     return torch.ops.quantized_decomposed
 
 
-def _requantize(x, scale: float, zero_point: int, dtype: torch.dtype = torch.quint8):
+def requantize(x, scale: float, zero_point: int, dtype: torch.dtype = torch.quint8):
     """``x`` rounded to the grid of a quantized tensor, and back to float (a Q/DQ pair)."""
-    q = _decomposed()
-    integer, low, high = _INTEGER[dtype]
+    q = decomposed_ops()
+    integer, low, high = INTEGER_RANGES[dtype]
     x = q.quantize_per_tensor(x, scale, zero_point, low, high, integer)
     return q.dequantize_per_tensor(x, scale, zero_point, low, high, integer)
 
@@ -46,8 +46,8 @@ class _QuantizedWeight(torch.nn.Module):
             self.scale, self.zero_point = weight.q_scale(), weight.q_zero_point()
 
     def forward(self):
-        integer, low, high = _INTEGER[self.dtype]
-        q = _decomposed()
+        integer, low, high = INTEGER_RANGES[self.dtype]
+        q = decomposed_ops()
         if self.per_channel:
             return q.dequantize_per_channel(self.integers, self.scales, self.zero_points,
                                             self.axis, low, high, integer)
@@ -61,7 +61,7 @@ class QuantizeReference(torch.nn.Module):
         self.scale, self.zero_point, self.dtype = scale, zero_point, dtype
 
     def forward(self, x):
-        return _requantize(x, self.scale, self.zero_point, self.dtype)
+        return requantize(x, self.scale, self.zero_point, self.dtype)
 
 
 class DequantizeReference(torch.nn.Module):
@@ -87,7 +87,7 @@ class WeightedReference(torch.nn.Module):
         y = self.function(x, self.weight(), self.bias)
         if self.relu:
             y = F.relu(y)
-        return _requantize(y, self.scale, self.zero_point)
+        return requantize(y, self.scale, self.zero_point)
 
 
 class DynamicLinearReference(torch.nn.Module):
@@ -101,7 +101,7 @@ class DynamicLinearReference(torch.nn.Module):
         self.register_buffer("bias", None if bias is None else bias.detach().float())
 
     def forward(self, x):
-        q = _decomposed()
+        q = decomposed_ops()
         # ONNX DynamicQuantizeLinear's range: all of uint8. torch's fbgemm kernel uses 0..127
         # (reduce_range) - a finer grid here, so the difference stays within eager's own error.
         scale, zero_point = q.choose_qparams.tensor(x, 0, 255, torch.finfo(torch.float32).eps,
@@ -153,7 +153,7 @@ class FunctionalReference(torch.nn.Module):
         self.scale, self.zero_point = float(module.scale), int(module.zero_point)
 
     def _out(self, y):
-        return _requantize(y, self.scale, self.zero_point)
+        return requantize(y, self.scale, self.zero_point)
 
     def add(self, x, y):
         return self._out(x + y)
@@ -195,7 +195,7 @@ class ActivationReference(torch.nn.Module):
 
     def forward(self, x):
         y = self.float_module(x)
-        return y if self.grid is None else _requantize(y, *self.grid)
+        return y if self.grid is None else requantize(y, *self.grid)
 
 
 # The float modules whose quantized forms run the float forward, then round to their grid.
@@ -259,7 +259,7 @@ def _reference(module: torch.nn.Module) -> torch.nn.Module | None:
     return None
 
 
-def _is_quantized(module: torch.nn.Module) -> bool:
+def is_quantized_module(module: torch.nn.Module) -> bool:
     return type(module).__module__.startswith(("torch.ao.nn.quantized",
                                                "torch.ao.nn.intrinsic.quantized"))
 
@@ -268,9 +268,9 @@ def as_reference(model):
     """``model`` with its torch.ao quantized modules swapped for their reference form (a copy;
     the user's model is not changed), or ``model`` itself when it has none."""
     if not isinstance(model, torch.nn.Module) or not any(
-            _is_quantized(m) for m in model.modules()):
+            is_quantized_module(m) for m in model.modules()):
         return model
-    swaps = {name: _reference(m) for name, m in model.named_modules() if _is_quantized(m)}
+    swaps = {name: _reference(m) for name, m in model.named_modules() if is_quantized_module(m)}
     swaps = {name: ref for name, ref in swaps.items() if ref is not None}
     if not swaps:
         return model
