@@ -69,6 +69,11 @@ class OnnxRegistry:
     def is_registered(self, name: str, opset: int = 10**6) -> bool:
         return self.lookup(name, opset) is not None
 
+    def lowest_opset(self, name: str) -> int | None:
+        found = [o for o in (self._custom.lowest_opset(name),
+                             default_registry().lowest_opset(name)) if o is not None]
+        return min(found, default=None)
+
     def names(self) -> list[str]:
         return sorted(set(self._custom.names()) | set(default_registry().names()))
 

@@ -139,7 +139,8 @@ class _Translator:
                 missing.setdefault(name, []).append(place + ": its decomposition calls it again")
                 continue
             if not decompose.has_decomposition(node.target):
-                lowest = self.registry.lowest_opset(name)
+                # (A user's registry, an OnnxRegistry, may not know.)
+                lowest = getattr(self.registry, "lowest_opset", lambda _: None)(name)
                 missing.setdefault(name, []).append(
                     place if lowest is None else
                     f"{place}: translated from opset_version {lowest} on")
