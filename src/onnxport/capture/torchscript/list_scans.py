@@ -31,6 +31,7 @@ class _Slot:
     placeholder: torch.fx.Node
     results: list  # the body's calls that append, in order
     items: list  # what each appends
+    front: bool = False  # inserted at the front (``ys.insert(0, y)``): the list runs backwards
 
 
 # ``ys + [y]`` and ``ys += [y]``: lists joined.
@@ -68,20 +69,27 @@ def lists_as_scans(body: torch.fx.GraphModule, carried: list, names: list, outer
     graph = body.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     output = next(n for n in graph.nodes if n.op == "output")
-    if not isinstance(output.args[0], (list, tuple)):
-        return []  # (the condition alone)
-    results = list(output.args[0])
-    candidates = [(k, None, placeholders[len(names) + 1 + k], results[1 + k])
-                  for k, value in enumerate(carried) if _empty_list(value)]
-    candidates += [(None, name, placeholders[names.index(name)],
-                    results[1 + len(carried) + updated.index(name)])
-                   for name in updated if _empty_list(outer[names.index(name)])]
+    alone = not isinstance(output.args[0], (list, tuple))  # (the condition alone)
+    results = [output.args[0]] if alone else list(output.args[0])
+    candidates = [] if alone else [(k, None, placeholders[len(names) + 1 + k], results[1 + k])
+                                   for k, value in enumerate(carried) if _empty_list(value)]
+    candidates += [] if alone else [(None, name, placeholders[names.index(name)],
+                                     results[1 + len(carried) + updated.index(name)])
+                                    for name in updated if _empty_list(outer[names.index(name)])]
     slots = []
     for k, name, placeholder, result in candidates:
         chain = _append_chain(placeholder, result, output, list_append)
         if chain is not None and sum(r is result for r in results) == 1:
             slots.append(_Slot(k, name, placeholder, [c for c, _ in chain],
                                [item for _, item in chain]))
+    # Lists the body inserts one tensor into at the front per iteration (TorchScript's
+    # insert changes the list in place: the name is not among the updated ones).
+    for name, placeholder in zip(names, placeholders):
+        calls = list(placeholder.users)
+        if name not in updated and _empty_list(outer[names.index(name)]) and len(calls) == 1 \
+                and calls[0].target is torch.ops.aten.insert.t and calls[0].args[:2] == \
+                (placeholder, 0) and isinstance(calls[0].args[2], torch.fx.Node):
+            slots.append(_Slot(None, name, placeholder, calls, [calls[0].args[2]], front=True))
     if not slots:
         return []
     last = {id(slot.results[-1]) for slot in slots}

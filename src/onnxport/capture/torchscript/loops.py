@@ -57,6 +57,8 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
         if len(scans) > 1:  # several appends per iteration: their items interleaved
             scans = [graph.call_function(torch.ops.aten.flatten.using_ints, (
                 graph.call_function(torch.ops.aten.stack.default, (scans, 1)), 0, 1))]
+        if slot.front:  # (each iteration's item went before the earlier ones)
+            scans = [graph.call_function(torch.ops.aten.flip.default, (scans[0], [0]))]
         key = slot.carried if slot.carried is not None else slot.name
         stacked[key] = StackedList(scans[0], where)
     kept = 0
