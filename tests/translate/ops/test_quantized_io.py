@@ -116,3 +116,12 @@ def test_a_per_channel_quantized_input_is_a_clear_error():
                                    torch.tensor([0, 0]), 0, torch.qint8)
     with pytest.raises(onnxport.errors.InvalidExportOptionsError, match="per-tensor quantized"):
         onnxport.export(as_module(lambda q: q.dequantize()), (x,))
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_a_quantized_module_without_an_onnx_form_is_named(dynamo):
+    # A transposed convolution's weights are packed for torch's kernels: the error named a
+    # C++ class ("Tried to trace <__torch__.torch.classes...>").
+    conv = nnq.ConvTranspose2d(4, 3, 3, stride=2)
+    with pytest.raises(onnxport.errors.CaptureError, match="ConvTranspose2d.*no ONNX form"):
+        onnxport.export(conv, (_image(),), dynamo=dynamo)

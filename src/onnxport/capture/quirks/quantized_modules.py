@@ -271,6 +271,9 @@ def as_reference(model):
             is_quantized_module(m) for m in model.modules()):
         return model
     swaps = {name: _reference(m) for name, m in model.named_modules() if is_quantized_module(m)}
+    swapped = [name for name, ref in swaps.items() if ref is not None]
+    _refuse_packed(model, {name for name, ref in swaps.items() if ref is None and not any(
+        name == s or name.startswith(f"{s}.") or not s for s in swapped)})
     swaps = {name: ref for name, ref in swaps.items() if ref is not None}
     if not swaps:
         return model
@@ -289,3 +292,19 @@ def as_reference(model):
             parent = child
         parent._modules[leaf] = reference
     return copied
+
+
+def _refuse_packed(model: torch.nn.Module, left: set[str]) -> None:
+    """A clear error for a quantized module left without a reference form whose weights are
+    packed for torch's own kernels (a transposed convolution, an embedding): no capture can
+    look inside those, and torch's error names a C++ class."""
+    from onnxport.errors import CaptureError
+
+    for name, module in model.named_modules():
+        if name in left and hasattr(module, "_packed_params"):
+            raise CaptureError(
+                f"the quantized module {name or 'model'} ({type(module).__module__}."
+                f"{type(module).__name__}) has no ONNX form in onnxport yet: its weights are "
+                "packed for torch's own kernels. Export the float model, or quantize it with "
+                "PT2E (torch.ao.quantization.quantize_pt2e), whose quantize/dequantize calls "
+                "export")
