@@ -558,6 +558,7 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
     check_artifacts_dir(options["artifacts_dir"])
     check_names(options["input_names"], options["output_names"])
     check_dynamic_axes_type(options["dynamic_axes"], options["dynamic_shapes"])
+    from onnxport.capture.quantized_io import with_quantized_io
     from onnxport.passes import modules_to_export_as_functions
     from onnxport.compat.custom_symbolics import check_custom_opsets
 
@@ -573,7 +574,7 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
     custom_opsets = check_custom_opsets(options["custom_opsets"])
     check_forward_arguments(model, args, kwargs)
     check_devices(model, args, kwargs)
-    model, args, kwargs, options = _with_quantized_io(model, args, kwargs, options)
+    model, args, kwargs, options = with_quantized_io(model, args, kwargs, options)
     capture = _capture_settings(options, model, args, kwargs, dynamo=dynamo, fallback=fallback,
                                 warn_on_fallback=warn_on_fallback, training=training)
     translation = TranslationSettings(
@@ -590,19 +591,6 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
         save=SaveSettings(f=options["f"], external_data=external_data),
         diagnostics=_diagnostics_settings(options, model, diagnostic_options),
         verify=options["verify"], verbose=options["verbose"], on_stage=options["on_stage"])
-
-
-def _with_quantized_io(model: Any, args: tuple, kwargs: dict, options: Mapping[str, Any]):
-    """Quantized tensor inputs as torch.onnx takes them: three ONNX inputs each
-    (capture/quantized_io.py)."""
-    from onnxport.capture import parameter_names
-    from onnxport.capture.quantized_io import with_quantized_io
-
-    if isinstance(model, torch.export.ExportedProgram) or not any(
-            isinstance(leaf, torch.Tensor) and leaf.is_quantized
-            for leaf in torch.utils._pytree.tree_leaves((args, kwargs))):
-        return model, args, kwargs, options
-    return with_quantized_io(model, args, kwargs, options, parameter_names(model))
 
 
 def _capture_settings(options: Mapping[str, Any], model: Any, args: tuple, kwargs: dict,

@@ -65,13 +65,14 @@ class QuantizedIO(torch.nn.Module):
         super().__init__()
         self.model = model
         leaves, self.spec = pytree.tree_flatten((args, kwargs))
-        # Per leaf: None (kept as it is), or its quantized dtype.
-        self.kinds = [leaf.dtype if is_quantized(leaf) else None for leaf in leaves]
+        # Per leaf: None (kept as it is), or its quantized dtype; and its grid.
+        self.kinds, grids = [], []
         for leaf in leaves:
-            if is_quantized(leaf):
+            quantized = is_quantized(leaf)
+            if quantized:
                 _check_per_tensor(leaf)
-        grids = [(leaf.q_scale(), leaf.q_zero_point()) if is_quantized(leaf) else None
-                 for leaf in leaves]
+            self.kinds.append(leaf.dtype if quantized else None)
+            grids.append((leaf.q_scale(), leaf.q_zero_point()) if quantized else None)
         with torch.no_grad():
             outputs = model(*args, **kwargs)
         self.outputs = []  # per output leaf: None, or (dtype, the input leaf it keeps the grid of)
@@ -101,11 +102,11 @@ class QuantizedIO(torch.nn.Module):
             integers, scale, zero_point = flat[:3]
             del flat[:3]
             inputs[position] = (scale, zero_point)
-            _, low, high = _INTEGERS[kind]
+            integer, low, high = _INTEGERS[kind]
             leaves.append(torch._make_per_tensor_quantized_tensor(
                 integers, float(scale), int(zero_point)) if eager else
                 decomposed_ops().dequantize_per_tensor.tensor(
-                    integers, scale, zero_point, low, high, _INTEGERS[kind][0]))
+                    integers, scale, zero_point, low, high, integer))
         args, kwargs = pytree.tree_unflatten(leaves, self.spec)
         with contextlib.nullcontext() if eager else _quantized_ops_on_floats():
             results = pytree.tree_leaves(self.model(*args, **kwargs))
@@ -186,13 +187,16 @@ def _quantized_ops_on_floats():
 
 
 def with_quantized_io(model: Any, args: tuple, kwargs: dict, options: Mapping[str, Any],
-                      names: list[str]) -> tuple[Any, tuple, dict, dict]:
+                      ) -> tuple[Any, tuple, dict, Mapping[str, Any]]:
     """``model``, its arguments and ``options`` (input_names, dynamic_axes) for quantized
-    inputs in torch.onnx's form, or all as they are when no input is a quantized tensor.
-    ``names``: the model's parameter names."""
+    inputs in torch.onnx's form, or all as they are when no input is a quantized tensor (or
+    the model is no module: an ExportedProgram)."""
+    from onnxport.capture import parameter_names
+
     leaves = pytree.tree_leaves((args, kwargs))
     if not any(is_quantized(leaf) for leaf in leaves) or not isinstance(model, torch.nn.Module):
-        return model, args, kwargs, dict(options)
+        return model, args, kwargs, options
+    names = parameter_names(model)
     wrapper = QuantizedIO(model, args, kwargs)
     flat = tuple(part for leaf in leaves for part in unpacked(leaf))
     given = list(options.get("input_names") or [])

@@ -272,8 +272,9 @@ def as_reference(model):
         return model
     swaps = {name: _reference(m) for name, m in model.named_modules() if is_quantized_module(m)}
     swapped = [name for name, ref in swaps.items() if ref is not None]
+    # (Modules inside a swapped one, nnq.Linear's packed params, go with it.)
     _refuse_packed(model, {name for name, ref in swaps.items() if ref is None and not any(
-        name == s or name.startswith(f"{s}.") or not s for s in swapped)})
+        _within(name, outer) for outer in swapped)})
     swaps = {name: ref for name, ref in swaps.items() if ref is not None}
     if not swaps:
         return model
@@ -292,6 +293,11 @@ def as_reference(model):
             parent = child
         parent._modules[leaf] = reference
     return copied
+
+
+def _within(name: str, outer: str) -> bool:
+    """Whether module ``name`` is ``outer`` or inside it ("" is the model)."""
+    return not outer or name == outer or name.startswith(f"{outer}.")
 
 
 def _refuse_packed(model: torch.nn.Module, left: set[str]) -> None:

@@ -69,13 +69,16 @@ def lists_as_scans(body: torch.fx.GraphModule, carried: list, names: list, outer
     graph = body.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     output = next(n for n in graph.nodes if n.op == "output")
-    alone = not isinstance(output.args[0], (list, tuple))  # (the condition alone)
-    results = [output.args[0]] if alone else list(output.args[0])
-    candidates = [] if alone else [(k, None, placeholders[len(names) + 1 + k], results[1 + k])
-                                   for k, value in enumerate(carried) if _empty_list(value)]
-    candidates += [] if alone else [(None, name, placeholders[names.index(name)],
-                                     results[1 + len(carried) + updated.index(name)])
-                                    for name in updated if _empty_list(outer[names.index(name)])]
+    candidates = []
+    if isinstance(output.args[0], (list, tuple)):
+        results = list(output.args[0])
+        candidates += [(k, None, placeholders[len(names) + 1 + k], results[1 + k])
+                       for k, value in enumerate(carried) if _empty_list(value)]
+        candidates += [(None, name, placeholders[names.index(name)],
+                        results[1 + len(carried) + updated.index(name)])
+                       for name in updated if _empty_list(outer[names.index(name)])]
+    else:
+        results = [output.args[0]]  # (the condition alone)
     slots = []
     for k, name, placeholder, result in candidates:
         chain = _append_chain(placeholder, result, output, list_append)

@@ -10,7 +10,7 @@ import torch
 
 from onnxport.dtypes import QUANTIZED_AS_INTEGER, SCALAR_TYPE_DTYPES
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import cast, onnx_dtype
+from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, onnx_dtype
 from onnxport.translate.registry import translates
 
 # The integer dtypes QuantizeLinear has, with their full ranges.
@@ -281,8 +281,7 @@ def aten_dequantize(g, self):
 
     Of a float tensor (a quantized input, which the graph holds dequantized already), the
     tensor as float, as torch's dequantize of a tensor that is not quantized."""
-    if self.dtype in (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16,
-                      ir.DataType.DOUBLE) and _QUANTIZATION not in self.meta:
+    if self.dtype in FLOAT_TYPES and _QUANTIZATION not in self.meta:
         return cast(g, self, ir.DataType.FLOAT)
     scale, zero_point = _quantization_of(self, "torch.dequantize")
     y = g.op("DequantizeLinear", self, scale, zero_point)

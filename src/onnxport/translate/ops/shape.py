@@ -125,8 +125,6 @@ def flatten(g, self, start_dim=0, end_dim=-1):
     From the input's sizes, not the recorded result's: torch.export records some flattens
     of a dim that was 1 in the example wrongly (flatten(0, 1) of [a, b, c] as [a, c*b]),
     which ran as a silently wrong shape where b is not 1."""
-    if self.shape is None:
-        return reshape_to_expected(g, self, start_dim, end_dim)
     r = rank(self)
     if r == 0:
         return reshape_to(g, self, [1])
@@ -150,17 +148,11 @@ def reshape_to_expected(g, self, *args, **__):
     dims = _expected_dims(g)
     r = rank(self)
     if len(dims) == 2 and r > 2:
-        # flatten(x, 1) of an N-d tensor is ONNX Flatten at axis 1.
+        # [first, the rest's product] of an N-d tensor is ONNX Flatten at axis 1.
         first = self.shape[0]
         if dims[0] == first or (dim_text(first) is not None and dim_text(dims[0]) == dim_text(first)):
             return g.op("Flatten", self, axis_i=1)
-    try:
-        return reshape_to(g, self, dims)
-    except ValueError:
-        if "flatten" not in g.provenance.aten or r == 0:
-            raise
-    start, end = (normalize_axis(a, r) for a in (list(args) + [0, -1])[:2])
-    return _flattened_at_run_time(g, self, start, end)
+    return reshape_to(g, self, dims)
 
 
 def _flattened_at_run_time(g, self, start: int, end: int) -> ir.Value:
