@@ -93,6 +93,35 @@ def test_layer_with_initial_state(factory, op_type, layers):
     assert_recurrent_nodes(program, op_type, layers)
 
 
+class _ScriptedWithState(torch.nn.Module):
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x, h0):
+        return self.rnn(x, h0)
+
+
+class _ScriptedLSTM(_ScriptedWithState):
+    def forward(self, x, h0, c0):
+        return self.rnn(x, (h0, c0))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_scripted_layer_with_initial_state(kind):
+    # Scripted and frozen, the layer's weights are one constant list of tensors (a GRU's or
+    # RNN's, when given its state): each must become an initializer, not stay a call argument.
+    rnn = _seeded(_layer(kind, num_layers=2, bidirectional=True))
+    torch.manual_seed(1)
+    states = [_state(2, 2) for _ in range(2 if kind == "LSTM" else 1)]
+    scripted = torch.jit.script((_ScriptedLSTM if kind == "LSTM" else _ScriptedWithState)(rnn))
+    names = ["x", "h0", "c0"][:1 + len(states)]
+    axes = {"x": {0: "seq", 1: "batch"}, **{name: {1: "batch"} for name in names[1:]}}
+    program = check(scripted, _x(), *states, dynamo=False, dynamic_axes=axes, input_names=names,
+                    run_with=[(_x(seq=6, batch=3), *[_state(2, 2, batch=3) for _ in states])])
+    assert_recurrent_nodes(program, kind, 2)
+
+
 @pytest.mark.parametrize("opset", [13, 18, 23])
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
 def test_bidirectional_two_layers_at_opsets(kind, opset):
@@ -111,6 +140,27 @@ def test_dynamic_sequence_and_batch(kind):
                     run_with=[(_x(7, 3),), (_x(1, 1),)])
     assert_recurrent_nodes(program, kind, 2)
     assert [str(d) for d in program.model.graph.inputs[0].shape] == ["seq", "batch", str(INPUT)]
+
+
+@pytest.mark.parametrize("with_state", [False, True], ids=["no state", "initial state"])
+@pytest.mark.parametrize("factory, op_type, layers", LAYERS.values(), ids=list(LAYERS))
+def test_dynamic_sequence_and_batch_through_the_trace(factory, op_type, layers, with_state):
+    # dynamo=False: the fake run of the traced layer computes its shapes only (torch's
+    # decomposition loops over the steps, which fixed the sequence to the example's).
+    rnn = _seeded(factory)
+    torch.manual_seed(1)
+    directions = 2 if rnn.bidirectional else 1
+    states = [_state(layers, directions) for _ in range(2 if op_type == "LSTM" else 1)] \
+        if with_state else []
+    seq, batch = (1, 0) if rnn.batch_first else (0, 1)
+    names = ["x", "h0", "c0"][:1 + len(states)]
+    axes = {"x": {seq: "seq", batch: "batch"}, **{name: {1: "batch"} for name in names[1:]}}
+    other = [(_x(7, 3, rnn.batch_first),
+              *[_state(layers, directions, batch=3) for _ in states])]
+    program = check(WithState(rnn) if states else rnn, _x(batch_first=rnn.batch_first),
+                    *states, dynamo=False, dynamic_axes=axes, input_names=names,
+                    run_with=other)
+    assert_recurrent_nodes(program, op_type, layers)
 
 
 def test_dynamic_batch_first_with_initial_states():

@@ -50,8 +50,10 @@ def applied(step: str) -> Iterator[None]:
             from onnxport.capture.quirks.fused_cells import fake_fused_cells
             from onnxport.capture.quirks.grouped_mm import grouped_mm_of_any_float
             from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
+            from onnxport.capture.quirks.recurrent_shapes import shape_only_recurrent_layers
 
             stack.enter_context(static_lstsq_shapes())
+            stack.enter_context(shape_only_recurrent_layers())
             stack.enter_context(fake_fused_cells())
             stack.enter_context(grouped_mm_of_any_float())
             yield

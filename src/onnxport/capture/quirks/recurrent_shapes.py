@@ -40,6 +40,14 @@ def _ops():
     return (aten.lstm.input, aten.gru.input, aten.rnn_tanh.input, aten.rnn_relu.input)
 
 
+def calls_recurrent_layers(targets) -> bool:
+    """Whether a graph calling ``targets`` calls a recurrent layer: a fake run of it needs the
+    python dispatcher, through which alone the kernels patched here replace torch's C++
+    decomposition (which loops over the steps)."""
+    layers = set(_ops())
+    return any(target in layers for target in targets)
+
+
 @contextlib.contextmanager
 def shape_only_recurrent_layers():
     """While active, fake (traced) calls of the recurrent layers compute only their output

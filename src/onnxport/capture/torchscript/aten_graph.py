@@ -9,7 +9,8 @@ import operator
 from typing import Any
 
 import torch
-from torch._export.converter import execute_subgraph_from_prim_loop, list_append
+from torch._export.converter import (execute_subgraph_from_prim_loop, get_dtype_as_int,
+                                     list_append)
 
 from onnxport.capture.torchscript.convert import _shape_as_tensor, _tensor
 from onnxport.capture.torchscript.fx_helpers import _attribute
@@ -249,6 +250,10 @@ def _call_target(node: torch.fx.Node) -> Any:
     if node.target is torch.clone and len(node.args) == 1 and not node.kwargs:
         # A branch returning its input unchanged (cond's outputs must not alias its inputs).
         return torch.ops.aten.clone.default
+    if node.target is get_dtype_as_int:
+        # ``x.dtype`` in scripted code, whose types do not say it (a scripted GRU's initial
+        # state, zeros of its input's dtype): a number of the fake run, no node of the graph.
+        return get_dtype_as_int
     if node.target is _shape_as_tensor:
         # One op, which translation makes one Shape (propagation runs the replacement: a
         # fake tensor has no data for the ATen op to read).

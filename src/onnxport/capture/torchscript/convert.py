@@ -181,9 +181,22 @@ def _convert_constant(self, node):
 
     TS2FXGraphConverter.convert_prim_Constant(self, node)
     name = node.output().debugName()
-    if type(self.name_to_constant.get(name)) is int and \
-            isinstance(node.output().type(), torch._C.BoolType):
-        self.name_to_constant[name] = bool(self.name_to_constant[name])
+    value = self.name_to_constant.get(name)
+    if type(value) is int and isinstance(node.output().type(), torch._C.BoolType):
+        self.name_to_constant[name] = bool(value)
+    elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        # A frozen module's list of tensors (a scripted GRU's _flat_weights, when it is
+        # given its initial state): each tensor lifted as the converter lifts one tensor, not
+        # left in the call's arguments, where no graph value stands for it.
+        del self.name_to_constant[name]
+        items = []
+        for k, item in enumerate(value):
+            if isinstance(item, torch.Tensor):
+                alias = f"lifted_tensor_{name}_{k}"
+                self.name_to_constant[alias] = item
+                item = self.fx_graph.get_attr(alias)
+            items.append(item)
+        self.name_to_node[name] = items
 
 
 def _convert_int(self, node):

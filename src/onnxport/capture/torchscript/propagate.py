@@ -13,6 +13,7 @@ from torch.fx.experimental import _config as fx_config
 
 from onnxport.dtypes import QUANTIZED_AS_INTEGER
 from onnxport.capture.common import first_lines
+from onnxport.capture.quirks.recurrent_shapes import calls_recurrent_layers
 from onnxport.capture.torchscript.aten_graph import _aten_graph, _aten_module, _weight_kind
 from onnxport.capture.torchscript.constants import _fold_filled_constants
 from onnxport.capture.torchscript.convert import (VIEW, _TRACED_SHAPE, _TRACED_TYPE,
@@ -225,7 +226,8 @@ class _FakeRun:
             # (The python dispatcher lets composite ops take sizes read from tensors, as a graph
             # with a loop has, or one whose read-back sizes are hinted symbols.)
             with fx_config.patch(backed_size_oblivious=oblivious), torch.no_grad(), \
-                    enable_python_dispatcher() if self.bodies or self.hints \
+                    enable_python_dispatcher() if self.bodies or self.hints or (any(dynamic) and \
+                    calls_recurrent_layers(node.target for node in graph.nodes)) \
                     else contextlib.nullcontext(), \
                     FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True) as mode:
                 self.mode = mode
