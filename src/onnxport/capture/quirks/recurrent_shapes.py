@@ -48,6 +48,14 @@ def calls_recurrent_layers(targets) -> bool:
     return any(target in layers for target in targets)
 
 
+def _forget_dispatch(op) -> None:
+    """Drop every kernel the python dispatcher cached for ``op``, as torch does when a kernel
+    is registered: it caches them by the runtime key (AutogradCPU), not the key patched here
+    (Autograd), and a kernel cached before the patch outlived it (a first export through the
+    trace fixed the sequence axis of every later export in the process, torch.export's too)."""
+    op._dispatch_cache.clear()
+
+
 @contextlib.contextmanager
 def shape_only_recurrent_layers():
     """While active, fake (traced) calls of the recurrent layers compute only their output
@@ -62,7 +70,7 @@ def shape_only_recurrent_layers():
                 continue
             saved.append((op, key, original))
             op.py_kernels[key] = _shape_only(original)
-            op._uncache_dispatch(key)
+            _forget_dispatch(op)
         # FakeTensorMode runs this table's entry itself when a call reaches it below autograd
         # (re-tracing to functionalize).
         original = decomposition_table.get(op)
@@ -74,6 +82,6 @@ def shape_only_recurrent_layers():
     finally:
         for op, key, original in saved:
             op.py_kernels[key] = original
-            op._uncache_dispatch(key)
+            _forget_dispatch(op)
         for op, original in saved_decompositions:
             decomposition_table[op] = original
