@@ -1070,6 +1070,24 @@ def test_a_boolean_argument_of_the_traced_graph_is_a_bool(function):
         _close(actual, expected)
 
 
+class _SlicedLists(torch.nn.Module):
+    def forward(self, x):
+        a, b, c = x.split(1, 0)[:3]
+        middle = x.chunk(4, 1)[1:3]
+        every_other = x.unbind(0)[::2]
+        return a + b + c + middle[0] + middle[-1] + every_other[0] + every_other[1]
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_slice_of_a_list_of_pieces_in_scripted_code(dynamo):
+    # aten::slice.t of the pieces a split returns: the fake run gave torch's list op a
+    # Python list, which it refused.
+    x = torch.randn(3, 4)
+    scripted = torch.jit.script(_SlicedLists())
+    program = onnxport.export(scripted, (x,), dynamo=dynamo)
+    _close(program(x)[0], scripted(x))
+
+
 class _WrittenBiasThenBatchedMatmul(torch.nn.Module):
     """A write into a view of a weight's clone (the program is functionalized, which traces
     it again), then a matmul over the dynamic batch: swin_v2's attention."""

@@ -128,6 +128,8 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
             return _REFUSED
         remap[node] = remap[node.args[0]][index]  # of a list or an inlined body
         return True
+    if node.target is torch.ops.aten.slice.t:
+        return _sliced_list(graph, node, remap)
     if node.target in _RANGE_ARITHMETIC:
         # range(lo, hi, step)'s length and index as Python arithmetic, which fake values
         # follow on symbolic sizes (torch's ops take plain ints) and translation has.
@@ -223,6 +225,26 @@ def _edited_list(node: torch.fx.Node, remap: dict) -> Any:
         return _REFUSED
     values = [remap[v] if isinstance(v, torch.fx.Node) else v for v in node.args[2:]]
     remap[node] = LIST_EDITS[node.target](items, index, *values)
+    return True
+
+
+def _sliced_list(graph: torch.fx.Graph, node: torch.fx.Node, remap: dict) -> Any:
+    """``ys[a:b:c]`` of a list in scripted code (``x.split(1)[:3]``): the items themselves
+    of a list whose items are known, else Python's slice of the list the node computes (the
+    pieces of a split), which fake values and translation both take. True, or ``_REFUSED``
+    for bounds known only at run time."""
+    given = dict(zip(("l", "start", "end", "step"), node.args)) | dict(node.kwargs)
+    bounds = [given.get("start"), given.get("end"), given.get("step", 1)]
+    bounds = [remap.get(b) if isinstance(b, torch.fx.Node) else b for b in bounds]
+    if not all(b is None or isinstance(b, int) for b in bounds):
+        return _REFUSED
+    items = _list_value(given["l"], remap)
+    if items is not None:
+        remap[node] = items[slice(*bounds)]
+    elif isinstance(given["l"], torch.fx.Node) and given["l"] in remap:
+        remap[node] = graph.call_function(operator.getitem, (remap[given["l"]], slice(*bounds)))
+    else:
+        return _REFUSED
     return True
 
 
