@@ -575,6 +575,8 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
     check_forward_arguments(model, args, kwargs)
     check_devices(model, args, kwargs)
     model, args, kwargs, options = with_quantized_io(model, args, kwargs, options)
+    options = {**options, "input_names": _tensor_input_names(options["input_names"], args,
+                                                             kwargs)}
     capture = _capture_settings(options, model, args, kwargs, dynamo=dynamo, fallback=fallback,
                                 warn_on_fallback=warn_on_fallback, training=training)
     translation = TranslationSettings(
@@ -611,6 +613,24 @@ def _capture_settings(options: Mapping[str, Any], model: Any, args: tuple, kwarg
     return CaptureSettings(input_names=input_names, output_names=output_names,
                            dynamic_shapes=dynamic.dynamic_shapes, dim_names=dynamic.dim_names,
                            output_dim_names=dynamic.output_dim_names, **settings)
+
+
+def _tensor_input_names(input_names: Sequence[str] | None, args: tuple,
+                        kwargs: dict) -> Sequence[str] | None:
+    """``input_names`` without the names of number arguments (int, float, bool): torch.onnx's
+    TorchScript exporter makes such an argument a graph input, named in turn with the tensors;
+    a capture here fixes it to the example's value, so its name goes and the names after it
+    still name the tensors (then the weights) they name there."""
+    if not input_names:
+        return input_names
+    import torch.utils._pytree as pytree
+
+    leaves = pytree.tree_leaves((args, kwargs))
+    numbers = [isinstance(leaf, (bool, int, float)) for leaf in leaves]
+    if not any(numbers[:len(input_names)]):
+        return input_names
+    return [name for name, number in zip(input_names, numbers) if not number] + \
+        list(input_names[len(leaves):])
 
 
 def _exported_program_argument_names(program, args: tuple) -> list[str]:

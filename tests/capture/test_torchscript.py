@@ -249,6 +249,25 @@ def test_script_module_number_inputs_are_fixed_to_the_example(dynamo, numbers):
     _close(program(other)[0], model(other, *numbers))
 
 
+class _NumberFirst(torch.nn.Module):
+    def forward(self, n: int, x, shift: float):
+        return x * n + shift
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+@pytest.mark.parametrize("scripted", [False, True], ids=["traced", "scripted"])
+def test_input_names_of_number_inputs_are_passed_over(dynamo, scripted):
+    # torch.onnx's TorchScript exporter makes a number argument a graph input, named in turn;
+    # here it is fixed to the example's value, so its name is skipped and the tensor keeps its
+    # own (a scripted model refused the names; a traced one gave the number's name on).
+    model = torch.jit.script(_NumberFirst()) if scripted else _NumberFirst()
+    program = onnxport.export(model, (3, torch.randn(2, 3), 0.5), dynamo=dynamo,
+                              input_names=["n", "x", "shift"], dynamic_axes={"x": {0: "b"}})
+    assert [(v.name, str(v.shape)) for v in program.model.graph.inputs] == [("x", "[b,3]")]
+    other = torch.randn(5, 3)
+    _close(program(other)[0], other * 3 + 0.5)
+
+
 def test_script_function_number_input():
     @torch.jit.script
     def times(x, k: int):
