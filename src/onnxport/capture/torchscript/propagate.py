@@ -224,11 +224,12 @@ class _FakeRun:
         node = None
         try:
             # (The python dispatcher lets composite ops take sizes read from tensors, as a graph
-            # with a loop has, or one whose read-back sizes are hinted symbols.)
+            # with a loop has, or one whose read-back sizes are hinted symbols; and recurrent
+            # layers run by their shapes, not over the steps of the example's sequence.)
+            dispatcher = self.bodies or self.hints or \
+                calls_recurrent_layers(node.target for node in graph.nodes)
             with fx_config.patch(backed_size_oblivious=oblivious), torch.no_grad(), \
-                    enable_python_dispatcher() if self.bodies or self.hints or (any(dynamic) and \
-                    calls_recurrent_layers(node.target for node in graph.nodes)) \
-                    else contextlib.nullcontext(), \
+                    enable_python_dispatcher() if dispatcher else contextlib.nullcontext(), \
                     FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True) as mode:
                 self.mode = mode
                 fakes = [self._fake_input(tensor, dynamic[k] or {}, metas[k])
