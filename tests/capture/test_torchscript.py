@@ -1089,6 +1089,34 @@ def test_a_boolean_argument_of_the_traced_graph_is_a_bool(function):
         _close(actual, expected)
 
 
+class _AddsABias(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x, y):
+        return x + self.bias, x * y
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_dynamic_axis_the_model_fixes_is_kept_static_with_a_warning(dynamo):
+    # dynamic_axes naming an axis the model fixes (x's features meet a bias of 4; y's batch
+    # meets x's static one): torch.onnx exports; dynamo=False failed on torch.export's
+    # "Constraints violated", where the default path warned and kept the axis static.
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    model = _AddsABias()
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 1.*fixed to 4"):
+        program = onnxport.export(model, (x, y), dynamo=dynamo, input_names=["x", "y"],
+                                  dynamic_axes={"x": {0: "b", 1: "f"}, "y": {0: "n"}})
+    assert [str(v.shape) for v in program.model.graph.inputs] == ["[b,4]", "[b,4]"]
+    for batch in (3, 5):
+        x, y = torch.randn(batch, 4), torch.randn(batch, 4)
+        for actual, expected in zip(program(x, y), model(x, y)):
+            _close(actual, expected)
+
+
 class _SlicedLists(torch.nn.Module):
     def forward(self, x):
         a, b, c = x.split(1, 0)[:3]

@@ -15,6 +15,7 @@ from onnxport.capture.common import warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
 from onnxport.capture.grown_check import grown_mismatch
+from onnxport.capture.specialization import static_size
 from onnxport.errors import CaptureError, DynamicDimensionFixedWarning, FallbackWarning
 
 
@@ -92,8 +93,8 @@ def _traced_keeping(fixed: list, capture_trace: Callable[[], CapturedProgram],
     nodes = {node.name: node for node in traced.exported_program.graph.nodes}
     for dim in fixed:
         value = nodes[traced.user_inputs[dim.position]].meta.get("val")
-        if value is None or not isinstance(value.shape[dim.axis], torch.SymInt):
-            return None
+        if value is None or not isinstance(static_size(value.shape[dim.axis]), torch.SymInt):
+            return None  # (a SymInt may hold a number: the trace fixed the dim too)
     if not check(traced):
         return None
     _replay(held)

@@ -10,7 +10,7 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.common import first_lines
-from onnxport.capture.specialization import finite_bound
+from onnxport.capture.specialization import finite_bound, static_size
 from onnxport.capture.torchscript.fx_helpers import _source_of
 from onnxport.capture.torchscript.sizes import _shape_reads, size_oblivious
 from onnxport.errors import CaptureError
@@ -36,10 +36,15 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     # size; the traced program has no branch left that could tell them apart.
     oblivious = size_oblivious(tensors, dynamic)
 
+    # Dim.AUTO, as the default path asks: a dim the model fixes (x + a static bias, a view
+    # to a constant shape) is left static with a warning, where Dim.DYNAMIC failed the export.
+    auto = tuple({axis: torch.export.Dim.AUTO for axis in axes} if axes else None
+                 for axes in dynamic)
+
     def export():
         with fx_config.patch(backed_size_oblivious=oblivious):
             program = torch.export.export(_Replay(graph_module), tensors,
-                                          dynamic_shapes=(tuple(dynamic),), strict=False)
+                                          dynamic_shapes=(auto,), strict=False)
         # (as capture_torch_export's strategies record it, for a later trace of the program)
         program.graph_module.meta["backed_size_oblivious"] = oblivious
         return program
@@ -47,7 +52,7 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
     try:
         program = export()
-        _warn_bounded(program, dynamic)
+        _warn_fixed_or_bounded(program, dynamic)
         return program
     except Exception as error:
         if reads and any(dynamic):
@@ -65,10 +70,11 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
         ) from error
 
 
-def _warn_bounded(program: torch.export.ExportedProgram, dynamic: list) -> None:
-    """Warn, as the default path does, for each dynamic axis torch.export bounded (its range
-    has an upper end): the ONNX model keeps it dynamic but matches PyTorch only up to there
-    (a guard on ``x[:, ::2][:, ::2]``'s one column of three had torch flatten other axes)."""
+def _warn_fixed_or_bounded(program: torch.export.ExportedProgram, dynamic: list) -> None:
+    """Warn, as the default path does, for each dynamic axis torch.export fixed to the
+    example's size (the ONNX model has it static), or bounded (its range has an upper end):
+    the ONNX model keeps it dynamic but matches PyTorch only up to there (a guard on
+    ``x[:, ::2][:, ::2]``'s one column of three had torch flatten other axes)."""
     from onnxport.errors import DynamicDimensionFixedWarning
 
     inputs = [n for n in program.graph.nodes if n.op == "placeholder"][-len(dynamic):] \
@@ -76,7 +82,14 @@ def _warn_bounded(program: torch.export.ExportedProgram, dynamic: list) -> None:
     ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
     for k, (node, axes) in enumerate(zip(inputs, dynamic)):
         for axis in sorted(axes or {}):
-            size = node.meta["val"].shape[axis]
+            size = static_size(node.meta["val"].shape[axis])
+            if isinstance(size, int):
+                warnings.warn(
+                    f"axis {axis} of tensor input {k} is fixed to {size} by the model "
+                    f"(tracing): the ONNX model has it static, as the model computes with that "
+                    f"size (a weight or a constant shape it must match)",
+                    DynamicDimensionFixedWarning, stacklevel=2)
+                continue
             bounds = ranges.get(str(size)) if isinstance(size, torch.SymInt) else None
             upper = finite_bound(bounds.upper) if bounds is not None else None
             if upper is not None:
