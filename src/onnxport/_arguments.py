@@ -625,7 +625,9 @@ def _tensor_input_names(input_names: Sequence[str] | None, args: tuple,
         return input_names
     import torch.utils._pytree as pytree
 
-    leaves = pytree.tree_leaves((args, kwargs))
+    # (None and strings are no graph inputs there either, and take no name)
+    leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs))
+              if leaf is not None and not isinstance(leaf, str)]
     numbers = [isinstance(leaf, (bool, int, float)) for leaf in leaves]
     if not any(numbers[:len(input_names)]):
         return input_names

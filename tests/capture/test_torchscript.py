@@ -268,6 +268,22 @@ def test_input_names_of_number_inputs_are_passed_over(dynamo, scripted):
     _close(program(other)[0], other * 3 + 0.5)
 
 
+class _NoneBetween(torch.nn.Module):
+    def forward(self, x, absent=None, n: int = 2, z=None):
+        return x * n + z
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_input_names_pass_over_numbers_but_not_over_none(dynamo):
+    # A None argument is no graph input and takes no name, a number takes one (torch.onnx's
+    # TorchScript exporter): "n" is passed over, and "z" still names z.
+    x, z = torch.randn(2, 3), torch.randn(2, 3)
+    program = onnxport.export(_NoneBetween(), (x, None, 3, z), dynamo=dynamo,
+                              input_names=["x", "n", "z"])
+    assert [value.name for value in program.model.graph.inputs] == ["x", "z"]
+    _close(program(x, z)[0], x * 3 + z)
+
+
 def test_script_function_number_input():
     @torch.jit.script
     def times(x, k: int):
