@@ -438,6 +438,12 @@ def _exported_program(graph, bodies, weights: _Weights, inputs, results, tensors
     from torch.export.graph_signature import (
         ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument)
 
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            # The generated forward binds each argument by its target: with names shifted
+            # from targets (input_1 for "input"), "input_2 = input_1" read the wrong input,
+            # and the program's module (a grown check's run) computed with the first one.
+            node.target = node.name
     # (an output that was a Dropout is its input now)
     user_specs = [InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None)
                   for node in inputs]
