@@ -1133,6 +1133,55 @@ def test_a_dynamic_axis_the_model_fixes_is_kept_static_with_a_warning(dynamo):
             _close(actual, expected)
 
 
+class _StatefulLSTM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(3, 5)
+
+    def forward(self, x, h0, c0):
+        return self.rnn(x, (h0, c0))
+
+
+def test_the_traced_program_runs_in_pytorch_with_each_input_in_its_place():
+    # The program's placeholders were named input_1, input_2... for targets input, input_1...:
+    # its generated forward then bound every input to the first ("input_2 = input_1"), so
+    # the program run in PyTorch (exported_program.module(), capture's grown-size checks)
+    # computed garbage, and a check took the LSTM's state for its input.
+    torch.manual_seed(0)
+    model = _StatefulLSTM().eval()
+    x, h, c = torch.randn(4, 2, 3), torch.randn(1, 2, 5), torch.randn(1, 2, 5)
+    program = onnxport.export(model, (x, h, c), dynamo=False)
+    actual = torch.utils._pytree.tree_leaves(program.exported_program.module()(x, h, c))
+    expected = torch.utils._pytree.tree_leaves(model(x, h, c))
+    assert len(actual) == len(expected) == 3
+    for a, e in zip(actual, expected):
+        _close(a, e)
+
+
+class _RowsWeighted(torch.nn.Module):
+    def forward(self, x):
+        total = torch.zeros(x.size(1))
+        for i in range(x.size(0)):  # the count, a Python number: the trace unrolls 4 steps
+            total = total + x[i] * i
+        return total
+
+
+def test_a_dynamic_axis_the_trace_fixed_silently_is_kept_static_with_a_warning():
+    # torch.onnx exports this with the axis dynamic and 4 steps unrolled: wrong values at
+    # every other size. The traced graph is checked at a larger size when tracing fixed a
+    # value; it differs there, so the axis is static and ONNX Runtime refuses other sizes.
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    model = _RowsWeighted()
+    x = torch.randn(4, 3)
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 0 \\('n'\\).*kept at .* 4"):
+        program = onnxport.export(model, (x,), dynamo=False, input_names=["x"],
+                                  dynamic_axes={"x": {0: "n", 1: "m"}})
+    assert str(program.model.graph.inputs[0].shape) == "[4,m]"
+    other = torch.randn(4, 6)
+    _close(program(other)[0], model(other))
+
+
 class _SlicedLists(torch.nn.Module):
     def forward(self, x):
         a, b, c = x.split(1, 0)[:3]

@@ -72,3 +72,19 @@ def run_program(program: torch.export.ExportedProgram, inputs: tuple) -> list:
     outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
     return [value for value, spec in zip(outputs, program.graph_signature.output_specs)
             if spec.kind == OutputKind.USER_OUTPUT and isinstance(value, torch.Tensor)]
+
+
+def axes_the_trace_fixes(model: Any, args: tuple, kwargs: dict, dim_names: dict,
+                         traced: CapturedProgram) -> list[tuple[int, int]]:
+    """The dynamic axes (tensor input position, axis) at whose larger sizes ``traced``
+    computes other results than ``model``: a size the model used as a Python number
+    (``range(x.size(0))``, ``torch.tensor(x.size(0))``) was recorded as this example's, which
+    nothing in the graph shows. Each axis grown alone, or all of them when no one alone
+    tells (empty when the program matches)."""
+    def differs(names: dict) -> bool:
+        return grown_mismatch(model, args, kwargs, names, traced, distinct=True,
+                              differences_only=True) is not None
+
+    if not differs(dim_names):
+        return []
+    return [key for key in dim_names if differs({key: dim_names[key]})] or list(dim_names)
