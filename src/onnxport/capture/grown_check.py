@@ -1,15 +1,20 @@
 """A captured program checked against the model at larger sizes of its dynamic axes: a
-capture records what holds at the example's sizes, which a size of 0 or 1 can hide."""
+capture records what holds at the example's sizes, which a size of 0 or 1 can hide, and a
+trace fixes the sizes a model uses as Python numbers (the axes then kept static here)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 
+from onnxport.capture.common import warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram
+from onnxport.capture.torchscript import capture_tracing
 from onnxport.capture.torchscript.sizes import grown_sizes
+from onnxport.errors import DynamicDimensionFixedWarning
 
 
 def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
@@ -88,3 +93,30 @@ def axes_the_trace_fixes(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     if not differs(dim_names):
         return []
     return [key for key in dim_names if differs({key: dim_names[key]})] or list(dim_names)
+
+
+def with_axes_the_trace_fixes_static(model: Any, args: tuple, kwargs: dict, options: dict,
+                                      traced: CapturedProgram) -> CapturedProgram:
+    """``traced``, or the model traced again with static sizes on the dynamic axes at whose
+    other sizes ``traced`` computes other results than the model, each named in a warning:
+    a trace that fixed a value (a TracingWarning says where) may have fixed a size, and its
+    graph then answers wrongly at other sizes, silently (torch.onnx's too)."""
+    dim_names = options["dim_names"]
+    fixed = axes_the_trace_fixes(model, args, kwargs, dim_names, traced)
+    if not fixed:
+        return traced
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the first trace's warnings were given)
+        traced = capture_tracing(model, args, kwargs, **{
+            **options, "dim_names": {k: v for k, v in dim_names.items() if k not in fixed}})
+    leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs))
+              if isinstance(leaf, torch.Tensor)]
+    for k, axis in fixed:
+        warn_at_caller(
+            f"axis {axis} ({dim_names[(k, axis)]!r}) of tensor input {k} is kept at its "
+            f"example's size, {leaves[k].shape[axis]}: the traced graph computes other results "
+            "than the model at other sizes, as the model used a size as a Python number (see "
+            "the TracingWarning). Export with dynamo=True, or compute that size with tensor "
+            "ops (x.size(0) stays computed), to keep the axis dynamic.",
+            DynamicDimensionFixedWarning)
+    return traced

@@ -14,7 +14,7 @@ from onnxport.capture import quirks
 from onnxport.capture.common import warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
-from onnxport.capture.grown_check import axes_the_trace_fixes, grown_mismatch
+from onnxport.capture.grown_check import grown_mismatch, with_axes_the_trace_fixes_static
 from onnxport.capture.specialization import static_size
 from onnxport.errors import (CaptureError, DynamicDimensionFixedWarning, FallbackWarning,
                              TracingWarning)
@@ -135,33 +135,6 @@ def _check_small_dynamic_dims(model: Any, args: tuple, kwargs: dict, dim_names: 
             "have size 2 or more.")
 
 
-def _with_axes_the_trace_fixes_static(model: Any, args: tuple, kwargs: dict, options: dict,
-                                       traced: CapturedProgram) -> CapturedProgram:
-    """``traced``, or the model traced again with static sizes on the dynamic axes at whose
-    other sizes ``traced`` computes other results than the model, each named in a warning:
-    a trace that fixed a value (a TracingWarning says where) may have fixed a size, and its
-    graph then answers wrongly at other sizes, silently (torch.onnx's too)."""
-    dim_names = options["dim_names"]
-    fixed = axes_the_trace_fixes(model, args, kwargs, dim_names, traced)
-    if not fixed:
-        return traced
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # (the first trace's warnings were given)
-        traced = capture_tracing(model, args, kwargs, **{
-            **options, "dim_names": {k: v for k, v in dim_names.items() if k not in fixed}})
-    leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs))
-              if isinstance(leaf, torch.Tensor)]
-    for k, axis in fixed:
-        warn_at_caller(
-            f"axis {axis} ({dim_names[(k, axis)]!r}) of tensor input {k} is kept at its "
-            f"example's size, {leaves[k].shape[axis]}: the traced graph computes other results "
-            "than the model at other sizes, as the model used a size as a Python number (see "
-            "the TracingWarning). Export with dynamo=True, or compute that size with tensor "
-            "ops (x.size(0) stays computed), to keep the axis dynamic.",
-            DynamicDimensionFixedWarning)
-    return traced
-
-
 def _replay(caught: list[warnings.WarningMessage]) -> None:
     for record in caught:
         warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)
@@ -226,8 +199,8 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
         if not scripted:
             _check_small_dynamic_dims(model, args, kwargs, dim_names, traced)
             if dim_names and any(issubclass(w.category, TracingWarning) for w in held):
-                traced = _with_axes_the_trace_fixes_static(model, args, kwargs, options,
-                                                           traced)
+                traced = with_axes_the_trace_fixes_static(model, args, kwargs, options,
+                                                          traced)
         return traced
 
     try:
