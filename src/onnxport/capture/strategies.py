@@ -113,17 +113,17 @@ def _computes_eager_results_when_grown(model: Any, args: tuple, kwargs: dict,
 
 
 def _check_small_dynamic_dims(model: Any, args: tuple, kwargs: dict, dim_names: dict,
-                              traced: CapturedProgram) -> None:
+                              traced: CapturedProgram) -> bool:
     """Raise when a trace from an example whose dynamic axis has size 0 or 1 computes other
     results than the model at a larger size: a trace records what holds at the example
     (``x.chunk(2)[-1]`` of one row is that row, at every size), and nothing in the graph
     shows it. The grown inputs' values differ from the example's, so that parts of the
-    axis are told apart."""
+    axis are told apart. Returns whether it checked (and found the trace right)."""
     leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
     small = [(k, axis) for (k, axis) in dim_names
              if k < len(leaves) and axis < leaves[k].dim() and leaves[k].shape[axis] <= 1]
     if not small:
-        return
+        return False
     why = grown_mismatch(model, args, kwargs, dim_names, traced, distinct=True,
                          differences_only=True)
     if why is not None:
@@ -133,6 +133,7 @@ def _check_small_dynamic_dims(model: Any, args: tuple, kwargs: dict, dim_names: 
             f"computes other results than the model at larger sizes ({why}): tracing records "
             "what holds at the example's size only. Export from an example whose dynamic axes "
             "have size 2 or more.")
+    return True
 
 
 def _replay(caught: list[warnings.WarningMessage]) -> None:
@@ -197,8 +198,10 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
             traced = capture_tracing(model, args, kwargs, **options)
         _replay(held)
         if not scripted:
-            _check_small_dynamic_dims(model, args, kwargs, dim_names, traced)
-            if dim_names and any(issubclass(w.category, TracingWarning) for w in held):
+            # (a trace that passed the check at larger sizes needs no second one)
+            checked = _check_small_dynamic_dims(model, args, kwargs, dim_names, traced)
+            if dim_names and not checked and \
+                    any(issubclass(w.category, TracingWarning) for w in held):
                 traced = with_axes_the_trace_fixes_static(model, args, kwargs, options,
                                                           traced)
         return traced
