@@ -18,6 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from onnxport.errors import InvalidExportOptionsError
+from onnxport.translate.number_inputs import NumberArguments, number_arguments
 
 MIN_OPSET = 13
 MAX_OPSET = 23
@@ -478,6 +479,8 @@ class TranslationSettings:
     keep_initializers_as_inputs: bool = False
     custom_opsets: Mapping[str, int] = dataclasses.field(default_factory=dict)
     fused_ops: bool = True
+    # The graph inputs number arguments become (torch.onnx's TorchScript exporter's rules)
+    number_arguments: NumberArguments = dataclasses.field(default_factory=NumberArguments)
 
     def graph_options(self) -> dict[str, Any]:
         """The keywords of ``translate_graph`` that come from these settings."""
@@ -575,6 +578,7 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
     check_forward_arguments(model, args, kwargs)
     check_devices(model, args, kwargs)
     model, args, kwargs, options = with_quantized_io(model, args, kwargs, options)
+    numbers = _number_arguments(model, args, kwargs, options)
     options = {**options, "input_names": _tensor_input_names(options["input_names"], args,
                                                              kwargs)}
     capture = _capture_settings(options, model, args, kwargs, dynamo=dynamo, fallback=fallback,
@@ -585,7 +589,7 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
         opset=opset, operator_export_type=operator_export_type,
         export_params=options["export_params"],
         keep_initializers_as_inputs=options["keep_initializers_as_inputs"],
-        custom_opsets=custom_opsets, fused_ops=options["fused_ops"])
+        custom_opsets=custom_opsets, fused_ops=options["fused_ops"], number_arguments=numbers)
     return ExportPlan(
         model=model, args=args, kwargs=kwargs, capture=capture, translation=translation,
         passes=PassSettings(optimize=options["optimize"], fused_ops=options["fused_ops"],
@@ -613,6 +617,17 @@ def _capture_settings(options: Mapping[str, Any], model: Any, args: tuple, kwarg
     return CaptureSettings(input_names=input_names, output_names=output_names,
                            dynamic_shapes=dynamic.dynamic_shapes, dim_names=dynamic.dim_names,
                            output_dim_names=dynamic.output_dim_names, **settings)
+
+
+def _number_arguments(model: Any, args: tuple, kwargs: dict,
+                      options: Mapping[str, Any]) -> NumberArguments:
+    """The graph inputs number arguments become: torch.onnx's TorchScript exporter makes them,
+    on both our paths; its dynamo exporters (``dynamo=True``, ``dynamo_export``) drop them."""
+    if options["dynamo"] is True or isinstance(model, torch.export.ExportedProgram):
+        return NumberArguments()
+    from onnxport.capture import parameter_names
+
+    return number_arguments(args, kwargs, parameter_names(model), options["input_names"])
 
 
 def _tensor_input_names(input_names: Sequence[str] | None, args: tuple,

@@ -11,6 +11,7 @@ import gc
 import logging
 import threading
 import time
+import warnings
 from typing import Any, Callable, Mapping
 
 import onnx_ir as ir
@@ -28,6 +29,7 @@ from onnxport.passes.manager import CHECK_EACH_PASS
 from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, translate_graph
 from onnxport.translate.graph import missing_translations
+from onnxport.translate.number_inputs import add_number_inputs
 from onnxport.translate.registry import aten_name
 from onnxport.verification.validity import check_model, check_structure
 
@@ -92,7 +94,7 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
         diagnostics.record("OPX0002", f"capture with {failed} failed, {strategy} was "
                            f"used instead: {reason}", strategy=failed)
     with stage("translate"):
-        onnx_model = _translate(captured, plan.capture, translation)
+        onnx_model, numbers = _translate(captured, plan.capture, translation)
     _run_passes(onnx_model, plan.passes, captured.weights, stage)
     with stage("check"):
         header = check_model(onnx_model, "the export (translation, passes, type casts and "
@@ -103,8 +105,9 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
         drop_fake_weights(onnx_model)
         passes.run_preset(onnx_model, "weight-free")
     program = ONNXProgram(onnx_model, captured.exported_program,
-                          input_names=captured.input_names,
+                          input_names=_input_names(captured.input_names, numbers),
                           output_names=captured.output_names)
+    program.number_inputs = numbers
     program.stage_seconds = timings
     program.diagnostics = session.recorder
     session.program = program
@@ -151,17 +154,46 @@ def _translation_context(captured) -> TranslationContext:
     )
 
 
-def _translate(captured, capture: CaptureSettings, translation: TranslationSettings) -> ir.Model:
-    """The translate stage, with the checks that need the translated graph."""
+def _translate(captured, capture: CaptureSettings,
+               translation: TranslationSettings) -> tuple[ir.Model, list]:
+    """The translate stage, with the checks that need the translated graph: the model and the
+    inputs number arguments became (``translate.number_inputs``)."""
     onnx_model = translate_graph(_translation_context(captured), translation.registry,
                                  translation.opset, **translation.graph_options())
-    _arguments.check_against_model(onnx_model, captured.input_names,
+    numbers = _with_number_inputs(onnx_model, translation.number_arguments,
+                                  captured.input_names)
+    _arguments.check_against_model(onnx_model, _input_names(captured.input_names, numbers),
                                    (capture.input_names or [])[:len(captured.input_names)],
                                    capture.output_names, capture.output_dim_names)
     _rename_output_dims(onnx_model, captured.output_dim_names)
     if CHECK_EACH_PASS.get():
         check_structure(onnx_model, "translation")
-    return onnx_model
+    return onnx_model, numbers
+
+
+def _input_names(tensor_inputs: list[str], numbers) -> list[str]:
+    names = list(tensor_inputs)
+    for number in numbers:
+        names.insert(number.position, number.name)
+    return names
+
+
+def _with_number_inputs(onnx_model: ir.Model, arguments, input_names: list[str]) -> list:
+    """The graph inputs of the number arguments added (torch.onnx's TorchScript exporter's
+    calling convention), with a warning that they only stand in their places."""
+    numbers = add_number_inputs(onnx_model, arguments, input_names)
+    if not numbers:
+        return numbers
+    plural = len(numbers) > 1
+    warnings.warn(
+        f"the number argument{'s' if plural else ''} "
+        f"{', '.join(f'{n.name}={n.value!r}' for n in numbers)} "
+        f"{'are graph inputs in their places' if plural else 'is a graph input in its place'}, "
+        "as torch.onnx's TorchScript exporter makes them, but the graph computes with the "
+        "example's value: another value fed there changes nothing. Pass a tensor "
+        "(torch.tensor(value)) where the value must stay an input.", UserWarning,
+        stacklevel=_arguments._caller_level())
+    return numbers
 
 
 def _run_passes(onnx_model: ir.Model, settings, weights, stage: Callable) -> None:

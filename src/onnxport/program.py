@@ -44,6 +44,8 @@ class ONNXProgram:
         self.exported_program = exported_program
         self.input_names = list(input_names)
         self.output_names = list(output_names)
+        # The inputs that number arguments became (translate.number_inputs), by position
+        self.number_inputs: list = []
         self._session = None
         # What the export reported (decompositions, fallbacks, warnings, stage timings).
         self.diagnostics = Recorder()
@@ -191,8 +193,8 @@ class ONNXProgram:
     def __call__(self, *args, options: ONNXRuntimeOptions | None = None, **kwargs) -> list[torch.Tensor]:
         """Run the model in ONNX Runtime on torch inputs; returns torch tensors."""
         session = self._get_session(options)
-        flat = _flatten_inputs(args, kwargs)
         names = [i.name for i in session.get_inputs()]
+        flat = self.input_tensors(args, kwargs, len(names))
         if len(flat) != len(names):
             raise InvalidExportOptionsError(
                 f"the ONNX model takes {len(names)} inputs ({', '.join(names)}) but "
@@ -203,6 +205,13 @@ class ONNXProgram:
         # ONNX Runtime gives uint64 as numpy's ulonglong, which torch.from_numpy refuses.
         return [torch.from_numpy(np.asarray(o).view(np.uint64) if np.asarray(o).dtype.char == "Q"
                                  else np.asarray(o)) for o in outputs]
+
+    def input_tensors(self, args: tuple, kwargs: dict,
+                      count: int | None = None) -> list[torch.Tensor]:
+        """The tensors a call's arguments feed to the model's ``count`` inputs (its named
+        inputs by default), in order: see ``_flatten_inputs``."""
+        count = len(self.input_names) if count is None else count
+        return _flatten_inputs(args, kwargs, count, self.number_inputs)
 
     def _get_session(self, options: ONNXRuntimeOptions | None):
         # Only a session made with default options is kept and reused.
@@ -296,12 +305,15 @@ class ONNXProgram:
             self.release()
 
 
-def _flatten_inputs(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+def _flatten_inputs(args: tuple, kwargs: dict, count: int,
+                    numbers: Sequence = ()) -> list[torch.Tensor]:
     """The tensors of the arguments, a quantized one as its integers, scale and zero point
-    (the three ONNX inputs torch.onnx makes of it)."""
+    (the three ONNX inputs torch.onnx makes of it), with the inputs of ``numbers`` (number
+    arguments) in their places, for a model of ``count`` inputs."""
     from onnxport.capture.quantized_io import flat_tensors
+    from onnxport.translate.number_inputs import feeds
 
-    return flat_tensors((args, kwargs))
+    return feeds(flat_tensors((args, kwargs)), args, kwargs, numbers, count)
 
 
 def _read_state(model_state) -> dict:

@@ -3,6 +3,9 @@ tensors fixed), translated by the same op library; sizes read from inputs stay d
 
 import warnings
 
+import numpy as np
+import onnx_ir as ir
+import onnxruntime as ort
 import pytest
 import torch
 
@@ -161,8 +164,12 @@ def test_non_tensor_inputs_are_constants_and_dict_outputs_are_flattened():
             return {"out": out, "label": mode, "double": out * 2}
 
     model, x = Scaled(), torch.randn(2, 3)
-    program = onnxport.export(model, (x, 3.0, "mul"), dynamo=False)
-    got = program(x)
+    with pytest.warns(UserWarning, match="scale=3.0 is a graph input in its place"):
+        program = onnxport.export(model, (x, 3.0, "mul"), dynamo=False)
+    # The float is a double input, as torch.onnx makes it; the string is no input
+    assert [(v.name, v.dtype) for v in program.model.graph.inputs] == [
+        ("x", ir.DataType.FLOAT), ("scale", ir.DataType.DOUBLE)]
+    got = program(x, 3.0, "mul")
     assert len(got) == 2  # the string output is dropped, the dict becomes its values
     assert program.output_names == ["out", "double"]  # named after their keys
     _close(got[0], x * 3.0)
@@ -240,13 +247,23 @@ class _NumberInputs(torch.nn.Module):
 @pytest.mark.parametrize("numbers", [(3, True, 0.5, "scale"), (2, False, 1.5, "scale")])
 def test_script_module_number_inputs_are_fixed_to_the_example(dynamo, numbers):
     # As tracing fixes a model's number inputs, a scripted model's int, bool, float and str
-    # inputs are constants of the example's values (they were refused); the tensors stay inputs.
+    # inputs are constants of the example's values (they were refused). The numbers are still
+    # graph inputs in their places (int64, bool, double), as torch.onnx makes them, so that
+    # code feeding every argument by position runs; the string is none. A warning says so.
     model = torch.jit.script(_NumberInputs())
     x = torch.randn(2, 3)
-    program = onnxport.export(model, (x, *numbers), dynamo=dynamo)
-    assert [value.name for value in program.model.graph.inputs] == ["x"]
+    with pytest.warns(UserWarning, match="graph computes with the example's value"):
+        program = onnxport.export(model, (x, *numbers), dynamo=dynamo)
+    assert [(v.name, v.dtype) for v in program.model.graph.inputs] == [
+        ("x", ir.DataType.FLOAT), ("n", ir.DataType.INT64), ("flag", ir.DataType.BOOL),
+        ("shift", ir.DataType.DOUBLE)]
     other = torch.randn(2, 3)
     _close(program(other)[0], model(other, *numbers))
+    _close(program(other, *numbers)[0], model(other, *numbers))
+    session = ort.InferenceSession(program.model_proto.SerializeToString())
+    feeds = [other.numpy(), *(np.array(n) for n in numbers[:3])]  # as torch's tests feed them
+    got = session.run(None, {i.name: v for i, v in zip(session.get_inputs(), feeds)})
+    _close(torch.from_numpy(got[0]), model(other, *numbers))
 
 
 class _NumberFirst(torch.nn.Module):
@@ -258,12 +275,14 @@ class _NumberFirst(torch.nn.Module):
 @pytest.mark.parametrize("scripted", [False, True], ids=["traced", "scripted"])
 def test_input_names_of_number_inputs_are_passed_over(dynamo, scripted):
     # torch.onnx's TorchScript exporter makes a number argument a graph input, named in turn;
-    # here it is fixed to the example's value, so its name is skipped and the tensor keeps its
-    # own (a scripted model refused the names; a traced one gave the number's name on).
+    # so does this one (unread: the graph computes with the example's value), and the tensor
+    # keeps its own name (a scripted model refused the names; a traced one gave the number's
+    # name on).
     model = torch.jit.script(_NumberFirst()) if scripted else _NumberFirst()
     program = onnxport.export(model, (3, torch.randn(2, 3), 0.5), dynamo=dynamo,
                               input_names=["n", "x", "shift"], dynamic_axes={"x": {0: "b"}})
-    assert [(v.name, str(v.shape)) for v in program.model.graph.inputs] == [("x", "[b,3]")]
+    assert [(v.name, str(v.shape)) for v in program.model.graph.inputs] == [
+        ("n", "[]"), ("x", "[b,3]"), ("shift", "[]")]
     other = torch.randn(5, 3)
     _close(program(other)[0], other * 3 + 0.5)
 
@@ -275,12 +294,12 @@ class _NoneBetween(torch.nn.Module):
 
 @pytest.mark.parametrize("dynamo", [None, False])
 def test_input_names_pass_over_numbers_but_not_over_none(dynamo):
-    # A None argument is no graph input and takes no name, a number takes one (torch.onnx's
-    # TorchScript exporter): "n" is passed over, and "z" still names z.
+    # A None argument is no graph input and takes no name, a number is one and takes one
+    # (torch.onnx's TorchScript exporter): "n" names the number, and "z" still names z.
     x, z = torch.randn(2, 3), torch.randn(2, 3)
     program = onnxport.export(_NoneBetween(), (x, None, 3, z), dynamo=dynamo,
                               input_names=["x", "n", "z"])
-    assert [value.name for value in program.model.graph.inputs] == ["x", "z"]
+    assert [value.name for value in program.model.graph.inputs] == ["x", "n", "z"]
     _close(program(x, z)[0], x * 3 + z)
 
 
@@ -302,12 +321,13 @@ class _Sequences(torch.nn.Module):
 
 @pytest.mark.parametrize("dynamo", [None, False])
 def test_script_module_list_and_tuple_inputs_are_one_input_per_tensor(dynamo):
-    # A List[Tensor] or tuple input (refused before) is its tensors, flattened in order.
+    # A List[Tensor] or tuple input (refused before) is its tensors, flattened in order; the
+    # number between stands in its place.
     model = torch.jit.script(_Sequences())
     inputs = (torch.randn(3), [torch.randn(3), torch.randn(3)], 2, (torch.randn(3),) * 2)
     program = onnxport.export(model, inputs, dynamo=dynamo)
     assert [value.name for value in program.model.graph.inputs] == \
-        ["x", "ys.0", "ys.1", "z.0", "z.1"]
+        ["x", "ys.0", "ys.1", "k", "z.0", "z.1"]
     other = (torch.randn(3), [torch.randn(3), torch.randn(3)], 2, (torch.randn(3),) * 2)
     _close(program(other[0], *other[1], *other[3])[0], model(*other))
 

@@ -223,8 +223,7 @@ def _kind(target) -> str:
 
 
 def user_feeds(program, args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
-    leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
-    return dict(zip(program.input_names, leaves))
+    return dict(zip(program.input_names, program.input_tensors(args, kwargs)))
 
 
 def _given_for(nodes: Sequence[NodeInfo], all_nodes: dict[str, NodeInfo],
