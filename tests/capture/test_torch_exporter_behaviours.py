@@ -574,6 +574,13 @@ class _BranchOnAllclose(nn.Module):
         return x - y
 
 
+class _NumbersOfAllclose(nn.Module):
+    def forward(self, x, y):
+        # int() and float() of the bool allclose gives (a 0-d tensor once converted)
+        return x * int(bool(x.sum() > y.sum())) + int(torch.allclose(x, y)) + \
+            float(torch.allclose(x, y, atol=0.1))
+
+
 class _SizedByValues(nn.Module):
     def forward(self, n, m):
         # (scripted, the sizes stay read from the values: a trace would fix them)
@@ -597,6 +604,10 @@ SCRIPTED = {
     "a branch on torch.allclose": (
         _BranchOnAllclose, True, (R(3), R(3)),
         [(torch.ones(3), torch.ones(3) + 0.05), (torch.ones(3), torch.zeros(3))], None),
+    "int() and float() of torch.allclose": (
+        _NumbersOfAllclose, True, (R(3), R(3)),
+        [(torch.ones(3), torch.ones(3) + 0.05), (torch.ones(3), torch.ones(3)),
+         (torch.ones(3) + 1, torch.zeros(3))], None),
     "sizes read from input values, then squeezed": (
         _SizedByValues, True, (torch.tensor([2]), torch.tensor([1])),
         [(torch.tensor([4]), torch.tensor([1])), (torch.tensor([3]), torch.tensor([2]))], None),

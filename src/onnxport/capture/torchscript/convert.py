@@ -204,6 +204,8 @@ def _convert_int(self, node):
     of a number (``int(k.item())`` in a scripted model) is that int, or a float's truncation."""
     args = tuple(self.get_fx_value_by_ir_value(value) for value in _inputs(node))
     kind = _inputs(node)[0].type().kind()
+    if kind == "BoolType" and _makes_a_tensor(args[0]):
+        kind = "TensorType"  # a bool held as a 0-d tensor: torch.allclose's (_convert_allclose)
     if kind != "TensorType":  # (sym_int of a SymBool would fix it: int(x.size(0) % 3 != 0))
         self.name_to_node[node.output().debugName()] = args[0] if kind == "IntType" else \
             self.fx_graph.call_function(torch.sym_ite, (args[0], 1, 0)) if kind == "BoolType" \
@@ -213,6 +215,14 @@ def _convert_int(self, node):
                                        {"dtype": torch.int32})
     self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
         torch.ops.aten._local_scalar_dense.default, (copy,))
+
+
+def _makes_a_tensor(value: Any) -> bool:
+    """Whether ``value`` is an FX node of an ATen op that returns a tensor."""
+    target = getattr(value, "target", None)
+    schema = getattr(target, "_schema", None)
+    return isinstance(value, torch.fx.Node) and schema is not None and \
+        len(schema.returns) == 1 and schema.returns[0].type.kind() == "TensorType"
 
 
 def _convert_allclose(self, node):
@@ -321,7 +331,7 @@ def _convert_float(self, node):
         self.name_to_node[name] = float(value)
         return
     graph = self.fx_graph
-    if isinstance(node.input().type(), torch._C.TensorType):
+    if isinstance(node.input().type(), torch._C.TensorType) or _makes_a_tensor(value):
         double = graph.call_function(torch.ops.aten._to_copy.default, (value,),
                                      {"dtype": torch.float64})
         self.name_to_node[name] = graph.call_function(
