@@ -581,6 +581,21 @@ class _NumbersOfAllclose(nn.Module):
             float(torch.allclose(x, y, atol=0.1))
 
 
+class _ReturnsAList(nn.Module):
+    def forward(self, x):
+        # ops returning Tensor[]: the scripted graph returns one list value
+        return x.unbind(1), torch.split(x, [1, 2], 0), x.chunk(2, 1), torch.meshgrid(x[0], x[1])
+
+
+class _CallsFunctions(nn.Module):
+    def forward(self, x):
+        return _normalized(x)
+
+
+def _normalized(x):
+    return torch.nn.functional.layer_norm(x, (4,)) + torch.norm(x, p=3, dim=1, keepdim=True)
+
+
 class _SizedByValues(nn.Module):
     def forward(self, n, m):
         # (scripted, the sizes stay read from the values: a trace would fix them)
@@ -608,6 +623,10 @@ SCRIPTED = {
         _NumbersOfAllclose, True, (R(3), R(3)),
         [(torch.ones(3), torch.ones(3) + 0.05), (torch.ones(3), torch.ones(3)),
          (torch.ones(3) + 1, torch.zeros(3))], None),
+    "ops returning a list of tensors (unbind, split, chunk, meshgrid)": (
+        _ReturnsAList, True, (R(3, 4),), [(R(3, 4),)], None),
+    "a scripted function calling functions (F.layer_norm, torch.norm)": (
+        lambda: torch.jit.script(_normalized), False, (R(3, 4),), [(R(3, 4),)], None),
     "sizes read from input values, then squeezed": (
         _SizedByValues, True, (torch.tensor([2]), torch.tensor([1])),
         [(torch.tensor([4]), torch.tensor([1])), (torch.tensor([3]), torch.tensor([2]))], None),

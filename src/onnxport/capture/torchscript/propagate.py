@@ -19,7 +19,8 @@ from onnxport.capture.torchscript.constants import _fold_filled_constants
 from onnxport.capture.torchscript.convert import (VIEW, _TRACED_SHAPE, _TRACED_TYPE,
                                                   _shape_as_tensor)
 from onnxport.capture.torchscript.fake_calls import fake_call, run_keeping_inputs
-from onnxport.capture.torchscript.fx_helpers import _attribute, _eliminate_dead_code, _source_of
+from onnxport.capture.torchscript.fx_helpers import (_attribute, _eliminate_dead_code,
+                                                    _results_listed, _source_of)
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.sizes import (
     _INDEX_TYPES, _NUMBER_READS, _ReadBackSizes, _fix_scalar_reads, _replace_uses, _shape_reads,
@@ -113,6 +114,7 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
                 f"{type(error).__name__}: {first_lines(str(error), 2)}") from error
         return None
     run.read_backs.warn(graph_module, tensors, dynamic)
+    out_spec = _results_listed(graph, out_spec)
     _cleaned(graph, inputs, weights)
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.

@@ -40,6 +40,8 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     is then unrolled (with the lists it appends to); None when the graph reads no such size."""
     is_module = isinstance(scripted, torch.jit.ScriptModule)
     graph = scripted.inlined_graph if is_module else scripted.graph.copy()
+    if not is_module:  # (the functions it calls, F.layer_norm or torch.norm, inlined too)
+        torch._C._jit_pass_inline(graph)
     _bind_arguments(graph, (*args, *_defaults(scripted, len(args))), 1 if is_module else 0)
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]

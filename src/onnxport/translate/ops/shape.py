@@ -272,6 +272,23 @@ def unsqueeze_(g, self, dim):
     return unsqueeze(g, self, [axis])
 
 
+@translates("aten::meshgrid", "aten::meshgrid.indexing")
+def meshgrid(g, tensors, indexing="ij"):
+    """meshgrid(Tensor[] tensors) -> Tensor[]
+    meshgrid.indexing(Tensor[] tensors, *, str indexing) -> Tensor[]"""
+    tensors = list(tensors)
+    xy = indexing == "xy" and len(tensors) > 1
+    if xy:  # the first two swapped, "ij" gives "xy"'s grids (also of shape (len y, len x))
+        tensors[0], tensors[1] = tensors[1], tensors[0]
+    flat = [g.op("Reshape", t, g.const([-1])) for t in tensors]  # (0-d or 1-d)
+    shape = g.op("Concat", *[g.op("Shape", f) for f in flat], axis_i=0)
+    grids = [g.op("Expand", unsqueeze(g, f, [a for a in range(len(flat)) if a != k])
+                  if len(flat) > 1 else f, shape) for k, f in enumerate(flat)]
+    if xy:
+        grids[0], grids[1] = grids[1], grids[0]
+    return grids
+
+
 @translates("aten::cat", "aten::concat", "aten::concatenate")
 def cat(g, tensors, dim=0):
     """cat(Tensor[] tensors, int dim=0) -> Tensor"""
