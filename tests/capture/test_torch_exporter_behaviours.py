@@ -596,6 +596,13 @@ def _normalized(x):
     return torch.nn.functional.layer_norm(x, (4,)) + torch.norm(x, p=3, dim=1, keepdim=True)
 
 
+class _EditedShapeList(nn.Module):
+    def forward(self, x):
+        s = list(x.shape)  # a copy: the edit leaves x.shape as it is
+        s[0] = s[0] * 2
+        return x.repeat(2, 1, 1).view(s) + x.size(0)
+
+
 class _SizedByValues(nn.Module):
     def forward(self, n, m):
         # (scripted, the sizes stay read from the values: a trace would fix them)
@@ -627,6 +634,8 @@ SCRIPTED = {
         _ReturnsAList, True, (R(3, 4),), [(R(3, 4),)], None),
     "a scripted function calling functions (F.layer_norm, torch.norm)": (
         lambda: torch.jit.script(_normalized), False, (R(3, 4),), [(R(3, 4),)], None),
+    "list(x.shape) edited, then a view": (
+        _EditedShapeList, True, (R(2, 3, 4),), [(R(5, 3, 4),), (R(1, 3, 4),)], N),
     "sizes read from input values, then squeezed": (
         _SizedByValues, True, (torch.tensor([2]), torch.tensor([1])),
         [(torch.tensor([4]), torch.tensor([1])), (torch.tensor([3]), torch.tensor([2]))], None),

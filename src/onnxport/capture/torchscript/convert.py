@@ -115,6 +115,7 @@ def _converter_class():
         convert = _convert
         convert_prim_Loop = _convert_loop_node
         convert_aten_len = _convert_len
+        convert_aten_list = _convert_list
         convert_call_function_op = _convert_call
         convert_aten___getitem__ = _convert_getitem
         _convert_block_to_subgraph = _convert_blocks
@@ -369,6 +370,29 @@ def _convert_len(self, node):
         self.name_to_node[name] = self.name_to_constant[name] = len(items)
         return
     self._convert_standard_operators(node)
+
+
+def _convert_list(self, node):
+    """``list(xs)``: a copy, which the script's edits (``s[0] = n``) change without changing
+    ``xs``: of a list known item by item, a list of its items; of the sizes of a tensor
+    (``list(x.shape)``), the sizes read again."""
+    items = self.get_fx_value_by_ir_value(node.input())
+    name = node.output().debugName()
+    if isinstance(items, (list, tuple)):
+        self.name_to_node[name] = list(items)
+    elif isinstance(items, torch.fx.Node) and items.target in (
+            torch.ops.aten.sym_size, torch.ops.aten.sym_size.default) and \
+            _rank(node.input().node().inputsAt(0)) is not None:
+        rank = _rank(node.input().node().inputsAt(0))
+        self.name_to_node[name] = [self.fx_graph.call_function(
+            torch.ops.aten.sym_size.int, (items.args[0], k)) for k in range(rank)]
+    else:
+        self.convert_call_function_op(node)
+
+
+def _rank(value: torch._C.Value) -> int | None:
+    kind = value.type()
+    return kind.dim() if isinstance(kind, torch._C.TensorType) else None
 
 
 def _convert_getitem(self, node):
