@@ -603,6 +603,27 @@ class _EditedShapeList(nn.Module):
         return x.repeat(2, 1, 1).view(s) + x.size(0)
 
 
+class _AppendsInBranches(nn.Module):
+    def forward(self, x):
+        rows = []
+        for i in range(x.size(0)):
+            if bool(x[i].sum() > 0):
+                rows.append(x[i] * 2)
+            else:
+                rows.append(x[i] - 1)
+        return torch.stack(rows), len(rows)
+
+
+class _TracedAroundAppends(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.jit.script(_AppendsInBranches())
+
+    def forward(self, x):
+        rows, count = self.inner(x * 3)
+        return rows + count
+
+
 class _SizedByValues(nn.Module):
     def forward(self, n, m):
         # (scripted, the sizes stay read from the values: a trace would fix them)
@@ -636,6 +657,10 @@ SCRIPTED = {
         lambda: torch.jit.script(_normalized), False, (R(3, 4),), [(R(3, 4),)], None),
     "list(x.shape) edited, then a view": (
         _EditedShapeList, True, (R(2, 3, 4),), [(R(5, 3, 4),), (R(1, 3, 4),)], N),
+    "a loop of a dynamic count appending in both branches of an if": (
+        _AppendsInBranches, True, (R(4, 3),), [(R(7, 3),), (R(1, 3),), (R(3, 3).abs(),)], N),
+    "a traced model calling that scripted loop": (
+        _TracedAroundAppends, False, (R(4, 3),), [(R(7, 3),), (R(1, 3),)], N),
     "sizes read from input values, then squeezed": (
         _SizedByValues, True, (torch.tensor([2]), torch.tensor([1])),
         [(torch.tensor([4]), torch.tensor([1])), (torch.tensor([3]), torch.tensor([2]))], None),

@@ -8,6 +8,9 @@ leaves the branch as an output of the If (the other branch passing the old value
 as a carried value, and what follows reads that output: the graph says with values what the
 writes did. Nested control flow is rewritten innermost first; its outputs count as writes in
 the block around it.
+
+A list that both branches of an If append one tensor to (``if c: ys.append(a) else:
+ys.append(b)``) is appended to after the If instead, with what the branch taken returns.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ def functionalize_writes(graph: torch._C.Graph) -> None:
     """Rewrite ``graph`` (a TorchScript graph) in place; see the module's docstring."""
     if all(graph.findNode(kind, True) is None for kind in _CONTROL_FLOW):
         return  # (a traced graph has none: walking its nodes in Python is then time lost)
+    _hoist_branch_appends(graph, graph.block())
     _rewrite_nodes(graph, graph.block(), {})
 
 
@@ -204,3 +208,50 @@ def _written_from_outside(body, loop: torch._C.Node, written: dict) -> list:
             if _outside(value, loop) and value not in found:
                 found.append(value)
     return found
+
+
+def _hoist_branch_appends(graph: torch._C.Graph, block) -> None:
+    """``if c: ys.append(a) else: ys.append(b)``, each branch appending one tensor to the same
+    list made outside it and using that list for nothing else: the If returns what its
+    branch appends, appended after it. A loop then appends one tensor per iteration, which
+    it carries as its scan output (list_scans) instead of refusing the list."""
+    for node in list(block.nodes()):
+        for inner in node.blocks():
+            _hoist_branch_appends(graph, inner)
+        if node.kind() != "prim::If":
+            continue
+        appends = [_sole_append(inner) for inner in node.blocks()]
+        if len(appends) != 2 or None in appends or \
+                appends[0].inputsAt(0).unique() != appends[1].inputsAt(0).unique() or \
+                any(not isinstance(a.inputsAt(1).type(), torch._C.TensorType) for a in appends):
+            continue
+        target = appends[0].inputsAt(0)
+        items = node.addOutput()
+        items.setType(appends[0].inputsAt(1).type())
+        for inner, append in zip(node.blocks(), appends):
+            inner.registerOutput(append.inputsAt(1))
+            append.destroy()
+        hoisted = graph.create("aten::append", [target, items], 1)
+        hoisted.output().setType(target.type())
+        hoisted.insertAfter(node)
+
+
+def _sole_append(block):
+    """The one ``aten::append`` of ``block`` to a list made outside it, when the block uses
+    that list for nothing else and the append's result is unused; else None."""
+    found = [n for n in block.nodes() if n.kind() == "aten::append"]
+    if len(found) != 1 or found[0].output().uses():
+        return None
+    items = found[0].inputsAt(0)
+    if items.node().owningBlock() is block:  # (made in the branch itself)
+        return None
+    users = [n for n in _nodes_within(block) if any(
+        n.inputsAt(k).unique() == items.unique() for k in range(n.inputsSize()))]
+    return found[0] if users == [found[0]] else None
+
+
+def _nodes_within(block):
+    for node in block.nodes():
+        yield node
+        for inner in node.blocks():
+            yield from _nodes_within(inner)
