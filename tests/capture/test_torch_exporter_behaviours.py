@@ -624,6 +624,12 @@ class _TracedAroundAppends(nn.Module):
         return rows + count
 
 
+class _ArangeOut(nn.Module):
+    def forward(self, x, end):
+        out = torch.zeros(1, dtype=torch.long)  # resized to end's value
+        return torch.arange(end, out=out) + x.sum().long()
+
+
 class _SizedByValues(nn.Module):
     def forward(self, n, m):
         # (scripted, the sizes stay read from the values: a trace would fix them)
@@ -661,6 +667,10 @@ SCRIPTED = {
         _AppendsInBranches, True, (R(4, 3),), [(R(7, 3),), (R(1, 3),), (R(3, 3).abs(),)], N),
     "a traced model calling that scripted loop": (
         _TracedAroundAppends, False, (R(4, 3),), [(R(7, 3),), (R(1, 3),)], N),
+    "arange to a tensor's value into out=, scripted": (
+        _ArangeOut, True, (R(3), torch.tensor(5)), [(R(3), torch.tensor(9))], None),
+    "arange to a tensor's value into out=, traced": (
+        _ArangeOut, False, (R(3), torch.tensor(5)), [(R(3), torch.tensor(2))], None),
     "sizes read from input values, then squeezed": (
         _SizedByValues, True, (torch.tensor([2]), torch.tensor([1])),
         [(torch.tensor([4]), torch.tensor([1])), (torch.tensor([3]), torch.tensor([2]))], None),

@@ -111,9 +111,11 @@ def with_axes_the_trace_fixes_static(model: Any, args: tuple, kwargs: dict, opti
             **options, "dim_names": {k: v for k, v in dim_names.items() if k not in fixed}})
     leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs))
               if isinstance(leaf, torch.Tensor)]
+    names = list(traced.input_names)
     for k, axis in fixed:
+        which = f"input {names[k]!r}" if k < len(names) else f"tensor input {k}"
         warn_at_caller(
-            f"axis {axis} ({dim_names[(k, axis)]!r}) of tensor input {k} is kept at its "
+            f"axis {axis} ({dim_names[(k, axis)]!r}) of {which} is kept at its "
             f"example's size, {leaves[k].shape[axis]}: the traced graph computes other results "
             "than the model at other sizes, as the model used a size as a Python number (see "
             "the TracingWarning). Export with dynamo=True, or compute that size with tensor "

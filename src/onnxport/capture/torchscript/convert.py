@@ -13,6 +13,7 @@ import torch
 
 from onnxport.capture.common import first_lines
 from onnxport.capture.torchscript.branches import decide_branches
+from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS
 from onnxport.capture.torchscript.list_scans import (LIST_EDITS, StackedList, refuse_returned,
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition
@@ -372,6 +373,11 @@ def _convert_len(self, node):
     self._convert_standard_operators(node)
 
 
+def _traced_dtype(node: torch._C.Node) -> torch.dtype | None:
+    kind = node.output().type() if node.outputsSize() == 1 else None
+    return kind.dtype() if isinstance(kind, torch._C.TensorType) else None
+
+
 def _convert_list(self, node):
     """``list(xs)``: a copy, which the script's edits (``s[0] = n``) change without changing
     ``xs``: of a list known item by item, a list of its items; of the sizes of a tensor
@@ -442,6 +448,12 @@ def _convert_call(self, node):
             self.fx_graph.call_function(torch.ops.aten.movedim.int, (args[0], dim, 0)),
             (node.sourceRange().splitlines() or ["?"])[0].strip())
         return
+    if target in ARANGE_OUTS and "out" in kwargs and _traced_dtype(node) is not None:
+        # (the out tensor resized to a length read from a value, torch.arange(end_tensor,
+        # out=o), would guard on that value): the functional arange in the dtype recorded
+        kwargs = {**{k: v for k, v in kwargs.items() if k != "out"},
+                  "dtype": _traced_dtype(node)}
+        target = ARANGE_OUTS[target]
     fx_node = self.fx_graph.call_function(target, tuple(args), kwargs)
     if node.outputsSize() == 1:
         self.name_to_node[node.output().debugName()] = fx_node

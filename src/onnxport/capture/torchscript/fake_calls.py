@@ -14,6 +14,12 @@ import torch.utils._pytree as pytree
 
 def fake_call(target: Any, args: tuple, kwargs: dict) -> Any:
     """``target(*args, **kwargs)`` on fake values, as the helpers below need."""
+    if target in ARANGE_OUTS and isinstance(kwargs.get("out"), torch.Tensor):
+        # (the out tensor resized to a length a symbol gives would guard on it): the
+        # functional arange in the out tensor's dtype, which translation computes too
+        kwargs = {**{k: v for k, v in kwargs.items() if k != "out"},
+                  "dtype": kwargs["out"].dtype}
+        target = ARANGE_OUTS[target]
     if target in _ARANGES and (value := _symbolic_arange(target, args, kwargs)) is not None:
         return value
     if _fixes_symbols(target, args, kwargs):
@@ -82,6 +88,8 @@ def _plain_number_parameters(target: Any) -> tuple[tuple[str, bool], ...]:
 
 _ARANGES = {torch.ops.aten.arange.default, torch.ops.aten.arange.start,
             torch.ops.aten.arange.start_step}
+ARANGE_OUTS = {torch.ops.aten.arange.out: torch.ops.aten.arange.default,
+                torch.ops.aten.arange.start_out: torch.ops.aten.arange.start_step}
 
 
 def _symbolic_arange(target: Any, args: tuple, kwargs: dict) -> Any:
