@@ -273,7 +273,7 @@ class _NumberFirst(torch.nn.Module):
 
 @pytest.mark.parametrize("dynamo", [None, False])
 @pytest.mark.parametrize("scripted", [False, True], ids=["traced", "scripted"])
-def test_input_names_of_number_inputs_are_passed_over(dynamo, scripted):
+def test_input_names_name_number_inputs_in_their_places(dynamo, scripted):
     # torch.onnx's TorchScript exporter makes a number argument a graph input, named in turn;
     # so does this one (unread: the graph computes with the example's value), and the tensor
     # keeps its own name (a scripted model refused the names; a traced one gave the number's
@@ -293,7 +293,7 @@ class _NoneBetween(torch.nn.Module):
 
 
 @pytest.mark.parametrize("dynamo", [None, False])
-def test_input_names_pass_over_numbers_but_not_over_none(dynamo):
+def test_input_names_name_numbers_but_pass_over_none(dynamo):
     # A None argument is no graph input and takes no name, a number is one and takes one
     # (torch.onnx's TorchScript exporter): "n" names the number, and "z" still names z.
     x, z = torch.randn(2, 3), torch.randn(2, 3)
