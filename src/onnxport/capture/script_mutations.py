@@ -245,13 +245,14 @@ def _sole_append(block):
     items = found[0].inputsAt(0)
     if items.node().owningBlock() is block:  # (made in the branch itself)
         return None
-    users = [n for n in _nodes_within(block) if any(
+    users = [n for n in nodes_within(block) if any(
         n.inputsAt(k).unique() == items.unique() for k in range(n.inputsSize()))]
     return found[0] if users == [found[0]] else None
 
 
-def _nodes_within(block):
+def nodes_within(block):
+    """Every node of ``block``, those of the blocks inside its nodes too, in order."""
     for node in block.nodes():
         yield node
         for inner in node.blocks():
-            yield from _nodes_within(inner)
+            yield from nodes_within(inner)

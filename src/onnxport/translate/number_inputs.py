@@ -15,7 +15,7 @@ import torch
 import torch.utils._pytree as pytree
 
 _DTYPES = {bool: ir.DataType.BOOL, int: ir.DataType.INT64, float: ir.DataType.DOUBLE}
-TORCH_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64}
+_TORCH_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,12 +42,13 @@ def input_leaves(args: tuple, kwargs: dict) -> list[Any]:
 
 
 def is_number(leaf: Any) -> bool:
-    return isinstance(leaf, (bool, int, float))
+    """An int, float or bool (not a subclass such as an IntEnum: no input dtype fits it)."""
+    return type(leaf) in _DTYPES
 
 
 def as_tensor(number: bool | int | float) -> torch.Tensor:
     """A number as the 0-d tensor its graph input takes (int64, double or bool)."""
-    return torch.tensor(number, dtype=TORCH_DTYPES[type(number)])
+    return torch.tensor(number, dtype=_TORCH_DTYPES[type(number)])
 
 
 def number_arguments(args: tuple, kwargs: dict, parameter_names: Sequence[str],
@@ -61,7 +62,7 @@ def number_arguments(args: tuple, kwargs: dict, parameter_names: Sequence[str],
         parameter = parameter_names[index] if index < len(parameter_names) else f"input_{index}"
         leaves = input_leaves((arg,), {})
         for k, leaf in enumerate(leaves):
-            if type(leaf) in _DTYPES:
+            if is_number(leaf):
                 default = parameter if leaf is arg else f"{parameter}_{k}"
                 name = input_names[position] if input_names and position < len(input_names) \
                     else default

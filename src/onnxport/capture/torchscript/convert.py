@@ -13,7 +13,7 @@ import torch
 
 from onnxport.capture.common import first_lines
 from onnxport.capture.torchscript.branches import decide_branches
-from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS
+from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_arange
 from onnxport.capture.torchscript.list_scans import (LIST_EDITS, StackedList, refuse_returned,
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition
@@ -386,10 +386,10 @@ def _convert_list(self, node):
     name = node.output().debugName()
     if isinstance(items, (list, tuple)):
         self.name_to_node[name] = list(items)
-    elif isinstance(items, torch.fx.Node) and items.target in (
-            torch.ops.aten.sym_size, torch.ops.aten.sym_size.default) and \
-            _rank(node.input().node().inputsAt(0)) is not None:
-        rank = _rank(node.input().node().inputsAt(0))
+        return
+    rank = _rank(node.input().node().inputsAt(0)) if isinstance(items, torch.fx.Node) and \
+        items.target in (torch.ops.aten.sym_size, torch.ops.aten.sym_size.default) else None
+    if rank is not None:
         self.name_to_node[name] = [self.fx_graph.call_function(
             torch.ops.aten.sym_size.int, (items.args[0], k)) for k in range(rank)]
     else:
@@ -448,12 +448,8 @@ def _convert_call(self, node):
             self.fx_graph.call_function(torch.ops.aten.movedim.int, (args[0], dim, 0)),
             (node.sourceRange().splitlines() or ["?"])[0].strip())
         return
-    if target in ARANGE_OUTS and "out" in kwargs and _traced_dtype(node) is not None:
-        # (the out tensor resized to a length read from a value, torch.arange(end_tensor,
-        # out=o), would guard on that value): the functional arange in the dtype recorded
-        kwargs = {**{k: v for k, v in kwargs.items() if k != "out"},
-                  "dtype": _traced_dtype(node)}
-        target = ARANGE_OUTS[target]
+    if target in ARANGE_OUTS and "out" in kwargs and (dtype := _traced_dtype(node)) is not None:
+        target, kwargs = functional_arange(target, kwargs, dtype)  # (else the fake run does)
     fx_node = self.fx_graph.call_function(target, tuple(args), kwargs)
     if node.outputsSize() == 1:
         self.name_to_node[node.output().debugName()] = fx_node

@@ -15,11 +15,7 @@ import torch.utils._pytree as pytree
 def fake_call(target: Any, args: tuple, kwargs: dict) -> Any:
     """``target(*args, **kwargs)`` on fake values, as the helpers below need."""
     if target in ARANGE_OUTS and isinstance(kwargs.get("out"), torch.Tensor):
-        # (the out tensor resized to a length a symbol gives would guard on it): the
-        # functional arange in the out tensor's dtype, which translation computes too
-        kwargs = {**{k: v for k, v in kwargs.items() if k != "out"},
-                  "dtype": kwargs["out"].dtype}
-        target = ARANGE_OUTS[target]
+        target, kwargs = functional_arange(target, kwargs, kwargs["out"].dtype)
     if target in _ARANGES and (value := _symbolic_arange(target, args, kwargs)) is not None:
         return value
     if _fixes_symbols(target, args, kwargs):
@@ -89,7 +85,15 @@ def _plain_number_parameters(target: Any) -> tuple[tuple[str, bool], ...]:
 _ARANGES = {torch.ops.aten.arange.default, torch.ops.aten.arange.start,
             torch.ops.aten.arange.start_step}
 ARANGE_OUTS = {torch.ops.aten.arange.out: torch.ops.aten.arange.default,
-                torch.ops.aten.arange.start_out: torch.ops.aten.arange.start_step}
+               torch.ops.aten.arange.start_out: torch.ops.aten.arange.start_step}
+
+
+def functional_arange(target: Any, kwargs: dict, dtype: torch.dtype) -> tuple[Any, dict]:
+    """``arange(..., out=o)`` (``target`` in ARANGE_OUTS) as the functional arange in ``dtype``
+    (o's): resizing o to a length read from a value (``torch.arange(end_tensor, out=o)``)
+    would guard on that value, in torch.export and in the fake run alike."""
+    return ARANGE_OUTS[target], {**{k: v for k, v in kwargs.items() if k != "out"},
+                                 "dtype": dtype}
 
 
 def _symbolic_arange(target: Any, args: tuple, kwargs: dict) -> Any:

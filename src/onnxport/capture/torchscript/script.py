@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from onnxport.capture.script_mutations import functionalize_writes
+from onnxport.capture.script_mutations import functionalize_writes, nodes_within
 from onnxport.capture.torchscript.branches import fold_to_constant
 from onnxport.capture.torchscript.trace import _ConverterState
 
@@ -171,7 +171,7 @@ def _forward_attribute_writes(block, module_value, written: dict | None = None) 
     for node in list(block.nodes()):
         for inner in node.blocks():
             _forward_attribute_writes(inner, module_value, dict(written))
-        if any(n.kind() == "prim::SetAttr" for b in node.blocks() for n in _all_nodes(b)):
+        if any(n.kind() == "prim::SetAttr" for b in node.blocks() for n in nodes_within(b)):
             written.clear()  # (what a branch or loop body wrote is not known here)
             continue
         path = _attribute_path(node, module_value) if node.kind() in (
@@ -184,13 +184,6 @@ def _forward_attribute_writes(block, module_value, written: dict | None = None) 
         elif path in written:
             node.output().replaceAllUsesWith(written[path])
             node.destroy()
-
-
-def _all_nodes(block):
-    for node in block.nodes():
-        yield node
-        for inner in node.blocks():
-            yield from _all_nodes(inner)
 
 
 def _attribute_path(node, module_value) -> tuple | None:
