@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 
 import numpy as np
 import onnx
@@ -316,3 +317,41 @@ def test_saved_files_follow_the_umask_as_open_would(tmp_path, umask, external):
     for path in written:
         assert os.stat(path).st_mode & 0o777 == expected, path
     _close(_run(tmp_path / "m.onnx", x), _eager(model, x))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+def test_a_save_over_a_model_swaps_it_out_in_one_step(tmp_path, monkeypatch):
+    # A rename over an existing file makes ext4 write the new one out before returning (a third
+    # of a large model's save); the swap does not. Readers see the old model or the new one.
+    x = torch.randn(1, 2)
+    torch.manual_seed(0)
+    old, new = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    path = tmp_path / "m.onnx"
+    onnxport.export(old, (x,), path)
+    os.chmod(path, 0o600)
+    renames = []
+    monkeypatch.setattr(os, "replace", lambda *a: renames.append(a))
+    onnxport.export(new, (x,), path)
+    assert renames == []  # swapped, not renamed over
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
+    _close(_run(path, x), _eager(new, x))
+    with open(tmp_path / "reference", "wb"):
+        pass
+    assert os.stat(path).st_mode & 0o777 == os.stat(tmp_path / "reference").st_mode & 0o777
+    monkeypatch.undo()
+    # A link is replaced by the model, as a rename would; what it pointed at is left alone.
+    target = tmp_path / "elsewhere.onnx"
+    target.write_bytes(b"not touched")
+    link = tmp_path / "link.onnx"
+    link.symlink_to(target)
+    onnxport.export(new, (x,), link)
+    assert not link.is_symlink() and target.read_bytes() == b"not touched"
+    _close(_run(link, x), _eager(new, x))
+    # A folder in the way is an error, and stays as it was.
+    folder = tmp_path / "folder.onnx"
+    folder.mkdir()
+    (folder / "inside").write_bytes(b"x")
+    with pytest.raises((OSError, onnxport.InvalidExportOptionsError)):
+        onnxport.export(new, (x,)).save(folder)
+    assert [p.name for p in folder.iterdir()] == ["inside"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".onnxport-")]

@@ -3,9 +3,12 @@ data when needed, and runs it in ONNX Runtime on torch inputs."""
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
+import stat
+import sys
 import tempfile
 from typing import Any, Sequence
 
@@ -439,13 +442,49 @@ class _atomic_path:
     def __exit__(self, kind, error, traceback) -> bool:
         try:
             if kind is None:
-                os.replace(self.temporary, self.destination)
+                if self.durable or not _exchanged(self.temporary, self.destination):
+                    os.replace(self.temporary, self.destination)
                 if self.durable:
                     _sync_folder(self.folder)
         finally:
             if os.path.exists(self.temporary):
                 _remove_quietly(self.temporary)
         return False
+
+
+_RENAME_EXCHANGE = 2  # renameat2's flag (Linux 3.15+)
+
+
+def _exchanged(temporary: str, destination: str) -> bool:
+    """Swap the new file ``temporary`` with the regular file at ``destination`` in one atomic
+    step (Linux's renameat2 RENAME_EXCHANGE); ``temporary`` then holds the old file, which the
+    caller removes. Whether it was done: False where there is no regular file to swap with, or
+    the system or file system cannot (then a rename replaces it). A rename over an existing
+    file makes ext4 write the new file out before the rename returns (auto_da_alloc), a third
+    of a large model's save; a swap does not, and readers see the old file or the new one,
+    never none."""
+    renameat2 = getattr(_libc(), "renameat2", None)
+    try:
+        if renameat2 is None or not stat.S_ISREG(os.lstat(destination).st_mode):
+            return False
+    except OSError:
+        return False
+    at_current_folder = -100
+    return renameat2(at_current_folder, os.fsencode(temporary), at_current_folder,
+                     os.fsencode(destination), _RENAME_EXCHANGE) == 0
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    """The C library of this process, on Linux (None elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
 
 
 def _remove_quietly(path: str) -> None:
@@ -518,11 +557,11 @@ def _save_atomically(model: ir.Model, destination: str, external: bool,
             raise
     else:
         # One self-contained file is not synced (as torch.onnx and onnx.save do not; the sync
-        # was half of a small model's export): the rename alone makes it appear complete or not
-        # at all to every reader, and a failed or killed save leaves the old file. Only a
-        # power cut soon after could lose the new file's content on file systems that do not
-        # flush a file renamed over another (ext4 does). A side file is synced, since the
-        # model must not point at weights that could be lost.
+        # was half of a small model's export): the swap (or rename) alone makes it appear
+        # complete or not at all to every reader, and a failed or killed save leaves the old
+        # file. Only a power cut soon after could lose the new file's content, as it could
+        # torch.onnx's. A side file is synced, since the model must not point at weights that
+        # could be lost.
         with _atomic_path(destination, durable=False) as temporary:
             with open(temporary, "wb") as stream:
                 write_model(model, stream, include_initializers=include_initializers)
