@@ -1,6 +1,7 @@
 """dynamo=False: capture by tracing (loops unrolled, the branch taken, Python numbers read from
 tensors fixed), translated by the same op library; sizes read from inputs stay dynamic."""
 
+import copy
 import warnings
 
 import numpy as np
@@ -880,6 +881,34 @@ def test_a_script_module_exported_for_training_keeps_its_training_dropout(dynamo
     evaluated = onnxport.export(model, (torch.ones(2000),), dynamo=dynamo)
     assert "Dropout" not in [node.op_type for node in evaluated.model.graph]
     _close(evaluated(torch.ones(2000))[0], torch.full((2000,), 2.0))
+
+
+class _NormalizedTwice(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn1 = torch.nn.BatchNorm2d(3, affine=False)
+        self.conv = torch.nn.Conv2d(3, 3, 3)
+        self.bn2 = torch.nn.BatchNorm2d(3)
+
+    def forward(self, x):
+        return self.bn2(self.conv(self.bn1(x)))
+
+
+@pytest.mark.parametrize("mode", ["TRAINING", "PRESERVE"])
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_script_module_exported_for_training_normalizes_with_the_batch_statistics(
+        dynamo, mode):
+    # BatchNorm's `if self.training:` (the count update) stayed a branch on an attribute,
+    # which the converter refused: TS2EPConverter failed for node prim::If.
+    torch.manual_seed(0)
+    model = _NormalizedTwice().train()
+    x = torch.randn(4, 3, 6, 6) * 2 + 1
+    with torch.no_grad():
+        expected = copy.deepcopy(model)(x)
+    program = onnxport.export(torch.jit.script(model), (x,), dynamo=dynamo,
+                              training=getattr(onnxport.TrainingMode, mode))
+    _close(program(x)[0], expected)
+    assert torch.equal(model.bn1.num_batches_tracked, torch.tensor(0))  # the export ran nothing
 
 
 def test_tracing_warning_is_still_importable_from_the_torchscript_capture():

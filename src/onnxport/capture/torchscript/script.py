@@ -46,6 +46,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
     if is_module:
+        _fold_training_flags(graph, scripted)
         _forward_attribute_writes(graph.block(), next(graph.inputs()))
     _fold_dtypes(graph, tensors, 1 if is_module else 0, scripted if is_module else None)
     if static_sizes is not None:
@@ -184,6 +185,23 @@ def _forward_attribute_writes(block, module_value, written: dict | None = None) 
         elif path in written:
             node.output().replaceAllUsesWith(written[path])
             node.destroy()
+
+
+def _fold_training_flags(graph: torch._C.Graph, module: torch.jit.ScriptModule) -> None:
+    """``self.training`` (of the model or a submodule) becomes the mode the export put that
+    module in, deciding its branches: freezing keeps the flag of a module in training mode
+    (training=TRAINING), and BatchNorm's count update in a branch on it is no branch the
+    converter takes."""
+    module_value = next(graph.inputs())
+    for node in graph.findAllNodes("prim::GetAttr", True):
+        path = _attribute_path(node, module_value) if node.s("name") == "training" else None
+        if path is None:
+            continue
+        owner = module
+        for name in path[:-1]:
+            owner = getattr(owner, name, None)
+        if isinstance(owner, torch.jit.ScriptModule) and isinstance(owner.training, bool):
+            fold_to_constant(graph, node, owner.training)
 
 
 def _attribute_path(node, module_value) -> tuple | None:
