@@ -180,19 +180,41 @@ def _evaluate(node: ir.Node, opset: int, fills: dict[ir.Value, _Fill],
             return [np.asarray(_NUMPY_EVALUATORS[node.op_type](node, *feeds_in))]
         except Exception:  # malformed: leave it to ONNX Runtime, which will say so
             return None
-    from onnx.reference import ReferenceEvaluator
-
-    proto = ir.serde.serialize_node(node)
-    feeds = {v.name: fills[v].array() if v in fills else v.const_value.numpy()
-             for v in inputs if v is not None}
+    feeds = {f"i{k}": fills[v].array() if v in fills else v.const_value.numpy()
+             for k, v in enumerate(inputs) if v is not None}
     try:
-        evaluator = ReferenceEvaluator(proto, opsets={"": opset})
-        results = evaluator.run(None, feeds)
+        results = _evaluator(node, opset).run(None, feeds)
     except Exception:  # an op the reference cannot run: leave it to ONNX Runtime
         return None
     if any(np.asarray(r).size > OUTPUT_LIMIT for r in results):
         return None
     return [np.asarray(r) for r in results]
+
+
+# Reference evaluators by node (op, attributes, which inputs are given): making one is fifteen
+# times running it, and a model folds the same few nodes again and again (BERT's Unsqueezes).
+_EVALUATORS: dict[tuple[int, bytes], object] = {}
+_EVALUATOR_LIMIT = 512
+
+
+def _evaluator(node: ir.Node, opset: int):
+    """onnx's reference evaluator of ``node`` alone, its inputs named ``i0``, ``i1``...
+    (absent ones left out) and its outputs ``o0``, ``o1``..."""
+    proto = ir.serde.serialize_node(node)
+    proto.name = proto.doc_string = ""
+    del proto.metadata_props[:]
+    proto.input[:] = [f"i{k}" if v is not None else "" for k, v in enumerate(node.inputs)]
+    proto.output[:] = [f"o{k}" for k in range(len(node.outputs))]
+    key = (opset, proto.SerializeToString(deterministic=True))
+    evaluator = _EVALUATORS.get(key)
+    if evaluator is None:
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(proto, opsets={"": opset})
+        if len(_EVALUATORS) >= _EVALUATOR_LIMIT:
+            _EVALUATORS.pop(next(iter(_EVALUATORS)))
+        _EVALUATORS[key] = evaluator
+    return evaluator
 
 
 def _gather_elements(node: ir.Node, data: np.ndarray, indices: np.ndarray) -> np.ndarray:
