@@ -481,6 +481,8 @@ class TranslationSettings:
     fused_ops: bool = True
     # The graph inputs number arguments become (torch.onnx's TorchScript exporter's rules)
     number_arguments: NumberArguments = dataclasses.field(default_factory=NumberArguments)
+    # The user inputs the graph does not read leave it (the same rules; not dynamo=True's)
+    drop_unread_inputs: bool = False
 
     def graph_options(self) -> dict[str, Any]:
         """The keywords of ``translate_graph`` that come from these settings."""
@@ -589,7 +591,8 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
         opset=opset, operator_export_type=operator_export_type,
         export_params=options["export_params"],
         keep_initializers_as_inputs=options["keep_initializers_as_inputs"],
-        custom_opsets=custom_opsets, fused_ops=options["fused_ops"], number_arguments=numbers)
+        custom_opsets=custom_opsets, fused_ops=options["fused_ops"], number_arguments=numbers,
+        drop_unread_inputs=_follows_torchscript_rules(model, options))
     return ExportPlan(
         model=model, args=args, kwargs=kwargs, capture=capture, translation=translation,
         passes=PassSettings(optimize=options["optimize"], fused_ops=options["fused_ops"],
@@ -619,11 +622,17 @@ def _capture_settings(options: Mapping[str, Any], model: Any, args: tuple, kwarg
                            output_dim_names=dynamic.output_dim_names, **settings)
 
 
+def _follows_torchscript_rules(model: Any, options: Mapping[str, Any]) -> bool:
+    """Whether the graph's inputs follow torch.onnx's TorchScript exporter (numbers are
+    inputs, unread inputs leave), as on both our paths; its dynamo exporters (``dynamo=True``,
+    ``dynamo_export``, an ExportedProgram) keep the tensors and drop the numbers."""
+    return options["dynamo"] is not True and not isinstance(model, torch.export.ExportedProgram)
+
+
 def _number_arguments(model: Any, args: tuple, kwargs: dict,
                       options: Mapping[str, Any]) -> NumberArguments:
-    """The graph inputs number arguments become: torch.onnx's TorchScript exporter makes them,
-    on both our paths; its dynamo exporters (``dynamo=True``, ``dynamo_export``) drop them."""
-    if options["dynamo"] is True or isinstance(model, torch.export.ExportedProgram):
+    """The graph inputs number arguments become (``_follows_torchscript_rules``)."""
+    if not _follows_torchscript_rules(model, options):
         return NumberArguments()
     from onnxport.capture import parameter_names
 

@@ -30,6 +30,7 @@ from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, translate_graph
 from onnxport.translate.graph import missing_translations
 from onnxport.translate.number_inputs import add_number_inputs
+from onnxport.translate.unread_inputs import drop_unread_inputs, without
 from onnxport.translate.registry import aten_name
 from onnxport.verification.validity import check_model, check_structure
 
@@ -96,6 +97,9 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
     with stage("translate"):
         onnx_model, numbers = _translate(captured, plan.capture, translation)
     _run_passes(onnx_model, plan.passes, captured.weights, stage)
+    input_names = _input_names(captured.input_names, numbers)
+    unread = _drop_unread_inputs(onnx_model, input_names, numbers) \
+        if translation.drop_unread_inputs else []
     with stage("check"):
         header = check_model(onnx_model, "the export (translation, passes, type casts and "
                                          "module functions)")
@@ -105,9 +109,10 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
         drop_fake_weights(onnx_model)
         passes.run_preset(onnx_model, "weight-free")
     program = ONNXProgram(onnx_model, captured.exported_program,
-                          input_names=_input_names(captured.input_names, numbers),
+                          input_names=without(input_names, unread),
                           output_names=captured.output_names)
     program.number_inputs = numbers
+    program.unread_inputs = unread
     program.stage_seconds = timings
     program.diagnostics = session.recorder
     session.program = program
@@ -169,6 +174,22 @@ def _translate(captured, capture: CaptureSettings,
     if CHECK_EACH_PASS.get():
         check_structure(onnx_model, "translation")
     return onnx_model, numbers
+
+
+def _drop_unread_inputs(onnx_model: ir.Model, input_names: list[str], numbers) -> list[int]:
+    """The inputs the graph does not read removed (``translate.unread_inputs``), with a
+    warning naming them; their positions among the call's inputs."""
+    unread = drop_unread_inputs(onnx_model, len(input_names), [n.name for n in numbers])
+    if unread:
+        names = ", ".join(input_names[k] for k in unread)
+        plural = len(unread) > 1
+        warnings.warn(
+            f"the model does not read input{'s' if plural else ''} {names} (or only a static "
+            f"size of {'them' if plural else 'it'}): no input of the ONNX graph, as under "
+            "torch.onnx's TorchScript exporter; ONNXProgram still takes every argument, ONNX "
+            "Runtime only the inputs kept. dynamo=True keeps every input.", UserWarning,
+            stacklevel=_arguments._caller_level())
+    return unread
 
 
 def _input_names(tensor_inputs: list[str], numbers) -> list[str]:

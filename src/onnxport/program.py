@@ -49,6 +49,9 @@ class ONNXProgram:
         self.output_names = list(output_names)
         # The inputs that number arguments became (translate.number_inputs), by position
         self.number_inputs: list = []
+        # The call's inputs (tensors and numbers, flat) the graph does not read, by position:
+        # no graph inputs (translate.unread_inputs), still arguments of a call
+        self.unread_inputs: list[int] = []
         self._session = None
         # What the export reported (decompositions, fallbacks, warnings, stage timings).
         self.diagnostics = Recorder()
@@ -214,7 +217,13 @@ class ONNXProgram:
         """The tensors a call's arguments feed to the model's ``count`` inputs (its named
         inputs by default), in order: see ``_flatten_inputs``."""
         count = len(self.input_names) if count is None else count
-        return _flatten_inputs(args, kwargs, count, self.number_inputs)
+        unread = getattr(self, "unread_inputs", [])  # (a program pickled before it had them)
+        flat = _flatten_inputs(args, kwargs, count + len(unread), self.number_inputs)
+        if unread and len(flat) == count + len(unread):
+            from onnxport.translate.unread_inputs import without
+
+            flat = without(flat, unread)
+        return flat
 
     def _get_session(self, options: ONNXRuntimeOptions | None):
         # Only a session made with default options is kept and reused.

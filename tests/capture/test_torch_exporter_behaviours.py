@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 from typing import Dict, List, Optional, Tuple
 
+import onnxruntime as ort
 import pytest
 import torch
 from torch import nn
@@ -775,10 +776,48 @@ class _Nested(nn.Module):
         return x + 1, [x * 2, (x * 3, x * 4)]
 
 
+class _SizesOnly(nn.Module):
+    def forward(self, x, y):
+        return torch.arange(x.shape[0]) + torch.zeros(y.size(), dtype=torch.long).sum()
+
+
+def _session_run(program, *tensors):
+    session = ort.InferenceSession(program.model_proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), tensors)}
+    return session.run(None, feeds)
+
+
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
-def test_unused_inputs_stay_inputs(dynamo):
+def test_inputs_the_graph_does_not_read_leave_it_as_under_torch_onnx(dynamo):
+    # torch.onnx's TorchScript exporter keeps only the inputs its graph reads (its tests feed
+    # ``remained_onnx_input_idx``); the names given stay with the inputs they named.
+    x, y, z = R(3), R(4), R(3)
+    with pytest.warns(UserWarning, match="does not read inputs y, z"):
+        program = onnxport.export(_Unused(), (x, y, z), dynamo=dynamo,
+                                  input_names=["x", "y", "z"], dynamic_axes={"x": [0], "y": [0]})
+    assert [i.name for i in program.model.graph.inputs] == ["x"]
+    assert program.input_names == ["x"]
+    torch.testing.assert_close(program(x, y, z)[0], x + 1)  # still called with every argument
+    x5 = R(5)
+    torch.testing.assert_close(torch.from_numpy(_session_run(program, x5)[0]), x5 + 1)
+    # Inputs read only for a static size: the sizes fold, and no input is left.
+    program = onnxport.export(_SizesOnly(), (R(4, 2), R(2, 3)), dynamo=dynamo)
+    assert list(program.model.graph.inputs) == []
+    expected = _SizesOnly()(R(4, 2), R(2, 3))
+    torch.testing.assert_close(torch.from_numpy(_session_run(program)[0]), expected)
+    torch.testing.assert_close(program(R(4, 2), R(2, 3))[0], expected)
+    # ...while a dynamic size is read from its input, which stays.
+    program = onnxport.export(_SizesOnly(), (R(4, 2), R(2, 3)), dynamo=dynamo,
+                              input_names=["x", "y"], dynamic_axes={"x": [0]})
+    assert [i.name for i in program.model.graph.inputs] == ["x"]
+    torch.testing.assert_close(torch.from_numpy(_session_run(program, R(6, 2))[0]),
+                               _SizesOnly()(R(6, 2), R(2, 3)))
+
+
+def test_dynamo_true_keeps_every_input():
     x = R(3)
-    program = onnxport.export(_Unused(), (x, x, x), dynamo=dynamo)
+    program = onnxport.export(_Unused(), (x, x, x), dynamo=True)
     assert [i.name for i in program.model.graph.inputs] == ["x", "y", "z"]
     torch.testing.assert_close(program(x, x, x)[0], x + 1)
 

@@ -75,7 +75,8 @@ def run(program: Program, opset: int = 18) -> Outcome:
     for second, eager in runs:
         where = "second sizes" if second else "example sizes"
         try:
-            actual = _run_session(session, program.make_inputs(second))
+            actual = _run_session(session, exported.input_tensors(
+                tuple(program.make_inputs(second)), {}))
         except Exception as error:
             return Outcome(INVALID, f"ONNX Runtime failed at the {where}: {_short(str(error))}")
         problem = compare(actual, eager, gatherers=_index_gatherers(program, second))
@@ -222,6 +223,8 @@ def _session(exported):
 
 
 def _run_session(session, inputs) -> list[torch.Tensor]:
+    """The session run on ``inputs``, the tensors it takes (``ONNXProgram.input_tensors``: an
+    input the graph does not read is none)."""
     import numpy as np
 
     names = [i.name for i in session.get_inputs()]
