@@ -1381,3 +1381,18 @@ def test_an_input_read_through_data_stays_the_input():
                                   input_names=["x"], dynamic_axes={"x": {0: "n"}})
     other = torch.randn(5, 4)
     _close(program(other)[0], _ReadThroughData()(other)[0])
+
+
+class _FilledAndReturned(torch.nn.Module):
+    def forward(self, x):
+        return x.new_empty(x.shape).fill_(2), torch.empty(3, 4).fill_(3) + x
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_fresh_tensor_filled_in_place_and_read_is_its_value(dynamo):
+    # The fill folded to a constant, but the in-place call's result (read by the output and by
+    # the Add) was erased with it: "Tried to erase Node fill__scalar but it still had 1 users".
+    x = torch.randn(3, 4)
+    program = onnxport.export(_FilledAndReturned(), (x,), dynamo=dynamo)
+    for actual, expected in zip(program(x), _FilledAndReturned()(x)):
+        _close(actual, expected)

@@ -240,6 +240,8 @@ class _Translator:
             if number:  # a number the model returns: 0-d, as torch.tensor(number)
                 value = g.op("Reshape", value, g.const([], ir.DataType.INT64))
             elif needs_identity:
+                if value.name == onnx_name:  # a constant returned as it is: its name is taken
+                    onnx_name = f"{onnx_name}_output"
                 value = g.op("Identity", value)
             used.add(id(value))
             value.name = onnx_name

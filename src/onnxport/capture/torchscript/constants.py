@@ -58,6 +58,10 @@ def _fold_filled_constants(graph: torch.fx.Graph, first_input: torch.fx.Node | N
         roots.setdefault(root, []).append(node)
     folded = []
     for root, writers in roots.items():
+        # A write whose result is read (``torch.empty(n).fill_(v)`` returned) stands for the
+        # whole tensor only where it wrote the tensor itself, not a view of it.
+        if any(writer.users and _written(writer) is not root for writer in writers):
+            continue
         value = _filled_value(root, writers, order, constants)
         if value is None:
             continue
@@ -66,11 +70,17 @@ def _fold_filled_constants(graph: torch.fx.Graph, first_input: torch.fx.Node | N
             placeholder = graph.placeholder(name)
         placeholder.meta["val"] = root.meta["val"]
         for writer in reversed(writers):
+            writer.replace_all_uses_with(placeholder)
             graph.erase_node(writer)
         root.replace_all_uses_with(placeholder)
         graph.erase_node(root)
         folded.append((name, value))
     return folded
+
+
+def _written(writer: torch.fx.Node) -> Any:
+    """The argument ``writer`` (an in-place call) writes into."""
+    return writer.args[_written_positions(writer.target)[0]]
 
 
 def _filled_value(root: torch.fx.Node, writers: list[torch.fx.Node],
