@@ -932,3 +932,22 @@ def test_a_scripted_submodule_returning_a_number_inside_a_traced_model(dynamo):
     # The tracer refuses a call that returns an int ("cannot set value trace for type Int"):
     # the scripted child's numbers come out as 0-d tensors, computed at run time.
     _export_and_compare(_ScriptedReturnsCount(), (R(3, 4, 2),), [(R(5, 4, 2),)], N, dynamo)
+
+
+class _NumberAndUnread(nn.Module):
+    def forward(self, x, n: int, unused, z):
+        return x * n + z
+
+
+@pytest.mark.parametrize("script", [False, True], ids=["traced", "scripted"])
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_an_unread_input_leaves_and_the_numbers_keep_their_places(dynamo, script):
+    x, unused, z = R(3), R(2), R(3)
+    model = torch.jit.script(_NumberAndUnread()) if script else _NumberAndUnread()
+    program = onnxport.export(model, (x, 2, unused, z), dynamo=dynamo,
+                              input_names=["a", "k", "b", "c"])
+    assert [i.name for i in program.model.graph.inputs] == ["a", "k", "c"]
+    assert program.input_names == ["a", "k", "c"]
+    torch.testing.assert_close(program(x, 2, unused, z)[0], x * 2 + z)
+    (actual,) = _session_run(program, x, torch.tensor(2), z)
+    torch.testing.assert_close(torch.from_numpy(actual), x * 2 + z)
