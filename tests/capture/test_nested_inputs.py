@@ -1,6 +1,7 @@
 """Tensors nested in inputs (lists, dicts) become graph inputs named after their path, in the
 order torch.export flattens them, and dynamic dims given for them keep their names."""
 
+import pytest
 import torch
 
 import onnxport
@@ -64,3 +65,21 @@ def test_dims_left_to_torch_export_are_named_after_their_input():
     assert _dims(x) == ["batch", "x_dim_1"] and _dims(y) == ["batch", "5"]
     other = (torch.randn(2, 7), torch.randn(2, 5))
     torch.testing.assert_close(program(*other)[0], f(*other), rtol=1e-3, atol=1e-4)
+
+
+class _TwoInputs(torch.nn.Module):
+    def forward(self, x, y):
+        return x * 2 + y, x.relu()
+
+
+@pytest.mark.parametrize("dynamo", [None, True, False])
+def test_one_tensor_given_twice_is_two_inputs(dynamo):
+    # torch.export made a tensor given twice one input, read from its last place: the graph
+    # computed y * 2 + y, right at the example and wrong for any other pair.
+    x = torch.randn(3, 4)
+    program = onnxport.export(_TwoInputs(), (x, x), dynamo=dynamo,
+                              input_names=["x", "y"], dynamic_axes={"x": [0], "y": [0]})
+    assert program.input_names == ["x", "y"]
+    a, b = torch.randn(5, 4), torch.randn(5, 4)
+    for actual, expected in zip(program(a, b), _TwoInputs()(a, b)):
+        torch.testing.assert_close(actual, expected)

@@ -141,13 +141,33 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
             recording_guards() as guards, rewrites, \
             shapes_config.patch(backed_size_oblivious=oblivious), \
             contextlib.redirect_stderr(io.StringIO()):
-        program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes,
-                                      strict=strict)
+        program = torch.export.export(module, *_distinct_inputs(args, kwargs),
+                                      dynamic_shapes=dynamic_shapes, strict=strict)
     _refuse_fake_constants(program, module, args, kwargs)
     # Translation re-traces decompositions on these shapes: it must treat 0 and 1 alike.
     program.graph_module.meta["backed_size_oblivious"] = oblivious
     user_inputs = tensor_user_inputs(program)
     return program, fixed_dims(program, user_inputs, requested, guards)
+
+
+def _distinct_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` with each tensor given again (``(x, x)``) as a copy of its own:
+    torch.export makes a repeated tensor one input and reads it from its last place, so the
+    graph read ``mask`` where the model reads ``x``, a wrong answer once they differ."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    seen: set[int] = set()
+
+    def distinct(leaf):
+        if not isinstance(leaf, torch.Tensor) or isinstance(leaf, FakeTensor):
+            return leaf
+        if id(leaf) in seen:
+            return leaf.clone()
+        seen.add(id(leaf))
+        return leaf
+
+    args, kwargs = torch.utils._pytree.tree_map(distinct, (args, kwargs))
+    return args, kwargs
 
 
 def _refuse_fake_constants(program, module, args, kwargs) -> None:
