@@ -95,9 +95,8 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
         diagnostics.record("OPX0002", f"capture with {failed} failed, {strategy} was "
                            f"used instead: {reason}", strategy=failed)
     with stage("translate"):
-        onnx_model, numbers = _translate(captured, plan.capture, translation)
+        onnx_model, numbers, input_names = _translate(captured, plan.capture, translation)
     _run_passes(onnx_model, plan.passes, captured.weights, stage)
-    input_names = _input_names(captured.input_names, numbers)
     unread = _drop_unread_inputs(onnx_model, input_names, numbers) \
         if translation.drop_unread_inputs else []
     with stage("check"):
@@ -160,20 +159,22 @@ def _translation_context(captured) -> TranslationContext:
 
 
 def _translate(captured, capture: CaptureSettings,
-               translation: TranslationSettings) -> tuple[ir.Model, list]:
-    """The translate stage, with the checks that need the translated graph: the model and the
-    inputs number arguments became (``translate.number_inputs``)."""
+               translation: TranslationSettings) -> tuple[ir.Model, list, list[str]]:
+    """The translate stage, with the checks that need the translated graph: the model, the
+    inputs number arguments became (``translate.number_inputs``) and the names of the user
+    inputs, numbers among them."""
     onnx_model = translate_graph(_translation_context(captured), translation.registry,
                                  translation.opset, **translation.graph_options())
     numbers = _with_number_inputs(onnx_model, translation.number_arguments,
                                   captured.input_names)
-    _arguments.check_against_model(onnx_model, _input_names(captured.input_names, numbers),
+    input_names = _input_names(captured.input_names, numbers)
+    _arguments.check_against_model(onnx_model, input_names,
                                    (capture.input_names or [])[:len(captured.input_names)],
                                    capture.output_names, capture.output_dim_names)
     _rename_output_dims(onnx_model, captured.output_dim_names)
     if CHECK_EACH_PASS.get():
         check_structure(onnx_model, "translation")
-    return onnx_model, numbers
+    return onnx_model, numbers, input_names
 
 
 def _drop_unread_inputs(onnx_model: ir.Model, input_names: list[str], numbers) -> list[int]:

@@ -217,7 +217,7 @@ class ONNXProgram:
         """The tensors a call's arguments feed to the model's ``count`` inputs (its named
         inputs by default), in order: see ``_flatten_inputs``."""
         count = len(self.input_names) if count is None else count
-        unread = getattr(self, "unread_inputs", [])  # (a program pickled before it had them)
+        unread = self.unread_inputs
         flat = _flatten_inputs(args, kwargs, count + len(unread), self.number_inputs)
         if unread and len(flat) == count + len(unread):
             from onnxport.translate.unread_inputs import without

@@ -166,8 +166,7 @@ def _distinct_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         seen.add(id(leaf))
         return leaf
 
-    args, kwargs = torch.utils._pytree.tree_map(distinct, (args, kwargs))
-    return args, kwargs
+    return pytree.tree_map(distinct, (args, kwargs))
 
 
 def _refuse_fake_constants(program, module, args, kwargs) -> None:
