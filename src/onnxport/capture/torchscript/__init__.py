@@ -30,6 +30,7 @@ from onnxport.capture import quirks
 from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
 from onnxport.capture.torchscript.convert import _to_fx
+from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.propagate import SCRIPTED, _propagated, _propagated_static
 from onnxport.capture.torchscript.replay import _REPLAY_PREFIX, _export_traced
 from onnxport.capture.torchscript.script import (_NUMBERS, _frozen, _script_state,
@@ -118,6 +119,7 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
         with quirks.applied("replay"):
             program = _propagated_program(graph_module, tensors, dynamic)
             if program is None:
+                _refuse_run_time_loops(graph_module)
                 program = _export_traced(graph_module, tensors, dynamic)
                 _drop_runtime_asserts(program)
     finally:
@@ -142,6 +144,22 @@ def _propagated_program(graph_module: torch.fx.GraphModule, tensors: tuple,
         program = _propagated(graph_module, twos, dynamic,
                               hints=_read_back_hints(graph_module, twos))
     return program
+
+
+def _refuse_run_time_loops(graph_module: torch.fx.GraphModule) -> None:
+    """torch.export runs a loop of a run-time count (:data:`prim_loop`) in Python, which
+    fixes the count to this example's: silently wrong at any other size. Refused instead."""
+    for module in graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.target is prim_loop and not isinstance(node.args[1], int):
+                where = node.meta.get("stack_trace") or node.name
+                raise CaptureError(
+                    f"a scripted loop of a run-time count ({where}) holds an op that could not be propagated here, and "
+                    "torch.export would fix its count to this example's; the capture stops "
+                    "rather than export a loop wrong at other sizes. Give the loop a static "
+                    "count, or export without dynamic axes")
 
 
 def _critical_only(record: logging.LogRecord) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 from torch._export.converter import (execute_subgraph_from_prim_loop, get_dtype_as_int,
-                                     list_append)
+                                     list_add, list_append)
 
 from onnxport.capture.torchscript.convert import _shape_as_tensor, _tensor
 from onnxport.capture.torchscript.fx_helpers import _attribute
@@ -117,6 +117,9 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
         if not isinstance(index, int):
             return _REFUSED
         item = node.args[0][index]
+        if isinstance(item, (bool, int, float)):  # a number of a list constant (a folded size)
+            remap[node] = item
+            return True
         if not isinstance(item, torch.fx.Node):
             return _REFUSED
         remap[node] = remap[item]
@@ -130,6 +133,15 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
         return True
     if node.target is torch.ops.aten.slice.t:
         return _sliced_list(graph, node, remap)
+    if node.target in _NUMBER_ARITHMETIC and not node.kwargs:
+        # Arithmetic of numbers known here (``arr[-1 - i]`` in an unrolled iteration): done.
+        args = [remap[a] if isinstance(a, torch.fx.Node) else a for a in node.args]
+        if all(type(a) in (bool, int, float) for a in args):
+            try:
+                remap[node] = node.target(*args)
+                return True
+            except ArithmeticError:  # (1 // 0: left to the run, which raises as torch does)
+                pass
     if node.target in _RANGE_ARITHMETIC:
         # range(lo, hi, step)'s length and index as Python arithmetic, which fake values
         # follow on symbolic sizes (torch's ops take plain ints) and translation has.
@@ -137,7 +149,7 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
         remap[node] = _RANGE_ARITHMETIC[node.target](graph, *args)
         return True
     if node.target in LIST_EDITS and isinstance(remap.get(node.args[0]), (list, tuple)):
-        return _edited_list(node, remap)
+        return _edited_list(graph, node, remap)
     if node.target is list_append:  # ys.append(y) in a loop the converter unrolled
         items = _list_value(node.args[0], remap)
         item = node.args[1]
@@ -146,7 +158,7 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
             return _REFUSED
         remap[node] = [*items, item]
         return True
-    if node.target in LIST_JOINS:
+    if node.target in LIST_JOINS or node.target is list_add:
         # Lists joined (``res += [y]`` in a loop the converter unrolled): the items joined.
         parts = [_list_value(argument, remap) for argument in node.args[:2]]
         if any(part is None for part in parts):
@@ -210,22 +222,45 @@ def _range_length(graph: torch.fx.Graph, low, high, step):
     return graph.call_function(torch.sym_max, (span, 0))
 
 
+_NUMBER_ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.floordiv,
+                      operator.mod, operator.neg, operator.truediv, operator.eq, operator.ne,
+                      operator.lt, operator.le, operator.gt, operator.ge}
 _RANGE_ARITHMETIC = {torch.ops.aten.__derive_index.default: _derive_index,
                      torch.ops.aten.__range_length.default: _range_length}
-def _edited_list(node: torch.fx.Node, remap: dict) -> Any:
+def _edited_list(graph: torch.fx.Graph, node: torch.fx.Node, remap: dict) -> Any:
     """``ys[i] = y``, ``ys.insert(i, y)``, ``del ys[i]``, ``ys.pop(i)`` on a list whose items
     are known (one a loop the converter unrolled built): done on the items (LIST_EDITS), which
-    every later read sees. True, or ``_REFUSED`` for an index known only at run time."""
+    every later read sees. True, or ``_REFUSED`` for an index known only at run time (but for
+    ``ys[i] = y`` on a list of tensors, :func:`_set_at_run_time_index`)."""
     items = remap[node.args[0]]
     if type(items) is not list:  # a tuple, or FX's immutable_list of a node's arguments
         items = remap[node.args[0]] = list(items)
     index = node.args[1] if len(node.args) > 1 else -1
     index = remap.get(index) if isinstance(index, torch.fx.Node) else index
+    values = [remap[v] if isinstance(v, torch.fx.Node) else v for v in node.args[2:]]
+    if isinstance(index, torch.fx.Node) and node.target is torch.ops.aten._set_item.t and \
+            items and all(isinstance(v, torch.fx.Node) for v in (*items, *values)):
+        _set_at_run_time_index(graph, items, index, values[0])
+        remap[node] = items
+        return True
     if not isinstance(index, int):
         return _REFUSED
-    values = [remap[v] if isinstance(v, torch.fx.Node) else v for v in node.args[2:]]
     remap[node] = LIST_EDITS[node.target](items, index, *values)
     return True
+
+
+def _set_at_run_time_index(graph: torch.fx.Graph, items: list, index: torch.fx.Node,
+                           value: torch.fx.Node) -> None:
+    """``ys[i] = y`` with ``i`` a value of the run (``res[y] = x[y]``, torch.onnx's
+    test_list_set): each item becomes ``where(i == k, y, ys[k])``, ``i`` taken modulo the
+    list's length as Python takes a negative index. The items of such a list are the rows a
+    loop took, of one shape, the value's (a list of mixed shapes is not expected here)."""
+    at = graph.call_function(torch.ops.aten.scalar_tensor.default, (index,),
+                             {"dtype": torch.int64})
+    at = graph.call_function(torch.ops.aten.remainder.Scalar, (at, len(items)))
+    for k, item in enumerate(items):
+        hit = graph.call_function(torch.ops.aten.eq.Scalar, (at, k))
+        items[k] = graph.call_function(torch.ops.aten.where.self, (hit, value, item))
 
 
 def _sliced_list(graph: torch.fx.Graph, node: torch.fx.Node, remap: dict) -> Any:
@@ -300,6 +335,8 @@ def _scalar_tensor_call(node: torch.fx.Node) -> tuple[tuple, dict] | None:
     from torch._export.converter import _TORCH_ENUM_TO_DTYPE
 
     dtype = node.kwargs.get("dtype")
+    if dtype is not None and not isinstance(dtype, int):
+        return None  # (the dtype of a tensor of the run: ``torch.tensor(5, dtype=x.dtype)``)
     dtype = (_TORCH_ENUM_TO_DTYPE[dtype] if dtype is not None else
              torch.bool if isinstance(number, bool) else
              torch.int64 if isinstance(number, int) else torch.get_default_dtype())

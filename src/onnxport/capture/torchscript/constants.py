@@ -53,14 +53,20 @@ def _fold_filled_constants(graph: torch.fx.Graph, first_input: torch.fx.Node | N
         if len(written) != 1 or not isinstance(written[0], torch.fx.Node):
             continue  # left to functionalization
         root = written[0]
-        while is_view(root) and isinstance(root.args[0], torch.fx.Node):
-            root = root.args[0]
+        while True:
+            if is_view(root) and isinstance(root.args[0], torch.fx.Node):
+                root = root.args[0]
+            elif _is_write(root):  # (``x.add_(1).add_(2)``, a loop's writes unrolled)
+                root = _written(root)
+            else:
+                break
         roots.setdefault(root, []).append(node)
     folded = []
     for root, writers in roots.items():
         # A write whose result is read (``torch.empty(n).fill_(v)`` returned) stands for the
         # whole tensor only where it wrote the tensor itself, not a view of it.
-        if any(writer.users and _written(writer) is not root for writer in writers):
+        if any(writer.users and _through_writes(_written(writer)) is not root
+               for writer in writers):
             continue
         value = _filled_value(root, writers, order, constants)
         if value is None:
@@ -76,6 +82,18 @@ def _fold_filled_constants(graph: torch.fx.Graph, first_input: torch.fx.Node | N
         graph.erase_node(root)
         folded.append((name, value))
     return folded
+
+
+def _is_write(node: Any) -> bool:
+    return isinstance(node, torch.fx.Node) and node.op == "call_function" and \
+        bool(_written_positions(node.target))
+
+
+def _through_writes(node: Any) -> Any:
+    """The tensor an in-place call's result is (``x.add_(1)`` is ``x``), through a chain."""
+    while _is_write(node) and isinstance(_written(node), torch.fx.Node):
+        node = _written(node)
+    return node
 
 
 def _written(writer: torch.fx.Node) -> Any:

@@ -348,9 +348,40 @@ def _convert_loop_node(self, node):
     condition = _loop_condition(self, node)
     trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
     if isinstance(trip_count, int) and condition is None:
-        # unrolled, as torch's converter does
-        return TS2FXGraphConverter.convert_prim_Loop(self, node)
+        TS2FXGraphConverter._check_prim_loop_support(self, node)
+        return _unrolled_loop(self, node, trip_count)
     _convert_loop(self, node, trip_count, True if condition is None else condition)
+
+
+def _unrolled_loop(self, node, count: int) -> None:
+    """A loop of a known count as one call of its body per iteration, as torch's converter
+    unrolls it; each call takes the carried values and the outer values the body updates in
+    place (``res.append(y)`` of a list made before the loop) from the call before. (torch's
+    own puts the second and later updated values in the wrong places: an IndexError, or the
+    next iteration reading another value.)"""
+    from torch._export.converter import execute_subgraph_from_prim_loop
+
+    local = [value.debugName() for value in list(node.inputs())[2:]]
+    outer = set(self._identify_inputs_as_arguments(node))
+    for block in node.blocks():
+        outer |= set(self.blocks_to_lifted_attrs[block])
+    outer = list(outer)
+    (body,), (body_converter,) = self._convert_block_to_subgraph(node, outer)
+    updated = body_converter.name_update_from_subblock_to_parent
+    if not self.is_top_level_graph():
+        self.name_update_from_subblock_to_parent |= updated
+    values = [self.get_fx_value_by_fqn(name) for name in local + outer]
+    carried = node.outputsSize()
+    for iteration in range(count):
+        call = self.fx_graph.call_function(execute_subgraph_from_prim_loop,
+                                           (body, iteration, len(local), *values))
+        for k, output in enumerate(node.outputs()):  # (result 0 is the condition)
+            values[k] = self.name_to_node[output.debugName()] = self.fx_graph.call_function(
+                operator.getitem, (call, 1 + k))
+        for k, name in enumerate(updated):
+            self.name_to_node[name] = self.fx_graph.call_function(
+                operator.getitem, (call, 1 + carried + k))
+            values[len(local) + outer.index(name)] = self.name_to_node[name]
 
 
 def _convert_len(self, node):
@@ -435,6 +466,11 @@ def _convert_call(self, node):
         if node.outputsSize() == 1:
             self.name_to_node[node.output().debugName()] = result
         return
+    if target in _DICT_SETS and isinstance(args[0], dict) and len(args) == 3:
+        # ``d["a"] = y`` in a dict the converter holds as a Python dict: set there, which
+        # the reads and the outputs after it take.
+        args[0][args[1]] = args[2]
+        return
     if any(isinstance(arg, StackedList) for arg in (*args, *kwargs.values())):
         result = stacked_call(self, node, target, args)
         if node.outputsSize() == 1:
@@ -459,11 +495,17 @@ def _convert_call(self, node):
                 operator.getitem, (fx_node, k))
 
 
+# ``d[key] = value`` for the key types of TorchScript's dicts.
+_DICT_SETS = (torch.ops.aten._set_item.str, torch.ops.aten._set_item.int,
+              torch.ops.aten._set_item.bool, torch.ops.aten._set_item.float)
+
+
 def _only_counted_and_indexed(value: torch._C.Value) -> bool:
-    """Whether the list ``value`` is read only by ``len()`` and indexing (in a loop body too)."""
-    uses = value.uses()
-    return bool(uses) and all(use.user.kind() in ("aten::len", "aten::__getitem__")
-                              for use in uses)
+    """Whether the list ``value`` is read only by ``len()`` and indexing (in a loop body too),
+    and counted: a count folded to the example's (a static axis) unrolls the loop instead."""
+    kinds = [use.user.kind() for use in value.uses()]
+    return "aten::len" in kinds and all(kind in ("aten::len", "aten::__getitem__")
+                                        for kind in kinds)
 
 
 def _convert_node(self, node):

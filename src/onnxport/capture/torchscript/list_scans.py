@@ -220,7 +220,11 @@ def refuse_returned(values: list) -> None:
     """A list built by a loop of a run-time count cannot be a model output: ONNX outputs are
     tensors, one each."""
     for value in values:
-        if isinstance(value, StackedList):
+        if isinstance(value, (list, tuple)):  # (a tuple or list output holding one)
+            refuse_returned(list(value))
+        elif isinstance(value, dict):
+            refuse_returned(list(value.values()))
+        elif isinstance(value, StackedList):
             raise CaptureError(
                 f"the model returns the list that the loop ({value.where}) appends to, whose "
                 "length is known only at run time; ONNX outputs are single tensors: return "

@@ -42,13 +42,14 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     graph = scripted.inlined_graph if is_module else scripted.graph.copy()
     if not is_module:  # (the functions it calls, F.layer_norm or torch.norm, inlined too)
         torch._C._jit_pass_inline(graph)
-    _bind_arguments(graph, (*args, *_defaults(scripted, len(args))), 1 if is_module else 0)
+    _bind_arguments(graph, args, _defaults(scripted, len(args)), 1 if is_module else 0)
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
     if is_module:
         _fold_training_flags(graph, scripted)
         _forward_attribute_writes(graph.block(), next(graph.inputs()))
     _fold_dtypes(graph, tensors, 1 if is_module else 0, scripted if is_module else None)
+    _fold_split_counts(graph)
     if static_sizes is not None:
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
         if not _unroll_branching_list_loops(graph) and not folded:
@@ -103,6 +104,9 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int,
                 known = tensor.is_floating_point()
             elif reader.kind() == "aten::dim":  # (an ONNX input's rank is fixed too)
                 known = tensor.dim()
+            elif reader.kind() == "aten::size" and reader.inputsSize() == 1:
+                _list_sizes(graph, reader, tensor.dim())
+                continue
             else:
                 continue
             fold_to_constant(graph, reader, known)
@@ -234,6 +238,38 @@ def _attribute_tensors(graph: torch._C.Graph, module: torch.jit.ScriptModule) ->
     return found
 
 
+def _list_sizes(graph: torch._C.Graph, reader: torch._C.Node, rank: int) -> None:
+    """``x.size()`` of an input of known rank as the list ``[x.size(0), ..., x.size(r-1)]``:
+    each size stays a read of the run, while the list's length is known, so a loop over it
+    (``for d in x.size()``) is unrolled and slices and joins of it (``x.size()[2:] +
+    y.size()[3:]``) are lists of known items."""
+    with graph.insert_point_guard(reader):
+        sizes = []
+        for axis in range(rank):
+            size = graph.create("aten::size", [reader.inputsAt(0), graph.insertConstant(axis)])
+            size.output().setType(torch._C.IntType.get())
+            sizes.append(graph.insertNode(size).output())
+        listed = graph.insertNode(graph.create("prim::ListConstruct", sizes))
+        listed.output().setType(torch._C.ListType.ofInts())
+    reader.output().replaceAllUsesWith(listed.output())
+    reader.destroy()
+
+
+def _fold_split_counts(graph: torch._C.Graph) -> None:
+    """``len(x.split([3, 4, 1], d))``, the count of a loop over the pieces: the length of the
+    list of sizes, so the loop is unrolled as one over a constant range."""
+    for length in graph.findAllNodes("aten::len"):
+        split = length.input().node()
+        if split.kind() not in ("aten::split", "aten::split_with_sizes") or \
+                split.inputsSize() < 2:
+            continue
+        sizes = split.inputsAt(1).node()
+        if sizes.kind() == "prim::ListConstruct":  # (its items may be values of the run)
+            fold_to_constant(graph, length, sizes.inputsSize())
+        elif sizes.kind() == "prim::Constant" and isinstance(sizes.output().toIValue(), list):
+            fold_to_constant(graph, length, len(sizes.output().toIValue()))
+
+
 def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) -> bool:
     """Reads of the tensor inputs' rank and of the sizes of their static axes become constants
     of the example's; whether there was one."""
@@ -244,6 +280,9 @@ def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) 
     for position, (value, tensor) in enumerate(zip(inputs, tensors)):
         axes = {axis for (k, axis) in dynamic if k == position}
         for use in list(value.uses()):
+            if use.user.kind() == "aten::unbind":
+                folded |= _fold_unbound_count(graph, use.user, tensor, axes)
+                continue
             known = _known_size(use.user, tensor, axes)
             if known is None:
                 continue
@@ -252,6 +291,20 @@ def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) 
     if folded:
         torch._C._jit_pass_constant_propagation(graph)
     return folded
+
+
+def _fold_unbound_count(graph: torch._C.Graph, unbind: torch._C.Node, tensor: torch.Tensor,
+                        dynamic_axes: set) -> bool:
+    """``len(x.unbind(d))`` (the count of ``for row in x.unbind(0)``) as the example's size of
+    a static axis ``d``: the loop over the rows is then unrolled; whether there was one."""
+    axis = unbind.inputsAt(1).toIValue() if unbind.inputsSize() > 1 else 0
+    if not isinstance(axis, int) or not -tensor.dim() <= axis < tensor.dim() or \
+            axis % tensor.dim() in dynamic_axes:
+        return False
+    lengths = [use.user for use in unbind.output().uses() if use.user.kind() == "aten::len"]
+    for length in lengths:
+        fold_to_constant(graph, length, tensor.shape[axis])
+    return bool(lengths)
 
 
 _LIST_EDITS = {"aten::append", "aten::insert", "aten::_set_item", "aten::pop", "aten::Delete",
@@ -313,20 +366,21 @@ def _of_rank(tensor: torch.Tensor) -> torch._C.TensorType:
     return torch._C.TensorType.get().with_sizes([None] * tensor.dim())
 
 
-def _bind_arguments(graph: torch._C.Graph, args: tuple, first: int) -> None:
+def _bind_arguments(graph: torch._C.Graph, args: tuple, defaults: list, first: int) -> None:
     """Replace the graph inputs that ``args`` gives numbers, bools, strings or None (after the
     ``first`` inputs, the module itself) with constants of those values, and a list or tuple
-    of tensors with one input per tensor, in the order the tensors are flattened."""
+    of tensors with one input per tensor, in the order the tensors are flattened. The
+    parameters after them take their ``defaults`` as constants (a tensor too)."""
     inputs = list(graph.inputs())[first:]
     order = list(graph.inputs())[:first]
     replaced = []
     with graph.insert_point_guard(next(iter(graph.nodes()), graph.return_node())):
-        for value, arg in zip(inputs, args):
-            if isinstance(arg, torch.Tensor):
+        for k, (value, arg) in enumerate(zip(inputs, (*args, *defaults))):
+            if isinstance(arg, torch.Tensor) and k < len(args):
                 value.setType(_of_rank(arg))  # (for the ranks the code reads: ranks.py)
                 order.append(value)
                 continue
-            if is_tensor_sequence(arg):
+            if is_tensor_sequence(arg) and k < len(args):
                 elements = [graph.addInput() for _ in arg]
                 for element, tensor in zip(elements, arg):
                     element.setType(_of_rank(tensor))
