@@ -129,6 +129,37 @@ def check_forward_arguments(model: Any, args: tuple, kwargs: dict) -> None:
             f"{signature}: {error}") from None
 
 
+def bind_scripted_keywords(model: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A scripted model's keyword inputs put in their places among the positional ones, the
+    parameters between taking their defaults, as torch.onnx binds them: a scripted graph
+    takes its inputs by position only."""
+    if not kwargs or not isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        return args, kwargs
+    try:
+        function = model.forward if isinstance(model, torch.jit.ScriptModule) else model
+        parameters = [a for a in function.schema.arguments if a.name != "self"]
+    except (AttributeError, RuntimeError):
+        return args, kwargs  # (the capture refuses keyword inputs it cannot bind)
+    names = [parameter.name for parameter in parameters]
+    unknown = [key for key in kwargs if key not in names[len(args):]]
+    if unknown:
+        raise InvalidExportOptionsError(
+            f"kwargs {', '.join(map(repr, unknown))}: no parameter of the scripted model's "
+            f"forward({', '.join(names)}) after the {len(args)} given in args; name one of "
+            f"{', '.join(names[len(args):]) or 'none'}")
+    bound = list(args)
+    for parameter in parameters[len(args):1 + max(names.index(key) for key in kwargs)]:
+        if parameter.name in kwargs:
+            bound.append(kwargs[parameter.name])
+        elif parameter.has_default_value():
+            bound.append(parameter.default_value)
+        else:
+            raise InvalidExportOptionsError(
+                f"the scripted model's input {parameter.name!r} has no default and is given "
+                "neither in args nor in kwargs; pass it")
+    return tuple(bound), {}
+
+
 def check_devices(model: Any, args: tuple, kwargs: dict) -> None:
     """The model's weights on one device and the inputs on it too, said with the names of the
     weights and inputs that differ (torch's own error names neither)."""
@@ -578,6 +609,7 @@ def plan_export(options: Mapping[str, Any], unknown_options: Mapping[str, Any], 
         external_data = True
     custom_opsets = check_custom_opsets(options["custom_opsets"])
     check_forward_arguments(model, args, kwargs)
+    args, kwargs = bind_scripted_keywords(model, args, kwargs)
     check_devices(model, args, kwargs)
     model, args, kwargs, options = with_quantized_io(model, args, kwargs, options)
     numbers = _number_arguments(model, args, kwargs, options)
