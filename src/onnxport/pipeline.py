@@ -23,7 +23,8 @@ from onnxport.capture.strategies import capture_model
 from onnxport.compat.autograd_functions import kept_autograd_functions
 from onnxport.compat.model_mode import module_modes, restore_module_modes, set_module_mode
 from onnxport.diagnostics.session import diagnosing
-from onnxport.errors import InvalidExportOptionsError, InvalidModelError, VerificationError
+from onnxport.errors import (InvalidExportOptionsError, InvalidModelError, TranslationError,
+                             VerificationError)
 from onnxport.fake_weights import drop_fake_weights
 from onnxport.passes.manager import CHECK_EACH_PASS
 from onnxport.program import ONNXProgram
@@ -165,6 +166,10 @@ def _translate(captured, capture: CaptureSettings,
     inputs, numbers among them."""
     onnx_model = translate_graph(_translation_context(captured), translation.registry,
                                  translation.opset, **translation.graph_options())
+    if not onnx_model.graph.outputs:  # (ONNX Runtime cannot load a graph of no output)
+        raise TranslationError(
+            "the model returns no tensor at this example (None, or only empty lists, tuples "
+            "or dicts): an ONNX graph needs at least one output; return a tensor")
     numbers = _with_number_inputs(onnx_model, translation.number_arguments,
                                   captured.input_names)
     input_names = _input_names(captured.input_names, numbers)
