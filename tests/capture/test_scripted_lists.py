@@ -1,0 +1,231 @@
+"""Scripted code the TorchScript exporter's own tests export (issue 18): lists set at an index
+of the run, built over x.size() or the pieces of a split, dicts built by item, several lists
+updated in one unrolled loop, long loops of a known count, keyword inputs. Each exported on
+the default path and on dynamo=False, run in ONNX Runtime and compared with the scripted
+model."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Dict, List, Optional
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+import onnxport
+from onnxport.errors import CaptureError, TranslationError
+
+R = torch.randn
+PATHS = pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+
+
+class _ListSetAtAValue(nn.Module):
+    def forward(self, x, y):
+        res = []
+        for i in range(x.size(0)):
+            res.append(x[i])
+        res[y] = x[y] * 2
+        return res
+
+
+class _SizesListed(nn.Module):
+    def forward(self, x):
+        new: List[int] = []
+        for d in x.size():
+            new.append(d)
+        new[0] = -1
+        return x.view(new) * 2
+
+
+class _SizesSlicedAndJoined(nn.Module):
+    def forward(self, x, y):
+        return x.new_zeros(x.size()[2:] + y.size()[3:]) + 1
+
+
+class _RowsReturnedInATuple(nn.Module):
+    def forward(self, x):
+        a = []
+        for t in x.unbind(0):
+            a.append(t.relu())
+        return (a, x.sum())
+
+
+class _DictBuiltByItem(nn.Module):
+    def forward(self, x):
+        d: Dict[str, Tensor] = {}
+        d["a"] = x + 1
+        d["b"] = x * 2
+        return d
+
+
+class _ListsOverSplitPieces(torch.jit.ScriptModule):
+    # torch's converter put the second list the unrolled loop appends to in the wrong place
+    @torch.jit.script_method
+    def forward(self, x):
+        res = []
+        res1 = []
+        arr = x.split([3, 4, 1, 1, 2, 3, 2], 0)
+        res2 = torch.zeros(3, 4, dtype=torch.long)
+        res3 = []
+        for i in range(len(arr)):
+            res.append(arr[i].sum(0, False))
+            res1.append(arr[-1 - i].sum(0, False))
+            res2 += 1
+            res3 = res3 + [arr[i].sum(0, False)]
+        return res, res1, res2, torch.stack(res3)
+
+
+class _NothingReturned(nn.Module):
+    def forward(self, x):
+        res: List[Tensor] = []
+        for i in range(x.size(0)):
+            if len(res) > 2:
+                res.append(x[i])
+        return res
+
+
+def _run(model, inputs, dynamo, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return onnxport.export(model, inputs, dynamo=dynamo, **options)
+
+
+def _compare(program, model, *inputs):
+    expected = torch.utils._pytree.tree_leaves(model(*inputs))
+    actual = program(*inputs)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert a.shape == e.shape
+        torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+
+
+@PATHS
+def test_list_set_at_an_index_of_the_run(dynamo):
+    model = torch.jit.script(_ListSetAtAValue())
+    x = R(6, 4)
+    program = _run(model, (x, torch.tensor(2)), dynamo)
+    for y in (2, 5, 0, -1, -6):  # every item may be the one set, a negative index too
+        _compare(program, model, x, torch.tensor(y))
+
+
+@PATHS
+def test_loop_over_sizes_builds_a_list_of_known_length(dynamo):
+    model = torch.jit.script(_SizesListed())
+    program = _run(model, (R(4, 3, 2),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+    for x in (R(4, 3, 2), R(7, 3, 2)):
+        _compare(program, model, x)
+
+
+@PATHS
+def test_sizes_sliced_and_joined(dynamo):
+    model = torch.jit.script(_SizesSlicedAndJoined())
+    x, y = R(2, 3, 4, 5), R(1, 2, 3, 4, 5)
+    program = _run(model, (x, y), dynamo, input_names=["x", "y"],
+                   dynamic_axes={"x": [2, 3], "y": [3, 4]})
+    _compare(program, model, x, y)
+    _compare(program, model, R(2, 3, 6, 7), R(1, 2, 3, 8, 9))
+
+
+@PATHS
+def test_rows_of_a_static_axis_returned_in_a_tuple(dynamo):
+    model = torch.jit.script(_RowsReturnedInATuple())
+    x = R(4, 3)
+    _compare(_run(model, (x,), dynamo), model, x)
+
+
+@PATHS
+def test_rows_of_a_dynamic_axis_returned_is_refused_by_name(dynamo):
+    model = torch.jit.script(_RowsReturnedInATuple())
+    with pytest.raises(CaptureError, match="returns the list that the loop"):
+        _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+
+
+@PATHS
+def test_dict_built_by_item(dynamo):
+    model = torch.jit.script(_DictBuiltByItem())
+    x = R(4, 3)
+    _compare(_run(model, (x,), dynamo), model, x)
+
+
+@PATHS
+def test_several_lists_updated_in_an_unrolled_loop(dynamo):
+    x = R(16)
+    _compare(_run(_ListsOverSplitPieces(), (x,), dynamo), _ListsOverSplitPieces(), x)
+
+
+@PATHS
+def test_a_model_returning_no_tensor_is_refused(dynamo):
+    with pytest.raises(TranslationError, match="returns no tensor"):
+        _run(torch.jit.script(_NothingReturned()), (R(4, 3),), dynamo)
+
+
+@torch.jit.script
+def _ngram_bias(sequence_length: int, ngram: int, device: torch.device, dtype: torch.dtype):
+    bias = torch.ones((ngram, sequence_length), device=device, dtype=dtype) * float("-inf")
+    for stream in range(ngram):
+        for i in range(sequence_length):
+            bias = bias * 0.5
+            bias[stream, i] = 5
+            bias[0, 0] = 4
+    return bias
+
+
+class _WritesOfTypedNumbersInLoops(nn.Module):
+    def forward(self, x):
+        return _ngram_bias(8, 2, x.device, x.dtype)[:, :x.shape[0]] + x.sum()
+
+
+def test_writes_of_numbers_of_a_tensor_dtype_in_loops_of_a_known_count():
+    # ProphetNet's ngram mask (torch.onnx's test_index_put_loop, there over 512 steps):
+    # ``bias[i, j] = 5`` writes torch.tensor(5, dtype=bias.dtype), which had no ATen form.
+    model = _WritesOfTypedNumbersInLoops()
+    program = _run(model, (R(6),), False, input_names=["x"], dynamic_axes={"x": [0]})
+    for x in (R(6), R(3), R(8)):
+        _compare(program, model, x)
+
+
+class _Optionals(nn.Module):
+    def forward(self, x, y: Optional[Tensor] = None, z: Optional[Tensor] = None):
+        if y is not None:
+            return x + y
+        if z is not None:
+            return x - z
+        return x
+
+
+@PATHS
+@pytest.mark.parametrize("keywords", [{"y": "t", "z": None}, {"y": None, "z": "t"},
+                                      {"z": "t"}, {"y": "t"}], ids=str)
+def test_keyword_inputs_of_a_scripted_model(dynamo, keywords):
+    x, t = R(2, 3), R(2, 3)
+    kwargs = {k: (t if v == "t" else None) for k, v in keywords.items()}
+    model = torch.jit.script(_Optionals())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = onnxport.export(model, (x,), kwargs=kwargs, dynamo=dynamo)
+    torch.testing.assert_close(program(x, **kwargs)[0], model(x, **kwargs))
+    assert [i.name for i in program.model.graph.inputs] == ["x", next(
+        k for k, v in kwargs.items() if v is not None)]
+
+
+def test_unknown_keyword_of_a_scripted_model_is_named():
+    with pytest.raises(onnxport.errors.InvalidExportOptionsError, match="'w'.*name one of y, z"):
+        onnxport.export(torch.jit.script(_Optionals()), (R(2),), kwargs={"w": R(2)})
+
+
+class _WritesInALoopOfARunTimeCount(nn.Module):
+    def forward(self, x):
+        bias = torch.zeros(2, x.size(0))
+        for i in range(x.size(0)):
+            bias = bias + 1
+            bias[1, i] = 5
+        return bias
+
+
+@PATHS
+def test_a_loop_torch_export_would_fix_is_refused(dynamo):
+    # Replayed by torch.export, the loop ran the example's count of steps at every size.
+    model = torch.jit.script(_WritesInALoopOfARunTimeCount())
+    with pytest.raises(CaptureError, match="run-time count"):
+        _run(model, (R(4),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
