@@ -60,7 +60,6 @@ class _DictBuiltByItem(nn.Module):
 
 
 class _ListsOverSplitPieces(torch.jit.ScriptModule):
-    # torch's converter put the second list the unrolled loop appends to in the wrong place
     @torch.jit.script_method
     def forward(self, x):
         res = []
@@ -127,10 +126,21 @@ def test_sizes_sliced_and_joined(dynamo):
     _compare(program, model, R(2, 3, 6, 7), R(1, 2, 3, 8, 9))
 
 
+# Static shapes, compared at the example.
+STATIC = {
+    "rows of a static axis returned in a tuple": (
+        lambda: torch.jit.script(_RowsReturnedInATuple()), R(4, 3)),
+    "dict built by item": (lambda: torch.jit.script(_DictBuiltByItem()), R(4, 3)),
+    # torch's converter put the second list the unrolled loop appends to in the wrong place
+    "several lists updated in an unrolled loop": (_ListsOverSplitPieces, R(16)),
+}
+
+
 @PATHS
-def test_rows_of_a_static_axis_returned_in_a_tuple(dynamo):
-    model = torch.jit.script(_RowsReturnedInATuple())
-    x = R(4, 3)
+@pytest.mark.parametrize("name", STATIC)
+def test_static(name, dynamo):
+    make, x = STATIC[name]
+    model = make()
     _compare(_run(model, (x,), dynamo), model, x)
 
 
@@ -139,19 +149,6 @@ def test_rows_of_a_dynamic_axis_returned_is_refused_by_name(dynamo):
     model = torch.jit.script(_RowsReturnedInATuple())
     with pytest.raises(CaptureError, match="returns the list that the loop"):
         _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
-
-
-@PATHS
-def test_dict_built_by_item(dynamo):
-    model = torch.jit.script(_DictBuiltByItem())
-    x = R(4, 3)
-    _compare(_run(model, (x,), dynamo), model, x)
-
-
-@PATHS
-def test_several_lists_updated_in_an_unrolled_loop(dynamo):
-    x = R(16)
-    _compare(_run(_ListsOverSplitPieces(), (x,), dynamo), _ListsOverSplitPieces(), x)
 
 
 @PATHS

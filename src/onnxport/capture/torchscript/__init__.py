@@ -156,10 +156,10 @@ def _refuse_run_time_loops(graph_module: torch.fx.GraphModule) -> None:
             if node.target is prim_loop and not isinstance(node.args[1], int):
                 where = node.meta.get("stack_trace") or node.name
                 raise CaptureError(
-                    f"a scripted loop of a run-time count ({where}) holds an op that could not be propagated here, and "
-                    "torch.export would fix its count to this example's; the capture stops "
-                    "rather than export a loop wrong at other sizes. Give the loop a static "
-                    "count, or export without dynamic axes")
+                    f"a scripted loop of a run-time count ({where}) holds an op that could "
+                    "not be propagated here, and torch.export would fix its count to this "
+                    "example's; the capture stops rather than export a loop wrong at other "
+                    "sizes. Give the loop a static count, or export without dynamic axes")
 
 
 def _critical_only(record: logging.LogRecord) -> bool:

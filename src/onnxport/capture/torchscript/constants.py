@@ -52,14 +52,11 @@ def _fold_filled_constants(graph: torch.fx.Graph, first_input: torch.fx.Node | N
         written = [node.args[k] for k in positions if k < len(node.args)]
         if len(written) != 1 or not isinstance(written[0], torch.fx.Node):
             continue  # left to functionalization
-        root = written[0]
-        while True:
-            if is_view(root) and isinstance(root.args[0], torch.fx.Node):
-                root = root.args[0]
-            elif _is_write(root):  # (``x.add_(1).add_(2)``, a loop's writes unrolled)
-                root = _written(root)
-            else:
-                break
+        # The tensor written, through views and through earlier in-place calls
+        # (``x.add_(1).add_(2)``, a loop's writes unrolled), whose results are that tensor.
+        root = _through_writes(written[0])
+        while is_view(root) and isinstance(root.args[0], torch.fx.Node):
+            root = _through_writes(root.args[0])
         roots.setdefault(root, []).append(node)
     folded = []
     for root, writers in roots.items():
