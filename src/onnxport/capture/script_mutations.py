@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from onnxport.errors import CaptureError
+
 _CONTROL_FLOW = ("prim::If", "prim::Loop")
 
 
@@ -92,9 +94,10 @@ def _replace_later_uses(value: torch._C.Value, after: torch._C.Node,
 
 def _rewrite_block_writes(graph, block, owner: torch._C.Node, written: dict,
                           roots: dict | None = None) -> dict:
-    """Turn ``block``'s writes to values from outside ``owner`` into functional ops; return
-    {value outside: its last version in the block}. ``roots`` maps stand-ins (a loop body's
-    carried inputs) to the outside values they are."""
+    """Turn ``block``'s writes to values from outside ``owner``, and its writes through views
+    of tensors it made, into functional ops; return {value outside: its last version in the
+    block}. ``roots`` maps stand-ins (a loop body's carried inputs) to the outside values
+    they are."""
     roots = dict(roots or {})
     latest: dict = {}
     for node in list(block.nodes()):
@@ -104,57 +107,170 @@ def _rewrite_block_writes(graph, block, owner: torch._C.Node, written: dict,
         functional = _functional_kind(node)
         if functional is None or node.inputsSize() == 0:
             continue
-        target = node.inputsAt(0)
-        found = _views_of_outside(target, owner, roots)
-        if found is None:
-            continue  # a tensor the block made itself
-        base, views = found
-        root = roots.get(base, base)
+        base, views, other_view = _views_of(node.inputsAt(0), owner, roots)
+        outside = _outside(base, owner) or base in roots
+        if other_view is not None:
+            _refuse_unexpressed_view(node, owner, roots)
+            continue
+        if not outside and not _read_after(base, node, written=node.inputsAt(0)):
+            continue  # (only the written tensor is read again: translation rebinds it)
         replacement = graph.create(functional, list(node.inputs()), 1)
         replacement.insertBefore(node)
         replacement.copyMetadata(node)
         replacement.output().setType(node.output().type())
         node.output().replaceAllUsesWith(replacement.output())
         new = _scattered_back(graph, views, replacement.output(), node)
+        _renew_views(graph, base, new, node)
         _replace_later_uses(base, node, new)
         node.destroy()
-        roots[new] = root
-        latest[root] = new
+        if outside:
+            root = roots.get(base, base)
+            roots[new] = root
+            latest[root] = new
     return latest
 
 
+# The views a write into is put back through to the tensor viewed: {kind: put back}.
 _SCATTERS = {"aten::select": "aten::select_scatter", "aten::slice": "aten::slice_scatter"}
+# Views of every element in the same order: put back by a reshape to the viewed size.
+_SAME_ORDER = ("aten::view", "aten::view_as", "aten::unsqueeze", "aten::squeeze",
+               "aten::unflatten", "aten::alias", "aten::detach")
+_TRANSPOSES = ("aten::transpose", "aten::t", "aten::swapaxes", "aten::swapdims")
+_PUT_BACK = (*_SCATTERS, *_SAME_ORDER, *_TRANSPOSES)
+# Views no write is put back through here (a write into one is refused where it matters).
+_OTHER_VIEWS = ("aten::expand", "aten::expand_as", "aten::narrow", "aten::diagonal",
+                "aten::as_strided", "aten::unfold", "aten::movedim", "aten::permute",
+                "aten::real", "aten::imag", "aten::view_as_real", "aten::view_as_complex")
 
 
-def _views_of_outside(target: torch._C.Value, owner: torch._C.Node,
-                      roots: dict) -> tuple[torch._C.Value, list] | None:
-    """The tensor from outside ``owner`` that ``target`` is, or is a view of, and the view
-    calls (select, slice: ``acc[i]``, ``acc[:, 1:]``) made in the block that lead from it to
-    ``target``, outermost first (none when ``target`` is that tensor); None when ``target``
-    is a tensor the block made."""
+def _views_of(target: torch._C.Value, owner: torch._C.Node, roots: dict) -> tuple:
+    """(base, views, other): the tensor ``target`` is a view of (``target`` itself when it
+    is none), the view calls made within ``owner`` that lead from it to ``target``,
+    outermost first, and the first view on the way that no write is put back through
+    (None when there is none). The walk stops at a tensor from outside ``owner``."""
     views = []
     value = target
     while not (_outside(value, owner) or value in roots):
         maker = value.node()
-        if maker.kind() not in _SCATTERS:
-            return None
+        if _view_kind(maker) == "other":
+            return value, views, maker
+        if _view_kind(maker) is None:
+            break
         views.insert(0, maker)
         value = maker.inputsAt(0)
-    return value, views
+    return value, views, None
+
+
+def _view_kind(node: torch._C.Node) -> str | None:
+    """"put back" for a view a write is put back through, "other" for another view, None
+    for an op that makes no view."""
+    kind = node.kind()
+    if kind == "aten::view" and not isinstance(node.inputsAt(1).type(), torch._C.ListType):
+        return "other"  # (x.view(dtype): the same bytes read as another type)
+    return "put back" if kind in _PUT_BACK else "other" if kind in _OTHER_VIEWS else None
+
+
+def _views_of_outside(target: torch._C.Value, owner: torch._C.Node,
+                      roots: dict) -> tuple[torch._C.Value, list] | None:
+    """The tensor from outside ``owner`` that ``target`` is, or is a view of, and the views
+    leading to it (:func:`_views_of`); None when ``target`` is a tensor the block made."""
+    base, views, _ = _views_of(target, owner, roots)
+    return (base, views) if _outside(base, owner) or base in roots else None
+
+
+def _refuse_unexpressed_view(node, owner, roots: dict) -> None:
+    """A write through a view that is not put back here (expand, narrow, permute...): fine
+    when only the written view is read again (translation rebinds it); refused when the
+    tensors it views are read again or come from outside, as an ONNX body cannot alias."""
+    value, aliased = node.inputsAt(0), []
+    while True:
+        outside = _outside(value, owner) or value in roots
+        if outside or _view_kind(value.node()) is None:
+            break
+        value = value.node().inputsAt(0)
+        aliased.append(value)
+    if not outside and not any(_used_after(v, node) for v in aliased):
+        return
+    line = (node.sourceRange().splitlines() or ["?"])[0].strip()
+    view = next(v.node().kind() for v in (node.inputsAt(0), *aliased)
+                if _view_kind(v.node()) == "other")
+    raise CaptureError(
+        f"scripted control flow writes in place ({node.kind()}) into a "
+        f"{view.split('::')[-1]} view of a tensor it reads again ({line}); an ONNX "
+        "Loop or If body cannot alias tensors, and a write into this kind of view is not put "
+        "back into the tensor. Write through indexing (t[i] = v, t[:, a:b] = v) or use the "
+        "functional op's result instead")
+
+
+def _used_after(value: torch._C.Value, node: torch._C.Node) -> bool:
+    """Whether an op after ``node`` in its block (or within one) reads ``value``, or the
+    block returns it."""
+    block = node.owningBlock()
+    for use in value.uses():
+        if use.user.kind() == "prim::Return" and use.user.owningBlock() == block:
+            return True
+        ancestor = _ancestor_in(use.user, block)
+        if ancestor is not None and ancestor != node and ancestor.isAfter(node):
+            return True
+    return False
 
 
 def _scattered_back(graph, views: list, written: torch._C.Value,
                     before: torch._C.Node) -> torch._C.Value:
     """The base tensor of ``views`` with the innermost view's new value ``written`` put back
-    through each view (select_scatter, slice_scatter), innermost first."""
+    through each view (select_scatter, slice_scatter, a reshape or transpose back),
+    innermost first."""
     for view in reversed(views):
-        scatter = graph.create(_SCATTERS[view.kind()],
-                               [view.inputsAt(0), written, *list(view.inputs())[1:]], 1)
-        scatter.insertBefore(before)
-        scatter.copyMetadata(view)
-        scatter.output().setType(view.inputsAt(0).type())
-        written = scatter.output()
+        base = view.inputsAt(0)
+        kind = view.kind()
+        if kind in _SCATTERS:
+            put = graph.create(_SCATTERS[kind], [base, written, *list(view.inputs())[1:]], 1)
+        elif kind in _TRANSPOSES:
+            put = graph.create(kind, [written, *list(view.inputs())[1:]], 1)
+        else:
+            size = graph.create("aten::size", [base], 1)
+            size.output().setType(torch._C.ListType.ofInts())
+            size.insertBefore(before)
+            put = graph.create("aten::reshape", [written, size.output()], 1)
+        put.insertBefore(before)
+        put.copyMetadata(view)
+        put.output().setType(base.type())
+        written = put.output()
     return written
+
+
+def _renew_views(graph, base: torch._C.Value, new: torch._C.Value,
+                 node: torch._C.Node) -> None:
+    """Views of ``base`` made before the write ``node`` and read after it (or through a view
+    of them) see the write: each is made again from ``new`` (the base's new version) for
+    those reads."""
+    for view in _earlier_views(base, node):
+        if not _read_after(view.output(), node):
+            continue
+        again = graph.create(view.kind(), [new, *list(view.inputs())[1:]], 1)
+        again.insertBefore(node)
+        again.copyMetadata(view)
+        again.output().setType(view.output().type())
+        _renew_views(graph, view.output(), again.output(), node)
+        _replace_later_uses(view.output(), node, again.output())
+
+
+def _earlier_views(base: torch._C.Value, node: torch._C.Node) -> list:
+    """The views of ``base`` that are put back through, made before ``node`` in its block."""
+    return [use.user for use in base.uses() if _view_kind(use.user) == "put back"
+            and use.offset == 0 and use.user.owningBlock() == node.owningBlock()
+            and node.isAfter(use.user)]
+
+
+def _read_after(value: torch._C.Value, node: torch._C.Node,
+                written: torch._C.Value | None = None) -> bool:
+    """Whether the graph reads ``value`` after ``node``, or a view of it made before ``node``;
+    a read of ``written`` itself (the tensor ``node`` writes, which translation rebinds to
+    the write's result) does not count."""
+    direct = (written is None or value.unique() != written.unique()) and \
+        _used_after(value, node)
+    return direct or any(_read_after(view.output(), node, written)
+                         for view in _earlier_views(value, node))
 
 
 def _rewrite_if(graph, node: torch._C.Node, written: dict) -> None:
@@ -169,7 +285,8 @@ def _rewrite_if(graph, node: torch._C.Node, written: dict) -> None:
 def _rewrite_loop(graph, node: torch._C.Node, written: dict) -> None:
     body = next(node.blocks())
     changed = _written_from_outside(body, node, written)
-    if not changed:
+    if not changed:  # (writes through views of the body's own tensors still become values)
+        _rewrite_block_writes(graph, body, node, written)
         return
     stand_ins = {}
     for value in changed:  # each becomes a carried value of the loop

@@ -46,9 +46,9 @@ def _aten_graph(graph_module: torch.fx.GraphModule,
     graph = torch.fx.Graph()
     if _copy_nodes(graph, graph_module, {}, weights) is _REFUSED:
         return None
-    for node in list(graph.nodes):  # (the bodies of loops inlined above)
-        if node.op == "get_attr" and not node.users:
-            graph.erase_node(node)
+    for node in list(graph.nodes):  # (the bodies of loops inlined above; a dtype read for a
+        if (node.op == "get_attr" or node.target is get_dtype_as_int) and not node.users:
+            graph.erase_node(node)  # scalar of that dtype, which reads the tensor itself)
     return graph
 
 
@@ -200,6 +200,14 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
         remap[node] = graph.call_function(torch.ops.aten.scalar_tensor.default, *scalar)
         remap[node].meta = dict(node.meta)
         return True
+    like = _scalar_like_call(node)
+    if like is not None:
+        # ``torch.tensor(5, dtype=bias.dtype)`` (ProphetNet's ngram mask, ``t[i] = 5`` in
+        # scripted code): a 0-d tensor of that tensor's dtype and device.
+        remap[node] = graph.call_function(torch.ops.aten.new_full.default,
+                                          (remap[like[0]], [], like[1]))
+        remap[node].meta = dict(node.meta)
+        return True
     return False
 
 
@@ -321,6 +329,19 @@ def _call_target(node: torch.fx.Node) -> Any:
         # tensors IntImplicit guards on the value, _local_scalar_dense makes it a symbol.
         return torch.ops.aten._local_scalar_dense.default
     return target
+
+
+def _scalar_like_call(node: torch.fx.Node) -> tuple[torch.fx.Node, Any] | None:
+    """(tensor, number) for ``torch.tensor(number, dtype=tensor.dtype)`` in scripted code (no
+    device other than the default, no grad); None for any other node."""
+    dtype = node.kwargs.get("dtype")
+    if node.target is not _tensor or len(node.args) != 1 or \
+            not isinstance(node.args[0], (bool, int, float)) or \
+            node.kwargs.get("requires_grad") or node.kwargs.get("device") is not None or \
+            not isinstance(dtype, torch.fx.Node) or dtype.target is not get_dtype_as_int or \
+            not isinstance(dtype.args[0], torch.fx.Node):
+        return None
+    return dtype.args[0], node.args[0]
 
 
 def _scalar_tensor_call(node: torch.fx.Node) -> tuple[tuple, dict] | None:
