@@ -109,7 +109,33 @@ def decomposition(node: torch.fx.Node) -> Decomposition:
             shapes_config.patch(backed_size_oblivious=oblivious):
         fake_inputs = [t if t.device.type == "cpu" else t.to("cpu") for t in fake_inputs]
         module = make_fx(call, tracing_mode=mode, pre_dispatch=False)(*fake_inputs)
+        if _writes(module):
+            # A decomposition that writes in place (vander's cumprod into a narrowed view of
+            # its ones): translation rebinds only the tensor written, not what it views, so
+            # the decomposition is traced again with its writes made values.
+            # (The traced graph is what is functionalized: a composite kernel called directly
+            # runs its ops below functionalization.)
+            module = _functionalized(module, mode, fake_inputs)
     return Decomposition(module, tensor_positions)
+
+
+def _functionalized(module: torch.fx.GraphModule, mode: str,
+                    fake_inputs: list) -> torch.fx.GraphModule:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    try:
+        functional = make_fx(torch.func.functionalize(module), tracing_mode=mode,
+                             pre_dispatch=False)(*fake_inputs)
+    except Exception:  # (as before: right wherever the writes are not into views)
+        return module
+    functional.graph.eliminate_dead_code()
+    functional.recompile()
+    return functional
+
+
+def _writes(module: torch.fx.GraphModule) -> bool:
+    return any(node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+               and node.target._schema.is_mutable for node in module.graph.nodes)
 
 
 def decomposition_inputs(node: torch.fx.Node, traced: Decomposition) -> list:
