@@ -182,6 +182,45 @@ def test_writes_of_numbers_of_a_tensor_dtype_in_loops_of_a_known_count():
         _compare(program, model, x)
 
 
+class _LongLoopsOfAKnownCount(nn.Module):
+    def forward(self, x):
+        return _ngram_bias(100, 2, x.device, x.dtype)[:, :x.shape[0]] + x.sum()
+
+
+def _has_loop(program):
+    return any(node.op_type == "Loop" for node in program.model.graph)
+
+
+def test_long_loops_of_a_known_count_stay_loops():
+    # ProphetNet's ngram mask runs 2 x 512 steps: unrolled, the export took minutes. A loop
+    # of more than LONGEST_UNROLLED steps is an ONNX Loop (the 2-step one around it unrolls).
+    # (dynamo=False only: torch.export runs the scripted function step by step itself.)
+    model = _LongLoopsOfAKnownCount()
+    program = _run(model, (R(6),), False, input_names=["x"], dynamic_axes={"x": [0]})
+    assert _has_loop(program)
+    for x in (R(6), R(3), R(100)):
+        _compare(program, model, x)
+
+
+def test_a_long_loop_that_cannot_stay_a_loop_is_unrolled(monkeypatch):
+    from onnxport.capture import torchscript
+    from onnxport.capture.torchscript.convert import KEPT_LOOPS
+
+    program_of = torchscript._program
+
+    def failing_where_a_loop_is_kept(graph_module, *args):
+        if graph_module.meta.get(KEPT_LOOPS):
+            raise CaptureError("made to fail")
+        return program_of(graph_module, *args)
+
+    monkeypatch.setattr(torchscript, "_program", failing_where_a_loop_is_kept)
+    model = _LongLoopsOfAKnownCount()
+    program = _run(model, (R(6),), False, input_names=["x"], dynamic_axes={"x": [0]})
+    assert not _has_loop(program)
+    for x in (R(6), R(3)):
+        _compare(program, model, x)
+
+
 class _Optionals(nn.Module):
     def forward(self, x, y: Optional[Tensor] = None, z: Optional[Tensor] = None):
         if y is not None:

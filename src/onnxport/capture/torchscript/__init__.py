@@ -29,7 +29,7 @@ import torch.utils._pytree as pytree
 from onnxport.capture import quirks
 from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
-from onnxport.capture.torchscript.convert import _to_fx
+from onnxport.capture.torchscript.convert import KEPT_LOOPS, _to_fx, unrolling_every_loop
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.propagate import SCRIPTED, _propagated, _propagated_static
 from onnxport.capture.torchscript.replay import _REPLAY_PREFIX, _export_traced
@@ -93,7 +93,8 @@ def capture_tracing(
         program = _scripted_program(_frozen(model), args, tensors, dynamic, set(dim_names))
     else:
         wrapper = _TracedCall(model, leaves, spec, positions)
-        program = _program(_to_fx(_trace(wrapper, tensors)), tensors, dynamic)
+        state = _trace(wrapper, tensors)
+        program = _program_keeping_loops(lambda: _to_fx(state), tensors, dynamic)
         readable = wrapper.output_names
     names = list(input_names or []) + [slot.name for slot in slots[len(input_names or []):]]
     captured = capture_torch_export(
@@ -125,6 +126,21 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
     finally:
         fake_log.removeFilter(_critical_only)
     return program
+
+
+def _program_keeping_loops(convert: Callable[[], torch.fx.GraphModule], tensors: tuple,
+                           dynamic: list) -> torch.export.ExportedProgram:
+    """:func:`_program` of the graph ``convert`` makes; where that graph kept a long loop of a
+    known count as a loop (convert.LONGEST_UNROLLED) and fails, of the graph converted again
+    with every such loop unrolled."""
+    graph_module = convert()
+    try:
+        return _program(graph_module, tensors, dynamic)
+    except CaptureError:
+        if not graph_module.meta.get(KEPT_LOOPS):
+            raise
+    with unrolling_every_loop():
+        return _program(convert(), tensors, dynamic)
 
 
 def _propagated_program(graph_module: torch.fx.GraphModule, tensors: tuple,
@@ -173,13 +189,14 @@ def _scripted_program(scripted, args: tuple, tensors: tuple, dynamic: list,
     sizes of the static axes are fixed to the example's, as tracing fixes them, and the loops
     over them unrolled."""
     try:
-        return _program(_scripted_graph(_script_state(scripted, args)), tensors, dynamic)
+        state = _script_state(scripted, args)
+        return _program_keeping_loops(lambda: _scripted_graph(state), tensors, dynamic)
     except CaptureError as error:
         state = _script_state(scripted, args, static_sizes=dynamic_axes)
         if state is None:
             raise
         try:
-            return _program(_scripted_graph(state), tensors, dynamic)
+            return _program_keeping_loops(lambda: _scripted_graph(state), tensors, dynamic)
         except CaptureError:
             raise error from None
 

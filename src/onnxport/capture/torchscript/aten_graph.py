@@ -56,10 +56,13 @@ _REFUSED = object()  # a call that is no ATen op: the graph cannot be propagated
 
 
 def _copy_nodes(graph: torch.fx.Graph, module: torch.fx.GraphModule, remap: dict,
-                weights: list | None, inlined: bool = False) -> Any:
+                weights: list | None, inlined: bool = False,
+                top: torch.fx.GraphModule | None = None) -> Any:
     """Copy ``module``'s nodes into ``graph`` as :func:`_aten_graph` describes; ``remap``
-    holds the values of an inlined body's inputs. Returns what an inlined body returns,
-    ``_REFUSED`` when a call is no ATen op."""
+    holds the values of an inlined body's inputs, ``top`` is the module ``graph`` is made
+    for (``module`` at the top). Returns what an inlined body returns, ``_REFUSED`` when a
+    call is no ATen op."""
+    top = module if top is None else top
     first = None  # the first input, before which weights become inputs (top level)
     for node in module.graph.nodes:
         if weights is not None and node.op == "get_attr":
@@ -76,10 +79,15 @@ def _copy_nodes(graph: torch.fx.Graph, module: torch.fx.GraphModule, remap: dict
         if node.op == "get_attr" and inlined:
             if all(user.target is execute_subgraph_from_prim_loop for user in node.users):
                 continue  # the body of an unrolled inner loop: inlined where it is called
-            return _REFUSED  # (an attribute of the body, which the graph's module has not)
+            # The body of a loop kept (a long one) or a branch: an attribute of the body,
+            # made one of the graph's module too.
+            remap[node] = _hoisted(graph, top, _attribute(module, node.target), node.target)
+            if remap[node] is None:
+                return _REFUSED
+            continue
         if node.op == "output" and inlined:
             return torch.fx.node.map_arg(node.args[0], lambda n: remap[n])
-        handled = _remapped(graph, module, node, remap)
+        handled = _remapped(graph, module, node, remap, top)
         if handled is _REFUSED:
             return _REFUSED
         if handled:
@@ -106,7 +114,7 @@ def _copy_nodes(graph: torch.fx.Graph, module: torch.fx.GraphModule, remap: dict
 
 
 def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.fx.Node,
-              remap: dict) -> Any:
+              remap: dict, top: torch.fx.GraphModule) -> Any:
     """For a node that is no call to copy (an item of a list, an unrolled loop iteration, a
     size read back, a number made a tensor): its value entered in ``remap`` and True, or
     ``_REFUSED``; False for any other node."""
@@ -173,7 +181,7 @@ def _remapped(graph: torch.fx.Graph, module: torch.fx.GraphModule, node: torch.f
         values = torch.fx.node.map_arg(list(node.args[3:]), lambda n: remap[n])
         inputs = [*values[local_count:], iteration, *values[:local_count]]
         inner = dict(zip([n for n in body.graph.nodes if n.op == "placeholder"], inputs))
-        result = _copy_nodes(graph, body, inner, None, inlined=True)
+        result = _copy_nodes(graph, body, inner, None, inlined=True, top=top)
         if result is _REFUSED:
             return _REFUSED
         remap[node] = result
@@ -301,6 +309,20 @@ def _list_value(argument: Any, remap: dict) -> list | None:
         return None
     items = [remap.get(item) if isinstance(item, torch.fx.Node) else item for item in argument]
     return None if any(item is None for item in items) else items
+
+
+def _hoisted(graph: torch.fx.Graph, top: torch.fx.GraphModule, value: Any,
+             target: str) -> torch.fx.Node | None:
+    """A get_attr in ``graph`` of ``value``, a body inside an inlined one, set on ``top``
+    under a name of its own; None when ``value`` is no body."""
+    if not isinstance(value, torch.fx.GraphModule):
+        return None
+    name, k = target, 0
+    while hasattr(top, name):
+        k += 1
+        name = f"{target}_inlined_{k}"
+    top.add_submodule(name, value)
+    return graph.get_attr(name)
 
 
 def _call_target(node: torch.fx.Node) -> Any:

@@ -3,6 +3,8 @@ type the tracer recorded for it."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import operator
 import re
@@ -21,8 +23,39 @@ from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _Traced
 from onnxport.errors import CaptureError
 
 
+# A loop of a known count of more iterations than this stays a loop (ONNX Loop) instead of
+# being unrolled: ProphetNet's ngram mask, 2 x 512 steps, took half a minute unrolled. Capture
+# unrolls it after all where the loop kept fails (:func:`unrolling_every_loop`).
+LONGEST_UNROLLED = 64
+# The meta key of a converted graph that kept such a loop.
+KEPT_LOOPS = "onnxport.kept_loops"
+_UNROLL_EVERY_LOOP = contextvars.ContextVar("onnxport_unroll_every_loop", default=False)
+_KEPT = contextvars.ContextVar("onnxport_kept_loops", default=None)
+
+
+@contextlib.contextmanager
+def unrolling_every_loop():
+    """Within this block, loops of a known count are unrolled however long."""
+    token = _UNROLL_EVERY_LOOP.set(True)
+    try:
+        yield
+    finally:
+        _UNROLL_EVERY_LOOP.reset(token)
+
+
 def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
     """The TorchScript graph as an FX graph of ATen calls (torch's converter)."""
+    kept: list = []
+    token = _KEPT.set(kept)
+    try:
+        graph_module = _converted(state)
+    finally:
+        _KEPT.reset(token)
+    graph_module.meta[KEPT_LOOPS] = bool(kept)
+    return graph_module
+
+
+def _converted(state: _ConverterState) -> torch.fx.GraphModule:
     # TS2EPConverter's own setup passes the graph through torch.onnx's jit passes (function
     # substitution, parameter listing) and its convert() re-exports with every dim dynamic;
     # only its graph converter is used.
@@ -349,8 +382,24 @@ def _convert_loop_node(self, node):
     trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
     if isinstance(trip_count, int) and condition is None:
         TS2FXGraphConverter._check_prim_loop_support(self, node)
-        return _unrolled_loop(self, node, trip_count)
+        if trip_count <= LONGEST_UNROLLED or _UNROLL_EVERY_LOOP.get() or \
+                not _kept_as_a_loop(self, node, trip_count):
+            _unrolled_loop(self, node, trip_count)
+        return
     _convert_loop(self, node, trip_count, True if condition is None else condition)
+
+
+def _kept_as_a_loop(self, node, trip_count: int) -> bool:
+    """Convert a long loop of a known count as a loop of a run-time count is; False where
+    it cannot be one (a list it edits, a write to a tensor made before it)."""
+    try:
+        _convert_loop(self, node, trip_count, True)
+    except CaptureError:
+        return False
+    kept = _KEPT.get()
+    if kept is not None:
+        kept.append(node)
+    return True
 
 
 def _unrolled_loop(self, node, count: int) -> None:
