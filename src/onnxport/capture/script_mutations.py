@@ -131,14 +131,15 @@ def _rewrite_block_writes(graph, block, owner: torch._C.Node, written: dict,
 
 
 # The views a write into is put back through to the tensor viewed: {kind: put back}.
-_SCATTERS = {"aten::select": "aten::select_scatter", "aten::slice": "aten::slice_scatter"}
+_SCATTERS = {"aten::select": "aten::select_scatter", "aten::slice": "aten::slice_scatter",
+             "aten::diagonal": "aten::diagonal_scatter"}
 # Views of every element in the same order: put back by a reshape to the viewed size.
 _SAME_ORDER = ("aten::view", "aten::view_as", "aten::unsqueeze", "aten::squeeze",
                "aten::unflatten", "aten::alias", "aten::detach")
 _TRANSPOSES = ("aten::transpose", "aten::t", "aten::swapaxes", "aten::swapdims")
 _PUT_BACK = (*_SCATTERS, *_SAME_ORDER, *_TRANSPOSES)
 # Views no write is put back through here (a write into one is refused where it matters).
-_OTHER_VIEWS = ("aten::expand", "aten::expand_as", "aten::narrow", "aten::diagonal",
+_OTHER_VIEWS = ("aten::expand", "aten::expand_as",
                 "aten::as_strided", "aten::unfold", "aten::movedim", "aten::permute",
                 "aten::real", "aten::imag", "aten::view_as_real", "aten::view_as_complex")
 
@@ -167,6 +168,8 @@ def _view_kind(node: torch._C.Node) -> str | None:
     kind = node.kind()
     if kind == "aten::view" and not isinstance(node.inputsAt(1).type(), torch._C.ListType):
         return "other"  # (x.view(dtype): the same bytes read as another type)
+    if kind == "aten::narrow":  # put back as a slice, from a start that is a number
+        return "put back" if isinstance(node.inputsAt(2).type(), torch._C.IntType) else "other"
     return "put back" if kind in _PUT_BACK else "other" if kind in _OTHER_VIEWS else None
 
 
@@ -218,7 +221,7 @@ def _used_after(value: torch._C.Value, node: torch._C.Node) -> bool:
 def _scattered_back(graph, views: list, written: torch._C.Value,
                     before: torch._C.Node) -> torch._C.Value:
     """The base tensor of ``views`` with the innermost view's new value ``written`` put back
-    through each view (select_scatter, slice_scatter, a reshape or transpose back),
+    through each view (select, slice or diagonal scatter, a reshape or transpose back),
     innermost first."""
     for view in reversed(views):
         base = view.inputsAt(0)
@@ -227,6 +230,9 @@ def _scattered_back(graph, views: list, written: torch._C.Value,
             put = graph.create(_SCATTERS[kind], [base, written, *list(view.inputs())[1:]], 1)
         elif kind in _TRANSPOSES:
             put = graph.create(kind, [written, *list(view.inputs())[1:]], 1)
+        elif kind == "aten::narrow":
+            put = graph.create("aten::slice_scatter", [base, written, *_narrowed_slice(
+                graph, view, before)], 1)
         else:
             size = graph.create("aten::size", [base], 1)
             size.output().setType(torch._C.ListType.ofInts())
@@ -237,6 +243,19 @@ def _scattered_back(graph, views: list, written: torch._C.Value,
         put.output().setType(base.type())
         written = put.output()
     return written
+
+
+def _narrowed_slice(graph, view: torch._C.Node, before: torch._C.Node) -> list:
+    """The (dim, start, end, step) of the slice ``narrow(dim, start, length)`` is."""
+    dim, start, length = list(view.inputs())[1:]
+    end = graph.create("aten::add", [start, length], 1)
+    end.output().setType(torch._C.IntType.get())
+    end.insertBefore(before)
+    step = graph.create("prim::Constant")
+    step.i_("value", 1)
+    step.output().setType(torch._C.IntType.get())
+    step.insertBefore(before)
+    return [dim, start, end.output(), step.output()]
 
 
 def _renew_views(graph, base: torch._C.Value, new: torch._C.Value,
