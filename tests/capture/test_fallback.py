@@ -165,15 +165,52 @@ class TracedWithScriptedLoop(torch.nn.Module):
 
 
 def test_a_scripted_loop_inside_a_traced_model_on_the_default_path():
+    # torch.export would run the scripted loop step by step (or fail on its run-time count):
+    # the default path traces such a model first, saying so in capture_attempts.
     model, x = TracedWithScriptedLoop().eval(), torch.randn(2, 3)
-    with pytest.warns(FallbackWarning):
-        program = onnxport.export(model, (x, torch.tensor(3)), input_names=["x", "count"],
-                                  dynamic_axes={"x": {0: "batch"}})
+    program = onnxport.export(model, (x, torch.tensor(3)), input_names=["x", "count"],
+                              dynamic_axes={"x": {0: "batch"}})
     assert program.capture_strategy == "tracing"
+    assert program.capture_attempts == [("torch.export", "not tried: the model calls scripted "
+                                         "code with a loop (_scripted_loop), which tracing "
+                                         "keeps a loop")]
     assert "Loop" in [node.op_type for node in program.model.graph]
     with torch.no_grad():
         for value, count in ((x, 3), (torch.randn(5, 3), 7)):  # the count stays an input
             _close(program(value, torch.tensor(count))[0], model(value, torch.tensor(count)))
+
+
+class _ScriptedSubmoduleWithALoop(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.jit.script(_Accumulate())
+
+    def forward(self, x):
+        return self.inner(x * 2)
+
+
+class _Accumulate(torch.nn.Module):
+    def forward(self, x):
+        acc = torch.zeros_like(x[0])
+        for i in range(x.size(0)):
+            acc = acc + x[i] * i
+        return acc
+
+
+def test_a_scripted_submodule_with_a_loop_is_traced_first_on_the_default_path():
+    model = _ScriptedSubmoduleWithALoop()
+    program = onnxport.export(model, (torch.randn(4, 3),), input_names=["x"],
+                              dynamic_axes={"x": [0]})
+    assert program.capture_strategy == "tracing"
+    assert "Loop" in [node.op_type for node in program.model.graph]
+    for x in (torch.randn(4, 3), torch.randn(7, 3)):
+        _close(program(x)[0], model(x))
+
+
+def test_dynamo_true_alone_keeps_torch_export_for_a_scripted_loop():
+    # (no tracing without fallback: torch.export's own failure on the ScriptModule stands)
+    with pytest.raises(CaptureError, match="torch.export could not capture"):
+        onnxport.export(_ScriptedSubmoduleWithALoop(), (torch.randn(4, 3),), dynamo=True)
 
 
 class _WindowOfTheLength(torch.nn.Module):

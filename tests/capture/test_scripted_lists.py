@@ -191,12 +191,13 @@ def _has_loop(program):
     return any(node.op_type == "Loop" for node in program.model.graph)
 
 
-def test_long_loops_of_a_known_count_stay_loops():
+@PATHS
+def test_long_loops_of_a_known_count_stay_loops(dynamo):
     # ProphetNet's ngram mask runs 2 x 512 steps: unrolled, the export took minutes. A loop
     # of more than LONGEST_UNROLLED steps is an ONNX Loop (the 2-step one around it unrolls).
-    # (dynamo=False only: torch.export runs the scripted function step by step itself.)
+    # (The default path traces such a model: torch.export would run the loop step by step.)
     model = _LongLoopsOfAKnownCount()
-    program = _run(model, (R(6),), False, input_names=["x"], dynamic_axes={"x": [0]})
+    program = _run(model, (R(6),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
     assert _has_loop(program)
     for x in (R(6), R(3), R(100)):
         _compare(program, model, x)

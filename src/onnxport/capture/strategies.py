@@ -206,6 +206,15 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
                                                           traced)
         return traced
 
+    if export is not None and fallback:
+        loop = scripted_loop_called(model)
+        if loop is not None:
+            # torch.export runs a scripted loop step by step, each step's ops into the graph
+            # (ProphetNet's 2 x 512-step mask: five minutes); tracing keeps it a loop.
+            with contextlib.suppress(CaptureError):
+                return trace(), "tracing", [("torch.export", f"not tried: the model calls "
+                                             f"scripted code with a loop ({loop}), which "
+                                             "tracing keeps a loop")]
     try:
         return capture_with_fallback(
             export, trace, fallback=fallback,
@@ -223,6 +232,34 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
             "shapes and dtypes against forward's parameters (export calls "
             "model(*args, **kwargs)); fallback=True or dynamo=False would not help.\n"
             + str(error)) from error
+
+
+def scripted_loop_called(model: Any) -> str | None:
+    """The name of a scripted function or module with a loop that ``model`` calls (a scripted
+    submodule, or a scripted function its modules' forward names), or None."""
+    if not isinstance(model, torch.nn.Module):
+        return None
+    for name, module in model.named_modules():
+        if isinstance(module, torch.jit.ScriptModule):
+            if _has_loop(module):
+                return name or type(module).__name__
+            continue
+        forward = getattr(type(module), "forward", None)
+        code = getattr(forward, "__code__", None)
+        for called in (code.co_names if code is not None else ()):
+            function = getattr(forward, "__globals__", {}).get(called)
+            if isinstance(function, torch.jit.ScriptFunction) and _has_loop(function):
+                return called
+    return None
+
+
+def _has_loop(scripted: Any) -> bool:
+    try:
+        graph = scripted.inlined_graph if isinstance(scripted, torch.jit.ScriptModule) \
+            else scripted.graph
+    except (AttributeError, RuntimeError):  # (a ScriptModule with no forward)
+        return False
+    return graph.findNode("prim::Loop", True) is not None
 
 
 def eager_failure(model: Any, args: tuple, kwargs: dict) -> str | None:
