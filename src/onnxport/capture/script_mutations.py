@@ -153,9 +153,10 @@ def _views_of(target: torch._C.Value, owner: torch._C.Node, roots: dict) -> tupl
     value = target
     while not (_outside(value, owner) or value in roots):
         maker = value.node()
-        if _view_kind(maker) == "other":
+        kind = _view_kind(maker)
+        if kind == "other":
             return value, views, maker
-        if _view_kind(maker) is None:
+        if kind is None:
             break
         views.insert(0, maker)
         value = maker.inputsAt(0)
@@ -182,7 +183,7 @@ def _views_of_outside(target: torch._C.Value, owner: torch._C.Node,
 
 
 def _refuse_unexpressed_view(node, owner, roots: dict) -> None:
-    """A write through a view that is not put back here (expand, narrow, permute...): fine
+    """A write through a view that is not put back here (expand, permute, unfold...): fine
     when only the written view is read again (translation rebinds it); refused when the
     tensors it views are read again or come from outside, as an ONNX body cannot alias."""
     value, aliased = node.inputsAt(0), []

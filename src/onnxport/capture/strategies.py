@@ -246,8 +246,9 @@ def scripted_loop_called(model: Any) -> str | None:
             continue
         forward = getattr(type(module), "forward", None)
         code = getattr(forward, "__code__", None)
+        names = getattr(forward, "__globals__", {})
         for called in (code.co_names if code is not None else ()):
-            function = getattr(forward, "__globals__", {}).get(called)
+            function = names.get(called)
             if isinstance(function, torch.jit.ScriptFunction) and _has_loop(function):
                 return called
     return None
