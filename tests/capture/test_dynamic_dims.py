@@ -569,3 +569,31 @@ def test_a_size_pinned_by_a_guard_is_never_silently_wrong():
     with pytest.warns(DynamicDimensionFixedWarning, match="axis 1 .*matches PyTorch only up to 4"):
         onnxport.export(_EveryFourthColumnFlattened(), (torch.randn(3, 3, 4),),
                         input_names=["x"], dynamic_axes=axes, dynamo=False)
+
+
+class _RolledThenSplit(torch.nn.Module):
+    def forward(self, x):
+        # From a batch of 1, split(2) makes one piece: the program holds up to a batch of 2.
+        return (x @ x.transpose(-1, -2)).roll(1, 0).split(2, 0)[0]
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_a_dim_the_program_holds_up_to_two_only_is_static_on_both_paths(dynamo):
+    # dynamo=False kept the batch dynamic with a warning ("matches PyTorch only up to 2") and
+    # returned every row of a batch of 4 where torch returns 2 (fuzz_dynamic --small seed
+    # 1185); the default path makes it static. Now both do, and ONNX Runtime refuses a batch
+    # of 4 instead of answering wrongly.
+    import onnxruntime as ort
+
+    example = torch.randn(1, 1, 2)
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 0 .*fixed to 1"):
+        program = onnxport.export(_RolledThenSplit(), (example,), input_names=["x"],
+                                  dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, dynamo=dynamo)
+    assert program.model.graph.inputs[0].shape[0] == 1
+    x = torch.randn(1, 1, 5)
+    torch.testing.assert_close(program(x)[0], _RolledThenSplit()(x))
+    session = ort.InferenceSession(program.model_proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="invalid dimensions"):
+        session.run(None, {"x": torch.randn(4, 4, 7).numpy()})
+

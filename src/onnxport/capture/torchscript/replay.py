@@ -38,13 +38,13 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
 
     # Dim.AUTO, as the default path asks: a dim the model fixes (x + a static bias, a view
     # to a constant shape) is left static with a warning, where Dim.DYNAMIC failed the export.
-    auto = tuple({axis: torch.export.Dim.AUTO for axis in axes} if axes else None
-                 for axes in dynamic)
+    auto = [{axis: torch.export.Dim.AUTO for axis in axes} if axes else None
+            for axes in dynamic]
 
     def export():
         with fx_config.patch(backed_size_oblivious=oblivious):
             program = torch.export.export(_Replay(graph_module), tensors,
-                                          dynamic_shapes=(auto,), strict=False)
+                                          dynamic_shapes=(tuple(auto),), strict=False)
         # (as capture_torch_export's strategies record it, for a later trace of the program)
         program.graph_module.meta["backed_size_oblivious"] = oblivious
         return program
@@ -52,7 +52,16 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
     try:
         program = export()
-        _warn_fixed_or_bounded(program, dynamic)
+        pinned = _pinned_to_small_sizes(program, dynamic)
+        if pinned:
+            # As the default path does: a dim the program holds for sizes up to 2 only (a
+            # split into pieces of 2 from an example of 1: one piece there, more beyond) is
+            # the example's size, static, so that ONNX Runtime refuses other sizes rather
+            # than answer wrongly at them.
+            for k, axis in pinned:
+                del auto[k][axis]
+            program = export()
+        _warn_fixed_or_bounded(program, dynamic, pinned)
         return program
     except Exception as error:
         if reads and any(dynamic):
@@ -70,33 +79,51 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
         ) from error
 
 
-def _warn_fixed_or_bounded(program: torch.export.ExportedProgram, dynamic: list) -> None:
-    """Warn, as the default path does, for each dynamic axis torch.export fixed to the
-    example's size (the ONNX model has it static), or bounded (its range has an upper end):
-    the ONNX model keeps it dynamic but matches PyTorch only up to there (a guard on
-    ``x[:, ::2][:, ::2]``'s one column of three had torch flatten other axes)."""
-    from onnxport.errors import DynamicDimensionFixedWarning
-
+def _dynamic_input_sizes(program: torch.export.ExportedProgram, dynamic: list):
+    """(input position, axis, size in the program, its (lower, upper) bounds) of each dynamic
+    dim asked for."""
     inputs = [n for n in program.graph.nodes if n.op == "placeholder"][-len(dynamic):] \
         if dynamic else []
     ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
     for k, (node, axes) in enumerate(zip(inputs, dynamic)):
         for axis in sorted(axes or {}):
             size = static_size(node.meta["val"].shape[axis])
-            if isinstance(size, int):
-                warnings.warn(
-                    f"axis {axis} of tensor input {k} is fixed to {size} by the model "
-                    f"(tracing): the ONNX model has it static, as the model computes with that "
-                    f"size (a weight or a constant shape it must match)",
-                    DynamicDimensionFixedWarning, stacklevel=2)
-                continue
             bounds = ranges.get(str(size)) if isinstance(size, torch.SymInt) else None
-            upper = finite_bound(bounds.upper) if bounds is not None else None
-            if upper is not None:
-                warnings.warn(
-                    f"axis {axis} of tensor input {k} is bounded to at most {upper} by the "
-                    f"model (tracing); the ONNX model keeps it dynamic, but matches PyTorch "
-                    f"only up to {upper}", DynamicDimensionFixedWarning, stacklevel=2)
+            yield k, axis, size, (None, None) if bounds is None else (
+                finite_bound(bounds.lower), finite_bound(bounds.upper))
+
+
+def _pinned_to_small_sizes(program: torch.export.ExportedProgram,
+                           dynamic: list) -> list[tuple[int, int]]:
+    """The dynamic dims whose range the program bounds to one size or to at most 2: the
+    rule of :func:`onnxport.capture.specialization.fixed_dims`."""
+    return [(k, axis) for k, axis, _, (lower, upper) in _dynamic_input_sizes(program, dynamic)
+            if upper is not None and (upper == lower or upper <= 2)]
+
+
+def _warn_fixed_or_bounded(program: torch.export.ExportedProgram, dynamic: list,
+                           pinned: list[tuple[int, int]] = ()) -> None:
+    """Warn, as the default path does, for each dynamic axis torch.export fixed to the
+    example's size (the ONNX model has it static), or bounded (its range has an upper end):
+    the ONNX model keeps it dynamic but matches PyTorch only up to there (a guard on
+    ``x[:, ::2][:, ::2]``'s one column of three had torch flatten other axes)."""
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    for k, axis, size, (_, upper) in _dynamic_input_sizes(program, dynamic):
+        if isinstance(size, int):
+            why = ("the traced program holds for sizes up to 2 only (a split or chunk whose "
+                   "number of pieces grows beyond: trace from a larger example)"
+                   if (k, axis) in pinned else "the model computes with that size (a weight "
+                   "or a constant shape it must match)")
+            warnings.warn(
+                f"axis {axis} of tensor input {k} is fixed to {size} by the model "
+                f"(tracing): the ONNX model has it static, as {why}",
+                DynamicDimensionFixedWarning, stacklevel=2)
+        elif upper is not None:
+            warnings.warn(
+                f"axis {axis} of tensor input {k} is bounded to at most {upper} by the "
+                f"model (tracing); the ONNX model keeps it dynamic, but matches PyTorch "
+                f"only up to {upper}", DynamicDimensionFixedWarning, stacklevel=2)
 
 
 class _Replay(torch.nn.Module):

@@ -35,8 +35,9 @@ def _split_by_expected(g, self, dim, split_size=None):
         warnings.warn(
             f"{g.provenance.aten} at {where}: the example makes one piece of axis {axis}, "
             "which is dynamic; at larger sizes torch makes more, and the ONNX model returns "
-            "the first. If the model takes another ([-1]), export from an example that makes "
-            "as many pieces as at run time, or keep that axis static.",
+            "the first. If the model takes another ([-1]) or goes over every piece (a loop, "
+            "a cat of them), export from an example that makes as many pieces as at run "
+            "time, or keep that axis static.",
             DynamicDimensionFixedWarning, stacklevel=2)
         return _split_by_slices(g, self, axis, 2, split_size)[:1]
     if all(isinstance(s, int) for s in sizes):
