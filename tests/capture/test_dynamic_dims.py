@@ -517,7 +517,7 @@ def test_the_first_chunk_of_a_dynamic_axis_of_one_row(dynamo):
 
 
 def test_the_last_chunk_from_one_row_is_never_silently_wrong():
-    # [-1] and [0] of one chunk are one graph: the default path checks at size 2, sees the
+    # [-1] and [0] of one chunk are one graph: the default path checks at size 3, sees the
     # difference and keeps the axis static (with a warning); tracing says what to change.
     with pytest.warns(DynamicDimensionFixedWarning):
         program = onnxport.export(_LastChunk(), (torch.randn(1, 3),), input_names=["x"],
@@ -597,3 +597,22 @@ def test_a_dim_the_program_holds_up_to_two_only_is_static_on_both_paths(dynamo):
     with pytest.raises(Exception, match="invalid dimensions"):
         session.run(None, {"x": torch.randn(4, 4, 7).numpy()})
 
+
+
+class _LastChunkSoftmaxed(torch.nn.Module):
+    def forward(self, x):
+        # At size 2, [-1] and [0] are one row each, and softmax over a row of one made both
+        # ones: the checks at size 2 passed, and the file returned the first chunk (2 rows of
+        # 3 where torch returns 1) on both paths, with no warning on dynamo=False (fuzz_dynamic
+        # --small seed 6245).
+        return x.sort(0)[0].chunk(2, 0)[-1].softmax(0)
+
+
+def test_the_last_chunk_from_one_row_is_checked_where_it_differs_in_size():
+    with pytest.warns(DynamicDimensionFixedWarning, match="kept at 1: at size 3"):
+        program = onnxport.export(_LastChunkSoftmaxed(), (torch.randn(1, 6),),
+                                  input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    assert program.model.graph.inputs[0].shape[0] == 1
+    with pytest.raises(CaptureError, match="size 1 in the example.*has shape \\[2, 6\\]"):
+        onnxport.export(_LastChunkSoftmaxed(), (torch.randn(1, 6),), input_names=["x"],
+                        dynamic_axes={"x": {0: "n"}}, dynamo=False)

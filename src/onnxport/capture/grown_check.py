@@ -19,9 +19,9 @@ from onnxport.errors import DynamicDimensionFixedWarning
 
 def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
                    program: CapturedProgram, *, distinct: bool = False,
-                   differences_only: bool = False) -> str | None:
+                   differences_only: bool = False, smallest: int = 0) -> str | None:
     """Why ``program`` does not compute what ``model`` does with every dynamic axis of
-    ``dim_names`` grown by about half (None when it does). ``distinct``: the grown part's
+    ``dim_names`` grown by about half, to ``smallest`` at least (None when it does). ``distinct``: the grown part's
     floating values differ from the example's (else they repeat it, so that data-dependent
     steps see alike data). ``differences_only``: only outputs told apart count; a model or
     graph that cannot run at those sizes (meta weights; a graph that fails loudly there) or
@@ -30,7 +30,8 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     dynamic = [{axis for (k, axis) in dim_names if k == position} or None
                for position in range(len(positions))]
-    grown = grown_sizes(tuple(leaves[i] for i in positions), dynamic, distinct=distinct)
+    grown = grown_sizes(tuple(leaves[i] for i in positions), dynamic, distinct=distinct,
+                        smallest=smallest)
     for i, tensor in zip(positions, grown):
         leaves[i] = tensor
     try:

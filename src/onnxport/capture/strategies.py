@@ -124,8 +124,11 @@ def _check_small_dynamic_dims(model: Any, args: tuple, kwargs: dict, dim_names: 
              if k < len(leaves) and axis < leaves[k].dim() and leaves[k].shape[axis] <= 1]
     if not small:
         return False
+    # Grown to 3, not 2: from one row, chunk(2) makes one piece, and at 2 its [0] and [-1]
+    # are rows alike in shape, which a step like softmax over them makes alike in value too;
+    # at 3 they differ in size.
     why = grown_mismatch(model, args, kwargs, dim_names, traced, distinct=True,
-                         differences_only=True)
+                         differences_only=True, smallest=3)
     if why is not None:
         raise CaptureError(
             f"the dynamic axis {small[0][1]} of input {small[0][0]} has size "

@@ -91,9 +91,9 @@ def example_size(args, kwargs, names, key) -> int | None:
     return None
 
 
-def with_size_two(args, kwargs, names, dims):
-    """The example inputs with each of ``dims`` (of size 0 or 1) grown to size 2, the new
-    part's values differing (:func:`differing_values`)."""
+def with_size_two(args, kwargs, names, dims, size: int = 2):
+    """The example inputs with each of ``dims`` (of size 0 or 1) grown to ``size``, the new
+    parts' values differing (:func:`differing_values`, each from the last)."""
     slots = tensor_input_slots(args, kwargs, names)
     shuffle = torch.Generator().manual_seed(0)
     larger: dict[int, torch.Tensor] = {}
@@ -103,11 +103,13 @@ def with_size_two(args, kwargs, names, dims):
             if p == position:
                 if tensor.shape[axis] == 0:
                     shape = list(tensor.shape)
-                    shape[axis] = 2
+                    shape[axis] = size
                     tensor = tensor.new_zeros(shape)
                 else:  # (floating values that differ: parts of the axis told apart)
-                    more = differing_values(tensor, shuffle)
-                    tensor = torch.cat([tensor, more], dim=axis)
+                    parts = [tensor]
+                    while len(parts) < size:
+                        parts.append(differing_values(parts[-1], shuffle))
+                    tensor = torch.cat(parts, dim=axis)
         larger[id(slot.tensor)] = tensor
 
     def replace(leaf):
@@ -116,14 +118,15 @@ def with_size_two(args, kwargs, names, dims):
     return pytree.tree_map(replace, args), pytree.tree_map(replace, kwargs)
 
 
-def differs_at_size_two(program: ExportedProgram, module, args, kwargs, names,
-                        dims) -> str | None:
+def differs_at_size_three(program: ExportedProgram, module, args, kwargs, names,
+                          dims) -> str | None:
     """Why the program captured from an example with ``dims`` of size 0 or 1 computes other
-    results than the model with those dims grown to 2 (None when it computes the same, or the
+    results than the model with those dims grown to 3 (None when it computes the same, or the
     model cannot run eagerly here): torch may take a size of 1 as a case of its own without a
     guard (``x.chunk(2)[0]`` of one row is that row: the program then returned x whole at
-    every size)."""
-    larger_args, larger_kwargs = with_size_two(args, kwargs, names, dims)
+    every size). At 3, not 2: from one row, ``chunk(2)`` makes one piece, whose [0] and [-1]
+    at 2 are rows alike in shape, and a step like softmax over them made them alike in value."""
+    larger_args, larger_kwargs = with_size_two(args, kwargs, names, dims, size=3)
     try:
         with torch.no_grad():
             expected = module(*copy.deepcopy(larger_args), **copy.deepcopy(larger_kwargs))
@@ -131,7 +134,7 @@ def differs_at_size_two(program: ExportedProgram, module, args, kwargs, names,
         return None
     if computes_eager_results(program, module, larger_args, larger_kwargs, expected):
         return None
-    return ("at size 2 it computes other results than the model (it treats the example's size "
+    return ("at size 3 it computes other results than the model (it treats the example's size "
             "of 0 or 1 specially)")
 
 

@@ -16,7 +16,7 @@ from onnxport.capture import quirks
 from onnxport.capture.specialization import (FixedDim, failure_location, fixed_dims,
                                               recording_guards)
 from onnxport.capture.torch_export.eager_check import (EagerShapes, computes_eager_results,
-                                                       differs_at_size_two, example_size,
+                                                       differs_at_size_three, example_size,
                                                        placeholder_size, tensor_user_inputs,
                                                        with_size_two)
 from onnxport.errors import CaptureError, DynamicDimensionFixedWarning
@@ -49,7 +49,7 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
         # Sizes 0 and 1 kept symbolic: torch assumes they broadcast and squeeze like larger ones.
         mismatch = eager.mismatch(program, args, kwargs, names) if small and not static else None
         if small and not static and mismatch is None:
-            mismatch = differs_at_size_two(program, module, args, kwargs, names, small)
+            mismatch = differs_at_size_three(program, module, args, kwargs, names, small)
         if not static and mismatch is None:
             _warn_bounded(fixed, describe_dim)
             return program, strategy, attempts, []

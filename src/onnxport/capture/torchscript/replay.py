@@ -3,6 +3,8 @@ make it an ExportedProgram."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import warnings
 
 import torch
@@ -42,7 +44,9 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
             for axes in dynamic]
 
     def export():
-        with fx_config.patch(backed_size_oblivious=oblivious):
+        # (A failing torch.export prints its partial graph to stderr; its error says enough.)
+        with fx_config.patch(backed_size_oblivious=oblivious), \
+                contextlib.redirect_stderr(io.StringIO()):
             program = torch.export.export(_Replay(graph_module), tensors,
                                           dynamic_shapes=(tuple(auto),), strict=False)
         # (as capture_torch_export's strategies record it, for a later trace of the program)

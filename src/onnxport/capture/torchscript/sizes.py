@@ -101,10 +101,12 @@ def ones_as_twos(tensors: tuple, dynamic: list) -> tuple | None:
     return grown_sizes(tensors, ones) if any(ones) else None  # (1 grows by half to 2)
 
 
-def grown_sizes(tensors: tuple, dynamic: list, distinct: bool = False) -> tuple:
-    """The example inputs grown by about half along each dynamic axis (repeating their
-    values, so that data-dependent steps see alike data; ``distinct``: values that differ,
-    :func:`differing_values`). An empty axis stays empty: it has no values to repeat."""
+def grown_sizes(tensors: tuple, dynamic: list, distinct: bool = False,
+                smallest: int = 0) -> tuple:
+    """The example inputs grown by about half along each dynamic axis, to ``smallest`` at
+    least (repeating their values, so that data-dependent steps see alike data;
+    ``distinct``: values that differ, :func:`differing_values`, each repeat from the last).
+    An empty axis stays empty: it has no values to repeat."""
     grown = []
     shuffle = torch.Generator().manual_seed(0)
     for tensor, axes in zip(tensors, dynamic):
@@ -112,8 +114,10 @@ def grown_sizes(tensors: tuple, dynamic: list, distinct: bool = False) -> tuple:
             size = tensor.shape[axis]
             if size == 0:
                 continue
-            more = differing_values(tensor, shuffle) if distinct else tensor
-            tensor = torch.cat([tensor, more], axis).narrow(axis, 0, size + size // 2 + 1)
+            target, parts = max(size + size // 2 + 1, smallest), [tensor]
+            while sum(part.shape[axis] for part in parts) < target:
+                parts.append(differing_values(parts[-1], shuffle) if distinct else tensor)
+            tensor = torch.cat(parts, axis).narrow(axis, 0, target)
         grown.append(tensor)
     return tuple(grown)
 
