@@ -616,3 +616,22 @@ def test_the_last_chunk_from_one_row_is_checked_where_it_differs_in_size():
     with pytest.raises(CaptureError, match="size 1 in the example.*has shape \\[2, 6\\]"):
         onnxport.export(_LastChunkSoftmaxed(), (torch.randn(1, 6),), input_names=["x"],
                         dynamic_axes={"x": {0: "n"}}, dynamo=False)
+
+
+class _MeanOfTheFirstChunk(torch.nn.Module):
+    def forward(self, x):
+        return x.chunk(3, 1)[0].mean(1)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_the_one_piece_of_a_split_is_not_declared_as_wide_as_its_input(dynamo):
+    # From one column, the chunk's recorded shape was the input's: the file declared the
+    # piece [a, b], a pass read the mean's count from the input's shape, and the mean was
+    # divided by every column where torch divides by the chunk's (fuzz_dynamic --small seed
+    # 7020, the default path).
+    program = onnxport.export(_MeanOfTheFirstChunk(), (torch.randn(1, 1),), input_names=["x"],
+                              dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
+    for shape in ((3, 3), (5, 4), (2, 7)):
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], _MeanOfTheFirstChunk()(x),
+                                   rtol=1e-3, atol=1e-4)

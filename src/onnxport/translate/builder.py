@@ -33,7 +33,8 @@ _BOOL_OUTPUT = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "No
 _INT64_OUTPUT = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero"}
 
 # The meta key of a value whose translation declared its shape itself (a squeeze whose rank
-# only the run decides, declared as at the example): the recorded shape does not replace it.
+# only the run decides, declared as at the example; the one piece of a split whose recorded
+# shape is its input's): the recorded shape does not replace it.
 SHAPE_AT_THE_EXAMPLE = "onnxport.shape_at_the_example"
 _PLAIN = (int, float, bool)  # Python numbers, by exact type (not numpy scalars, not tensors)
 _NUMPY_DTYPES = {

@@ -11,6 +11,7 @@ import warnings
 import onnx_ir as ir
 
 from onnxport.errors import DynamicDimensionFixedWarning, TranslationError
+from onnxport.translate.builder import SHAPE_AT_THE_EXAMPLE
 from onnxport.translate.ops._helpers import (
     as_1d, cast, fail_unless, normalize_axis, rank, result_read, split, squeeze,
 )
@@ -39,7 +40,14 @@ def _split_by_expected(g, self, dim, split_size=None):
             "a cat of them), export from an example that makes as many pieces as at run "
             "time, or keep that axis static.",
             DynamicDimensionFixedWarning, stacklevel=2)
-        return _split_by_slices(g, self, axis, 2, split_size)[:1]
+        piece = _split_by_slices(g, self, axis, 2, split_size)[0]
+        # Its recorded shape is the input's (one piece of the example's one row): declared so,
+        # a pass took the input's width for the piece's (a mean divided by it).
+        if self.shape is not None:
+            piece.shape = ir.Shape([ir.SymbolicDim(None) if a == axis else d
+                                    for a, d in enumerate(self.shape)])
+            piece.meta[SHAPE_AT_THE_EXAMPLE] = True
+        return (piece,)
     if all(isinstance(s, int) for s in sizes):
         return split(g, self, sizes, axis)
     if split_size is not None and "tensor_split" not in g.provenance.aten and \
