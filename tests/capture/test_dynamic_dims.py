@@ -635,3 +635,31 @@ def test_the_one_piece_of_a_split_is_not_declared_as_wide_as_its_input(dynamo):
         x = torch.randn(shape)
         torch.testing.assert_close(program(x)[0], _MeanOfTheFirstChunk()(x),
                                    rtol=1e-3, atol=1e-4)
+
+
+class _AllButTheFirstRowOfTheLastChunk(torch.nn.Module):
+    def forward(self, x):
+        # At 3 rows the last chunk and the first are one row each, both empty after [1:]: a
+        # check at 3 compared nothing, and the file returned the first chunk's rows (fuzz
+        # --small seed 7117, dynamo=False).
+        return x.mean(1).chunk(3, 0)[-1][1:]
+
+
+def test_a_check_whose_outputs_are_empty_at_three_checks_at_four():
+    with pytest.raises(CaptureError, match="size 1 in the example"):
+        onnxport.export(_AllButTheFirstRowOfTheLastChunk(), (torch.randn(1, 3),),
+                        input_names=["x"], dynamic_axes={"x": {0: "n"}}, dynamo=False)
+
+
+class _AllButTheFirstRowOfTheLastChunkDoubled(torch.nn.Module):
+    def forward(self, x):
+        return x.chunk(3, 0)[-1][1:] * 2
+
+
+def test_the_default_path_checks_at_four_where_the_outputs_are_empty_at_three():
+    # At 4 rows the file returned rows of the first chunk where torch returns the last's.
+    with pytest.warns(DynamicDimensionFixedWarning, match="kept at 1: at size 4"):
+        program = onnxport.export(_AllButTheFirstRowOfTheLastChunkDoubled(),
+                                  (torch.randn(1, 3),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "n"}})
+    assert program.model.graph.inputs[0].shape[0] == 1
