@@ -59,3 +59,8 @@ def differing_values(tensor: torch.Tensor, generator: torch.Generator) -> torch.
         return tensor
     order = torch.randperm(tensor.numel(), generator=generator).to(tensor.device)
     return tensor.flatten()[order].reshape(tensor.shape) + 1
+
+
+def source_line(node: torch._C.Node) -> str:
+    """The first line of the model code a TorchScript node was made from ("?" without one)."""
+    return (node.sourceRange().splitlines() or ["?"])[0].strip()

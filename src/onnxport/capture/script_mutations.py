@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from onnxport.capture.common import source_line
 from onnxport.errors import CaptureError
 
 _CONTROL_FLOW = ("prim::If", "prim::Loop")
@@ -195,7 +196,7 @@ def _refuse_unexpressed_view(node, owner, roots: dict) -> None:
         aliased.append(value)
     if not outside and not any(_used_after(v, node) for v in aliased):
         return
-    line = (node.sourceRange().splitlines() or ["?"])[0].strip()
+    line = source_line(node)
     view = next(v.node().kind() for v in (node.inputsAt(0), *aliased)
                 if _view_kind(v.node()) == "other")
     raise CaptureError(

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from onnxport.capture.common import first_lines
+from onnxport.capture.common import first_lines, source_line
 from onnxport.capture.torchscript.branches import decide_branches
 from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_arange
 from onnxport.capture.torchscript.list_scans import (LIST_EDITS, StackedList, refuse_returned,
@@ -531,7 +531,7 @@ def _convert_call(self, node):
         dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
         self.name_to_node[node.output().debugName()] = StackedList(
             self.fx_graph.call_function(torch.ops.aten.movedim.int, (args[0], dim, 0)),
-            (node.sourceRange().splitlines() or ["?"])[0].strip())
+            source_line(node))
         return
     if target in ARANGE_OUTS and "out" in kwargs and (dtype := _traced_dtype(node)) is not None:
         target, kwargs = functional_arange(target, kwargs, dtype)  # (else the fake run does)

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from onnxport.capture.common import source_line
 from onnxport.capture.torchscript.list_scans import (StackedList, lists_as_scans,
                                                      stacked_lists_read)
 from onnxport.errors import CaptureError
@@ -19,7 +20,7 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
     ``condition`` computed before it, then by the body), as one :data:`prim_loop` call, its
     body a subgraph: ONNX Loop in translation."""
     inputs = list(node.inputs())
-    where = _loop_line(node)
+    where = source_line(node)
     carried = [converter.get_fx_value_by_ir_value(value) for value in inputs[2:]]
     names = list(converter._identify_inputs_as_arguments(node))
     for block in node.blocks():
@@ -83,10 +84,6 @@ def outer_values(converter: Any, names: list) -> list:
                 converter._is_get_attr_node(name):
             converter.name_to_node[name] = converter.fx_graph.get_attr(name)
     return [converter.get_fx_value_by_fqn(name) for name in names]
-
-
-def _loop_line(node: torch._C.Node) -> str:
-    return (node.sourceRange().splitlines() or ["?"])[0].strip()
 
 
 def _loop_condition(converter: Any, node: torch._C.Node) -> Any:
