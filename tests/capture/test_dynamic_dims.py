@@ -663,3 +663,19 @@ def test_the_default_path_checks_at_four_where_the_outputs_are_empty_at_three():
                                   (torch.randn(1, 3),), input_names=["x"],
                                   dynamic_axes={"x": {0: "n"}})
     assert program.model.graph.inputs[0].shape[0] == 1
+
+
+class _LastChunkPlusItsArange(torch.nn.Module):
+    def forward(self, x):
+        piece = (x / x.numel()).chunk(2, 2)[-1]
+        return piece + torch.arange(piece.size(-1), dtype=piece.dtype)
+
+
+def test_a_trace_whose_graph_fails_at_larger_sizes_is_refused():
+    # From one column, torch.export recorded the chunk's width as the input's: the graph's
+    # arange read the input's width, torch's graph failed at 3 columns (broadcasting 2 to
+    # 3), which the check took for a loud failure, while ONNX broadcast the piece of 1 to
+    # the arange of 2 (fuzz_dynamic --small seed 7242: (4, 7, 2) where torch gives (4, 7, 1)).
+    with pytest.raises(CaptureError, match="size 1 in the example.*the graph fails there"):
+        onnxport.export(_LastChunkPlusItsArange(), (torch.randn(3, 3, 1),), input_names=["x"],
+                        dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, dynamo=False)

@@ -19,7 +19,8 @@ from onnxport.errors import DynamicDimensionFixedWarning
 
 def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
                    program: CapturedProgram, *, distinct: bool = False,
-                   differences_only: bool = False, smallest: int = 0) -> str | None:
+                   differences_only: bool = False, smallest: int = 0,
+                   failing_graph_differs: bool = False) -> str | None:
     """Why ``program`` does not compute what ``model`` does with every dynamic axis of
     ``dim_names`` grown by about half, to ``smallest`` at least (None when it does); where
     the model returns only empty tensors there, one larger (up to 5), which have something
@@ -27,7 +28,9 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     (else they repeat it, so that data-dependent steps see alike data). ``differences_only``:
     only outputs told apart count; a model or graph that cannot run at those sizes (meta
     weights; a graph that fails loudly there) or outputs that cannot be paired (a cache's
-    bookkeeping, dropped) count as matching."""
+    bookkeeping, dropped) count as matching; ``failing_graph_differs``: but a graph that
+    fails where the model runs does not (its sizes hold at the example only: ONNX, which
+    broadcasts where torch refuses, may answer there)."""
     leaves, spec = pytree.tree_flatten((args, kwargs))
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     dynamic = [{axis for (k, axis) in dim_names if k == position} or None
@@ -46,12 +49,14 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     if smallest and smallest < 5 and expected and all(t.numel() == 0 for t in expected):
         # (x.chunk(3)[-1][1:] of 3 rows is empty, as the first chunk's is: at 4 they differ)
         return grown_mismatch(model, args, kwargs, dim_names, program, distinct=distinct,
-                              differences_only=differences_only, smallest=smallest + 1)
+                              differences_only=differences_only, smallest=smallest + 1,
+                              failing_graph_differs=failing_graph_differs)
     try:
         with torch.no_grad():
             actual = run_program(program.exported_program, grown)
     except Exception as error:  # noqa: BLE001 - the program fails where the model runs
-        return None if differences_only else f"the graph fails there: {type(error).__name__}"
+        return None if differences_only and not failing_graph_differs else \
+            f"the graph fails there: {type(error).__name__}"
     actual = [actual[k] for k in program.user_outputs] if \
         len(actual) != len(expected) and program.user_outputs else actual
     if len(actual) != len(expected):

@@ -128,7 +128,7 @@ def _check_small_dynamic_dims(model: Any, args: tuple, kwargs: dict, dim_names: 
     # are rows alike in shape, which a step like softmax over them makes alike in value too;
     # at 3 they differ in size.
     why = grown_mismatch(model, args, kwargs, dim_names, traced, distinct=True,
-                         differences_only=True, smallest=3)
+                         differences_only=True, smallest=3, failing_graph_differs=True)
     if why is not None:
         raise CaptureError(
             f"the dynamic axis {small[0][1]} of input {small[0][0]} has size "
