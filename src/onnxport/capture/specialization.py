@@ -165,7 +165,7 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
         bounds = ranges.get(str(expr))
         upper = finite_bound(bounds.upper) if bounds is not None else None
         lower = finite_bound(bounds.lower) if bounds is not None else None
-        if upper is not None and (upper == lower or upper <= 2) and (
+        if holds_at_small_sizes_only(lower, upper) and (
                 wanted_max is None or wanted_max > upper):
             equal = [g for g in guards if g.symbol == expr and isinstance(g.expr, sympy.Eq)
                      and any(isinstance(side, sympy.Integer) for side in g.expr.args)]
@@ -287,6 +287,13 @@ class _Guard:
             return self._CALLS[ast.unparse(node.func)](*(self._value(a, size)
                                                          for a in node.args))
         raise LookupError(ast.dump(node))
+
+
+def holds_at_small_sizes_only(lower: int | None, upper: int | None) -> bool:
+    """Whether a dynamic dim torch bounded to [``lower``, ``upper``] is as good as fixed: one
+    size, or at most 2 (a split into pieces of 2 from an example of 1 holds up to there, and
+    the program equates sizes that differ beyond). Such a dim is made static."""
+    return upper is not None and (upper == lower or upper <= 2)
 
 
 def static_size(size: Any) -> Any:

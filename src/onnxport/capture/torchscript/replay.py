@@ -12,7 +12,8 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.common import first_lines
-from onnxport.capture.specialization import finite_bound, static_size
+from onnxport.capture.specialization import (finite_bound, holds_at_small_sizes_only,
+                                              static_size)
 from onnxport.capture.torchscript.fx_helpers import _source_of
 from onnxport.capture.torchscript.sizes import _shape_reads, size_oblivious
 from onnxport.errors import CaptureError
@@ -99,10 +100,9 @@ def _dynamic_input_sizes(program: torch.export.ExportedProgram, dynamic: list):
 
 def _pinned_to_small_sizes(program: torch.export.ExportedProgram,
                            dynamic: list) -> list[tuple[int, int]]:
-    """The dynamic dims whose range the program bounds to one size or to at most 2: the
-    rule of :func:`onnxport.capture.specialization.fixed_dims`."""
-    return [(k, axis) for k, axis, _, (lower, upper) in _dynamic_input_sizes(program, dynamic)
-            if upper is not None and (upper == lower or upper <= 2)]
+    """The dynamic dims whose range the program bounds so that they are as good as fixed."""
+    return [(k, axis) for k, axis, _, bounds in _dynamic_input_sizes(program, dynamic)
+            if holds_at_small_sizes_only(*bounds)]
 
 
 def _warn_fixed_or_bounded(program: torch.export.ExportedProgram, dynamic: list,
