@@ -91,7 +91,7 @@ def example_size(args, kwargs, names, key) -> int | None:
     return None
 
 
-def with_size_two(args, kwargs, names, dims, size: int = 2):
+def with_dims_grown(args, kwargs, names, dims, size: int):
     """The example inputs with each of ``dims`` (of size 0 or 1) grown to ``size``, the new
     parts' values differing (:func:`differing_values`, each from the last)."""
     slots = tensor_input_slots(args, kwargs, names)
@@ -127,7 +127,7 @@ def differs_at_size_three(program: ExportedProgram, module, args, kwargs, names,
     every size). At 3, not 2: from one row, ``chunk(2)`` makes one piece, whose [0] and [-1]
     at 2 are rows alike in shape, and a step like softmax over them made them alike in value.
     Where the model returns only empty tensors at 3, at 4 (up to 5)."""
-    larger_args, larger_kwargs = with_size_two(args, kwargs, names, dims, size=size)
+    larger_args, larger_kwargs = with_dims_grown(args, kwargs, names, dims, size)
     try:
         with torch.no_grad():
             expected = module(*copy.deepcopy(larger_args), **copy.deepcopy(larger_kwargs))

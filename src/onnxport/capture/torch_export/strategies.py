@@ -18,7 +18,7 @@ from onnxport.capture.specialization import (FixedDim, failure_location, fixed_d
 from onnxport.capture.torch_export.eager_check import (EagerShapes, computes_eager_results,
                                                        differs_at_size_three, example_size,
                                                        placeholder_size, tensor_user_inputs,
-                                                       with_size_two)
+                                                       with_dims_grown)
 from onnxport.errors import CaptureError, DynamicDimensionFixedWarning
 
 
@@ -109,7 +109,7 @@ def _traced_at_size_two(module, args, kwargs, names, shapes, strict, requested, 
     """The program captured with the example's sizes 0 and 1 of ``small`` dims made 2, when it
     is sound at the example's own sizes; else (None, why not)."""
     try:
-        larger_args, larger_kwargs = with_size_two(args, kwargs, names, small)
+        larger_args, larger_kwargs = with_dims_grown(args, kwargs, names, small, 2)
         program, fixed = _export(module, larger_args, larger_kwargs, shapes, strict, requested,
                                  False)
     except Exception as error:
