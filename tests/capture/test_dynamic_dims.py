@@ -516,16 +516,23 @@ def test_the_first_chunk_of_a_dynamic_axis_of_one_row(dynamo):
     _at_sizes(program, _FirstChunk(), [1, 2, 5, 6])
 
 
+def _static_by_default_refused_when_traced(model, example, axes, warning, error):
+    """The default path's export of ``model`` (with a warning matching ``warning``, its axis
+    kept static); dynamo=False refuses it with an error matching ``error``."""
+    with pytest.warns(DynamicDimensionFixedWarning, match=warning):
+        program = onnxport.export(model, (example,), input_names=["x"], dynamic_axes=axes)
+    with pytest.raises(CaptureError, match=error):
+        onnxport.export(model, (example,), input_names=["x"], dynamic_axes=axes, dynamo=False)
+    return program
+
+
 def test_the_last_chunk_from_one_row_is_never_silently_wrong():
     # [-1] and [0] of one chunk are one graph: the default path checks at size 3, sees the
     # difference and keeps the axis static (with a warning); tracing says what to change.
-    with pytest.warns(DynamicDimensionFixedWarning):
-        program = onnxport.export(_LastChunk(), (torch.randn(1, 3),), input_names=["x"],
-                                  dynamic_axes={"x": {0: "n"}})
+    program = _static_by_default_refused_when_traced(
+        _LastChunk(), torch.randn(1, 3), {"x": {0: "n"}}, None,
+        "size 1 in the example.*size 2 or more")
     assert program.model.graph.inputs[0].shape[0] == 1
-    with pytest.raises(CaptureError, match="size 1 in the example.*size 2 or more"):
-        onnxport.export(_LastChunk(), (torch.randn(1, 3),), input_names=["x"],
-                        dynamic_axes={"x": {0: "n"}}, dynamo=False)
 
 
 class _LastChunkAfterAShiftIsRemoved(torch.nn.Module):
@@ -541,15 +548,12 @@ def test_the_size_two_check_tells_rows_apart_after_a_shift_is_removed():
     # every size of axis 1 but 1, on both paths.
     axes = {"x": {0: "a", 1: "b", 2: "c"}}
     example = torch.randn(2, 1, 3)
-    with pytest.warns(DynamicDimensionFixedWarning, match="'b'.*kept at 1"):
-        program = onnxport.export(_LastChunkAfterAShiftIsRemoved(), (example,),
-                                  input_names=["x"], dynamic_axes=axes)
+    program = _static_by_default_refused_when_traced(
+        _LastChunkAfterAShiftIsRemoved(), example, axes, "'b'.*kept at 1",
+        "size 1 in the example.*size 2 or more")
     assert program.model.graph.inputs[0].shape[1] == 1
     x = torch.randn(4, 1, 5)
     torch.testing.assert_close(program(x)[0], _LastChunkAfterAShiftIsRemoved()(x))
-    with pytest.raises(CaptureError, match="size 1 in the example.*size 2 or more"):
-        onnxport.export(_LastChunkAfterAShiftIsRemoved(), (example,), input_names=["x"],
-                        dynamic_axes=axes, dynamo=False)
 
 
 class _EveryFourthColumnFlattened(torch.nn.Module):
@@ -609,13 +613,10 @@ class _LastChunkSoftmaxed(torch.nn.Module):
 
 
 def test_the_last_chunk_from_one_row_is_checked_where_it_differs_in_size():
-    with pytest.warns(DynamicDimensionFixedWarning, match="kept at 1: at size 3"):
-        program = onnxport.export(_LastChunkSoftmaxed(), (torch.randn(1, 6),),
-                                  input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    program = _static_by_default_refused_when_traced(
+        _LastChunkSoftmaxed(), torch.randn(1, 6), {"x": {0: "n"}}, "kept at 1: at size 3",
+        "size 1 in the example.*has shape \\[2, 6\\]")
     assert program.model.graph.inputs[0].shape[0] == 1
-    with pytest.raises(CaptureError, match="size 1 in the example.*has shape \\[2, 6\\]"):
-        onnxport.export(_LastChunkSoftmaxed(), (torch.randn(1, 6),), input_names=["x"],
-                        dynamic_axes={"x": {0: "n"}}, dynamo=False)
 
 
 class _MeanOfTheFirstChunk(torch.nn.Module):
