@@ -156,6 +156,7 @@ def _translation_context(captured) -> TranslationContext:
         user_outputs=captured.user_outputs,
         onnx_output_names=captured.output_names,
         symbol_names=captured.symbol_names,
+        upper_bounds=captured.upper_bounds,
     )
 
 

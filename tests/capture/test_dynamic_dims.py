@@ -575,6 +575,85 @@ def test_a_size_pinned_by_a_guard_is_never_silently_wrong():
                         input_names=["x"], dynamic_axes=axes, dynamo=False)
 
 
+def _fails_beyond(program, x, check_name):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(program.model_proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match=check_name):
+        session.run(None, {"x": x.numpy()})
+
+
+class _BranchOnTheWidth(torch.nn.Module):
+    def forward(self, x):
+        if x.size(1) <= 4:  # torch.export bounds the width to 4 (a trace fixes it: static)
+            return x * 2
+        return x * 3
+
+
+def test_a_bounded_size_fails_the_run_beyond_its_bound():
+    # The warning said it; the file answered wrongly beyond the bound all the same. PyTorch's
+    # own program refuses sizes beyond its range: so does the ONNX model now, by a check named
+    # after the input and the bound.
+    model = _BranchOnTheWidth()
+    with pytest.warns(DynamicDimensionFixedWarning, match="only up to 4"):
+        program = onnxport.export(model, (torch.randn(3, 3),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "a", 1: "b"}})
+    for shape in [(3, 3), (2, 4), (5, 2)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x))
+    _fails_beyond(program, torch.randn(3, 5), "x_axis_1_at_most_4")
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_a_bound_the_program_holds_beyond_is_not_checked(dynamo):
+    # torch bounds the width of _EveryFourthColumnFlattened to 4, but its program (and the
+    # ONNX model) computes the model's results beyond: checked at 5 and 9, and kept dynamic.
+    model = _EveryFourthColumnFlattened()
+    program = onnxport.export(model, (torch.randn(3, 3, 4),), input_names=["x"],
+                              dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, dynamo=dynamo)
+    for shape in [(3, 3, 4), (3, 5, 4), (2, 9, 3), (3, 12, 5)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x))
+
+
+class _ChunkOfAChunkSized(torch.nn.Module):
+    def forward(self, x):
+        # 3 columns chunked in 3 leave 1, whose chunk(2) is one piece; torch.export takes the
+        # piece for all of it (the arange's length), which holds up to 3 columns only.
+        piece = x.chunk(3, 1)[0].chunk(2, 1)[0]
+        return piece + torch.arange(piece.size(1), dtype=piece.dtype)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_a_chunk_of_a_chunk_is_right_up_to_its_bound_and_refused_beyond(dynamo):
+    # fuzz_dynamic --small seed 8306 (and 8296): 2 columns where torch gives 1, at 4 columns.
+    model = _ChunkOfAChunkSized()
+    with pytest.warns(DynamicDimensionFixedWarning):
+        program = onnxport.export(model, (torch.randn(2, 3),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
+    for shape in [(2, 3), (4, 2), (5, 3)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x))
+    _fails_beyond(program, torch.randn(4, 5), "x_axis_1_at_most_3")
+
+
+def test_from_a_batch_of_one_the_other_dynamic_sizes_are_checked_grown_too():
+    # With a batch of 1, torch keeps sizes of 1 symbolic and records no guard for the piece
+    # count either: the program had no bound, and was silently wrong from 4 columns on. The
+    # check at batch 3 grows the other dynamic sizes too (2 columns to 5): it sees that, and
+    # the batch is static; the columns are then bounded as from a larger batch.
+    model = _ChunkOfAChunkSized()
+    with pytest.warns(DynamicDimensionFixedWarning):
+        program = onnxport.export(model, (torch.randn(1, 2),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "a", 1: "b"}})
+    assert "at size 3 and the other dynamic sizes doubled" in str(program.capture_attempts)
+    for shape in [(1, 2), (1, 3)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x))
+    _fails_beyond(program, torch.randn(1, 5), "x_axis_1_at_most_3")
+
+
 class _RolledThenSplit(torch.nn.Module):
     def forward(self, x):
         # From a batch of 1, split(2) makes one piece: the program holds up to a batch of 2.

@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from onnxport.capture.common import warn_at_caller
+from onnxport.capture.specialization import upper_bounds
 from onnxport.capture.torch_export import CapturedProgram
 from onnxport.capture.torchscript import capture_tracing
 from onnxport.capture.torchscript.sizes import grown_sizes
@@ -68,6 +69,35 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
         if not torch.allclose(a.to(e.dtype), e, rtol=1e-3, atol=1e-4, equal_nan=True):
             return f"output {k} has other values"
     return None
+
+
+def bounds_that_bite(model: Any, args: tuple, kwargs: dict, program: CapturedProgram,
+                     asked: set[int] = frozenset()) -> dict[tuple[str, int], int]:
+    """The dynamic input dims whose range torch bounded (:func:`upper_bounds`: a guard on a
+    size, a branch or a count of pieces), each with its bound, where the program does not
+    compute what the model does just beyond it, or at twice it (a program whose sizes torch
+    simplified within the range answers wrongly there; ONNX would too, silently). A bound
+    the program holds beyond (a count of pieces the translation computes at run time) is
+    left out: the ONNX model keeps that dim as dynamic as the program computes it. A bound
+    beyond :data:`CHECKED_UP_TO` is kept unchecked (running the model there would cost too
+    much), and one beyond an int32 is no bound (a scripted loop's count is bounded so); nor is
+    one of the ``asked`` maxima (``Dim("batch", max=64)``: the user's own). The model runs on
+    repeated values (grown boxes, indices stay valid: a torchvision kernel crashes on others)."""
+    bounds = upper_bounds(program.exported_program, program.user_inputs)
+    biting = {}
+    for (name, axis), upper in bounds.items():
+        if upper >= 2**31 - 1 or upper in asked:
+            continue
+        key = (program.user_inputs.index(name), axis)
+        if upper > CHECKED_UP_TO or any(
+                grown_mismatch(model, args, kwargs, {key: None}, program, smallest=size,
+                               failing_graph_differs=True) is not None
+                for size in (upper + 1, 2 * upper + 1)):
+            biting[(name, axis)] = upper
+    return biting
+
+
+CHECKED_UP_TO = 512  # the largest bound that bounds_that_bite runs the model beyond
 
 
 def run_program(program: torch.export.ExportedProgram, inputs: tuple) -> list:

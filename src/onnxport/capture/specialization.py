@@ -184,6 +184,32 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
     return found
 
 
+def upper_bounds(program: torch.export.ExportedProgram,
+                 user_inputs: list[str]) -> dict[tuple[str, int], int]:
+    """(input placeholder, axis) -> the largest size torch's program holds for, for each
+    dynamic input dim whose range torch bounded (a guard on a size: a branch, a count of
+    pieces). PyTorch's own program refuses larger sizes when it runs; so does the ONNX model
+    (translation checks them). A bound of kernel choice on an accelerator is no limit of the
+    model (KERNEL_CHOICE_BOUND)."""
+    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    found = {}
+    for name in user_inputs:
+        value = placeholders[name].meta.get("val") if name in placeholders else None
+        if not isinstance(value, torch.Tensor):
+            continue
+        for axis, size in enumerate(value.shape):
+            if not isinstance(size, torch.SymInt) or not isinstance(size.node.expr, sympy.Symbol):
+                continue
+            bounds = ranges.get(str(size.node.expr))
+            upper = finite_bound(bounds.upper) if bounds is not None else None
+            if upper is None or (value.device.type not in ("cpu", "meta")
+                                 and upper >= KERNEL_CHOICE_BOUND):
+                continue
+            found[(name, axis)] = upper
+    return found
+
+
 # A size of an input in torch.export's guard code: L['x'].size()[0], L['d']['a'].stride()[1].
 _REFERENCE = re.compile(r"L(?:\[[^\[\]]+\])+\.(?:size|stride)\(\)\[\d+\]"
                         r"|L(?:\[[^\[\]]+\])+\.storage_offset\(\)")

@@ -14,7 +14,8 @@ from onnxport.capture import quirks
 from onnxport.capture.common import warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
-from onnxport.capture.grown_check import grown_mismatch, with_axes_the_trace_fixes_static
+from onnxport.capture.grown_check import (bounds_that_bite, grown_mismatch,
+                                         with_axes_the_trace_fixes_static)
 from onnxport.capture.specialization import static_size
 from onnxport.errors import (CaptureError, DynamicDimensionFixedWarning, FallbackWarning,
                              TracingWarning)
@@ -179,6 +180,9 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
                                 warn_on_fallback=warn_on_fallback, **options)
     if keep_functions is not None:
         record_calls(result[0].exported_program.graph_module)
+    asked = {leaf.max for leaf in pytree.tree_leaves(dynamic_shapes)
+             if isinstance(getattr(leaf, "max", None), int)}
+    result[0].upper_bounds = bounds_that_bite(model, args, kwargs, result[0], asked)
     return result
 
 

@@ -26,6 +26,7 @@ from onnxport.diagnostics.recorder import relative_path
 from onnxport.errors import TranslationError, UnsupportedOpsError
 from onnxport.translate import decompose
 from onnxport.translate.builder import SHAPE_AT_THE_EXAMPLE, GraphBuilder, Provenance
+from onnxport.translate.ops._helpers import fail_unless
 from onnxport.translate.registry import Registry, aten_name
 
 # Calls that only carry information for torch (asserts, shape guards); they emit nothing.
@@ -51,6 +52,8 @@ class TranslationContext:
     user_outputs: list[int]  # indices into the FX output tuple
     onnx_output_names: list[str]
     symbol_names: dict[str, str]  # torch symbol ("s0") -> ONNX dim name ("batch")
+    # (input placeholder, axis) -> the largest size the program holds for: checked at run time
+    upper_bounds: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
 
 
 def translate_graph(
@@ -178,7 +181,7 @@ class _Translator:
             value = ir.Value(name=onnx_name)
             self._set_meta(value, node.meta.get("val"))
             graph.inputs.append(value)
-            self.env[node] = value
+            self.env[node] = self._within_bounds(fx_name, value)
         for fx_name, (onnx_name, tensor) in context.weights.items():
             node = placeholders[fx_name]
             if tensor is None:
@@ -211,6 +214,20 @@ class _Translator:
                     self.env[node] = Subgraph(self, node, attribute)
         assert output_node is not None
         self._add_outputs(output_node)
+
+    def _within_bounds(self, fx_name: str, value: ir.Value) -> ir.Value:
+        """``value``, through a check for each of its dims that the program holds up to a
+        size only (``upper_bounds``): the run fails beyond, as PyTorch's program does, where
+        the graph would answer wrongly (a branch taken on the size, a count of pieces)."""
+        for (name, axis), upper in sorted(self.context.upper_bounds.items()):
+            if name != fx_name:
+                continue
+            self.g.provenance = Provenance(value_prefix=f"{value.name}_bounded")
+            value = fail_unless(
+                self.g, value, axis, lambda size: self.g.op("LessOrEqual", size,
+                                                            self.g.const([upper])),
+                f"{value.name}_axis_{axis}_at_most_{upper}")
+        return value
 
     def _add_outputs(self, output_node: torch.fx.Node) -> None:
         g = self.g

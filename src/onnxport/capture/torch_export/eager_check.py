@@ -3,7 +3,9 @@ example inputs with sizes 0 and 1 grown to 2."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 from typing import Any
 
 import torch
@@ -91,14 +93,21 @@ def example_size(args, kwargs, names, key) -> int | None:
     return None
 
 
-def with_dims_grown(args, kwargs, names, dims, size: int):
+def with_dims_grown(args, kwargs, names, dims, size: int, doubled=()):
     """The example inputs with each of ``dims`` (of size 0 or 1) grown to ``size``, the new
-    parts' values differing (:func:`differing_values`, each from the last)."""
+    parts' values differing (:func:`differing_values`, each from the last), and each of
+    ``doubled`` (larger) from n to 2n + 1 (n + 32 at most), its values repeated (indices and
+    boxes stay valid: a torchvision kernel crashes on others)."""
     slots = tensor_input_slots(args, kwargs, names)
     shuffle = torch.Generator().manual_seed(0)
     larger: dict[int, torch.Tensor] = {}
     for position, slot in enumerate(slots):
         tensor = slot.tensor
+        for p, axis in sorted(doubled):
+            if p == position and tensor.shape[axis] > 0:
+                n = tensor.shape[axis]
+                more = torch.cat([tensor, tensor], dim=axis)  # (repeated: boxes stay valid)
+                tensor = torch.cat([tensor, more.narrow(axis, 0, min(n + 1, 32))], dim=axis)
         for p, axis in sorted(dims):
             if p == position:
                 if tensor.shape[axis] == 0:
@@ -119,26 +128,44 @@ def with_dims_grown(args, kwargs, names, dims, size: int):
 
 
 def differs_at_size_three(program: ExportedProgram, module, args, kwargs, names,
-                          dims, size: int = 3) -> str | None:
+                          dims, size: int = 3, others=()) -> str | None:
     """Why the program captured from an example with ``dims`` of size 0 or 1 computes other
     results than the model with those dims grown to 3 (None when it computes the same, or the
     model cannot run eagerly here): torch may take a size of 1 as a case of its own without a
     guard (``x.chunk(2)[0]`` of one row is that row: the program then returned x whole at
     every size). At 3, not 2: from one row, ``chunk(2)`` makes one piece, whose [0] and [-1]
     at 2 are rows alike in shape, and a step like softmax over them made them alike in value.
-    Where the model returns only empty tensors at 3, at 4 (up to 5)."""
-    larger_args, larger_kwargs = with_dims_grown(args, kwargs, names, dims, size)
+    Where the model returns only empty tensors at 3, at 4 (up to 5).
+
+    The other dynamic dims, ``others``, grow from n to 2n + 1 at the same time (n + 32 at
+    most), where the model runs so: with sizes of 1 symbolic, torch keeps no guard on a size of
+    1 it computes from them either (3 columns chunked in 3, and the one left chunked in 2, made
+    one piece at every size)."""
+    if others:
+        verdict = _differs_when_grown(program, module, args, kwargs, names, dims, size, others)
+        if verdict is not _CANNOT_RUN:
+            return verdict
+    verdict = _differs_when_grown(program, module, args, kwargs, names, dims, size, ())
+    return None if verdict is _CANNOT_RUN else verdict
+
+
+_CANNOT_RUN = object()  # the model cannot run eagerly at the sizes grown
+
+
+def _differs_when_grown(program, module, args, kwargs, names, dims, size, others):
+    larger_args, larger_kwargs = with_dims_grown(args, kwargs, names, dims, size, others)
     try:
         with torch.no_grad():
             expected = module(*copy.deepcopy(larger_args), **copy.deepcopy(larger_kwargs))
     except Exception:  # the model cannot run eagerly here (meta weights), or not at that size
-        return None
+        return _CANNOT_RUN
     leaves = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
     if size < 5 and leaves and all(t.numel() == 0 for t in leaves):
-        return differs_at_size_three(program, module, args, kwargs, names, dims, size + 1)
+        return _differs_when_grown(program, module, args, kwargs, names, dims, size + 1, others)
     if computes_eager_results(program, module, larger_args, larger_kwargs, expected):
         return None
-    return (f"at size {size} it computes other results than the model (it treats the "
+    grown = " and the other dynamic sizes doubled" if others else ""
+    return (f"at size {size}{grown} it computes other results than the model (it treats the "
             "example's size of 0 or 1 specially)")
 
 
@@ -153,7 +180,9 @@ def computes_eager_results(program: ExportedProgram, module, args, kwargs,
         with torch.no_grad():
             if expected is None:
                 expected = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-            actual = graph_module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+            # (a graph module that fails prints the line of its code to stderr as well)
+            with contextlib.redirect_stderr(io.StringIO()):
+                actual = graph_module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
     except Exception:
         return False
     expected = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]

@@ -30,6 +30,9 @@ class CapturedProgram:
     # (strategy, why it was not used) for each tried before
     failed_strategies: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     fixed_dims: list = dataclasses.field(default_factory=list)  # asked dynamic, left static
+    # (input placeholder, axis) -> the largest size the program answers right for, beyond
+    # which the ONNX model fails the run (grown_check.bounds_that_bite)
+    upper_bounds: dict = dataclasses.field(default_factory=dict)
 
 
 def input_display_names(args, kwargs, names, input_names):

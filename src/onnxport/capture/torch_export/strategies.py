@@ -49,7 +49,8 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
         # Sizes 0 and 1 kept symbolic: torch assumes they broadcast and squeeze like larger ones.
         mismatch = eager.mismatch(program, args, kwargs, names) if small and not static else None
         if small and not static and mismatch is None:
-            mismatch = differs_at_size_three(program, module, args, kwargs, names, small)
+            mismatch = differs_at_size_three(program, module, args, kwargs, names, small,
+                                             others=set(requested) - small)
         if not static and mismatch is None:
             _warn_bounded(fixed, describe_dim)
             return program, strategy, attempts, []
