@@ -72,7 +72,8 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
 
 
 def bounds_that_bite(model: Any, args: tuple, kwargs: dict, program: CapturedProgram,
-                     asked: set[int] = frozenset()) -> dict[tuple[str, int], int]:
+                     asked: set[int] = frozenset(), dim_names: dict | None = None,
+                     ) -> dict[tuple[str, int], int]:
     """The dynamic input dims whose range torch bounded (:func:`upper_bounds`: a guard on a
     size, a branch or a count of pieces), each with its bound, where the program does not
     compute what the model does just beyond it, or at twice it (a program whose sizes torch
@@ -81,17 +82,22 @@ def bounds_that_bite(model: Any, args: tuple, kwargs: dict, program: CapturedPro
     left out: the ONNX model keeps that dim as dynamic as the program computes it. A bound
     beyond :data:`CHECKED_UP_TO` is kept unchecked (running the model there would cost too
     much), and one beyond an int32 is no bound (a scripted loop's count is bounded so); nor is
+    one where the model itself fails beyond (bert's positions: PyTorch fails there too), nor
     one of the ``asked`` maxima (``Dim("batch", max=64)``: the user's own). The model runs on
-    repeated values (grown boxes, indices stay valid: a torchvision kernel crashes on others)."""
+    repeated values (grown boxes, indices stay valid: a torchvision kernel crashes on others),
+    the dims of the same name in ``dim_names`` grown together (bert's ids and mask)."""
     bounds = upper_bounds(program.exported_program, program.user_inputs)
     biting = {}
     for (name, axis), upper in bounds.items():
         if upper >= 2**31 - 1 or upper in asked:
             continue
         key = (program.user_inputs.index(name), axis)
+        named = (dim_names or {}).get(key)
+        together = {k: None for k, n in (dim_names or {}).items() if n == named} \
+            if named is not None else {key: None}
         if upper > CHECKED_UP_TO or any(
-                grown_mismatch(model, args, kwargs, {key: None}, program, smallest=size,
-                               failing_graph_differs=True) is not None
+                grown_mismatch(model, args, kwargs, together, program, smallest=size,
+                               differences_only=True, failing_graph_differs=True) is not None
                 for size in (upper + 1, 2 * upper + 1)):
             biting[(name, axis)] = upper
     return biting

@@ -182,7 +182,8 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
         record_calls(result[0].exported_program.graph_module)
     asked = {leaf.max for leaf in pytree.tree_leaves(dynamic_shapes)
              if isinstance(getattr(leaf, "max", None), int)}
-    result[0].upper_bounds = bounds_that_bite(model, args, kwargs, result[0], asked)
+    result[0].upper_bounds = bounds_that_bite(model, args, kwargs, result[0], asked,
+                                              options.get("dim_names"))
     return result
 
 
