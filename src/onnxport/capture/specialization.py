@@ -12,7 +12,7 @@ import os
 import re
 import sysconfig
 import traceback
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import sympy
 import torch
@@ -143,7 +143,7 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
     program does not keep dynamic over the requested range: a number in the placeholder's shape,
     a symbol torch found equal to a number, or one whose range torch bounded."""
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
-    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+    bounds_of = size_bounds(program)
     pinning = _PinningGuards(program)
     found = []
     for (position, axis), wanted_max in requested.items():
@@ -160,19 +160,16 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
         if not isinstance(expr, sympy.Symbol):
             continue  # a derived dim (2 * batch): torch checked it against the given one
         example = size.node.hint
-        # The program's ranges are what torch kept of its guards (some it records and drops,
-        # such as checks of its own caches); a guard tells only where.
-        bounds = ranges.get(str(expr))
-        upper = finite_bound(bounds.upper) if bounds is not None else None
-        lower = finite_bound(bounds.lower) if bounds is not None else None
+        # (A guard tells only where.)
+        lower, upper = bounds_of(size)
         if holds_at_small_sizes_only(lower, upper) and (
                 wanted_max is None or wanted_max > upper):
             equal = [g for g in guards if g.symbol == expr and isinstance(g.expr, sympy.Eq)
                      and any(isinstance(side, sympy.Integer) for side in g.expr.args)]
             where = equal[0].location if equal else _bound_location(guards, expr)
             found.append(FixedDim(position, axis, int(example), where))
-        elif upper is not None and (wanted_max is None or upper < wanted_max) and not (
-                value.device.type not in ("cpu", "meta") and upper >= KERNEL_CHOICE_BOUND):
+        elif upper is not None and (wanted_max is None or upper < wanted_max) and \
+                not kernel_choice(value, upper):
             found.append(FixedDim(position, axis, int(example), _bound_location(guards, expr),
                                   upper=upper))
         elif (pinned := pinning.of(expr, int(example))) is not None:
@@ -191,7 +188,7 @@ def upper_bounds(program: torch.export.ExportedProgram,
     pieces). PyTorch's own program refuses larger sizes when it runs; so does the ONNX model
     (translation checks them). A bound of kernel choice on an accelerator is no limit of the
     model (KERNEL_CHOICE_BOUND)."""
-    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+    bounds_of = size_bounds(program)
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     found = {}
     for name in user_inputs:
@@ -201,10 +198,8 @@ def upper_bounds(program: torch.export.ExportedProgram,
         for axis, size in enumerate(value.shape):
             if not isinstance(size, torch.SymInt) or not isinstance(size.node.expr, sympy.Symbol):
                 continue
-            bounds = ranges.get(str(size.node.expr))
-            upper = finite_bound(bounds.upper) if bounds is not None else None
-            if upper is None or (value.device.type not in ("cpu", "meta")
-                                 and upper >= KERNEL_CHOICE_BOUND):
+            _, upper = bounds_of(size)
+            if upper is None or kernel_choice(value, upper):
                 continue
             found[(name, axis)] = upper
     return found
@@ -334,6 +329,28 @@ def finite_bound(value: Any) -> int | None:
     if isinstance(value, (int, sympy.Integer)) and not isinstance(value, bool):
         return int(value)
     return None
+
+
+def size_bounds(program: torch.export.ExportedProgram) -> Callable[[Any], tuple]:
+    """A function giving the (lower, upper) bounds that ``program``'s ranges keep for a size:
+    a SymInt of one symbol (None for an end without a bound, and for anything else). The
+    ranges are what torch kept of its guards (some it records and drops, such as checks of
+    its own caches)."""
+    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+
+    def bounds_of(size: Any) -> tuple[int | None, int | None]:
+        bounds = ranges.get(str(size.node.expr)) if isinstance(size, torch.SymInt) else None
+        if bounds is None:
+            return None, None
+        return finite_bound(bounds.lower), finite_bound(bounds.upper)
+
+    return bounds_of
+
+
+def kernel_choice(value: torch.Tensor, upper: int) -> bool:
+    """Whether ``upper`` bounds a dim of ``value`` only by torch's choice of kernel on an
+    accelerator (KERNEL_CHOICE_BOUND): no limit of the model."""
+    return value.device.type not in ("cpu", "meta") and upper >= KERNEL_CHOICE_BOUND
 
 
 def _replacement_location(guards: list[Guard], size: int, axis: int) -> str | None:

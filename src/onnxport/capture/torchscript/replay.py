@@ -12,7 +12,7 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.common import first_lines
-from onnxport.capture.specialization import (finite_bound, holds_at_small_sizes_only,
+from onnxport.capture.specialization import (holds_at_small_sizes_only, size_bounds,
                                               static_size)
 from onnxport.capture.torchscript.fx_helpers import _source_of
 from onnxport.capture.torchscript.sizes import _shape_reads, size_oblivious
@@ -89,13 +89,11 @@ def _dynamic_input_sizes(program: torch.export.ExportedProgram, dynamic: list):
     dim asked for."""
     inputs = [n for n in program.graph.nodes if n.op == "placeholder"][-len(dynamic):] \
         if dynamic else []
-    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+    bounds_of = size_bounds(program)
     for k, (node, axes) in enumerate(zip(inputs, dynamic)):
         for axis in sorted(axes or {}):
             size = static_size(node.meta["val"].shape[axis])
-            bounds = ranges.get(str(size)) if isinstance(size, torch.SymInt) else None
-            yield k, axis, size, (None, None) if bounds is None else (
-                finite_bound(bounds.lower), finite_bound(bounds.upper))
+            yield k, axis, size, bounds_of(size)
 
 
 def _pinned_to_small_sizes(program: torch.export.ExportedProgram,
