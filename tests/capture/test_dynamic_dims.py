@@ -605,16 +605,37 @@ def test_a_bounded_size_fails_the_run_beyond_its_bound():
     _fails_beyond(program, torch.randn(3, 5), "x_axis_1_at_most_4")
 
 
+class _FirstPieceOfTheFlippedColumn(torch.nn.Module):
+    def forward(self, x):
+        return (x[:1].expand_as(x) + x).flip(0)[:, -1].chunk(3, 0)[0]
+
+
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
 def test_a_bound_the_program_holds_beyond_is_not_checked(dynamo):
-    # torch bounds the width of _EveryFourthColumnFlattened to 4, but its program (and the
-    # ONNX model) computes the model's results beyond: checked at 5 and 9, and kept dynamic.
+    # torch.export bounds the rows to 3 (the count of pieces), but its program and the
+    # shapes it records hold beyond (fuzz_dynamic --small seed 1083: translation computes
+    # the pieces at run time): checked at 4 and 7, and kept dynamic.
+    model = _FirstPieceOfTheFlippedColumn()
+    program = onnxport.export(model, (torch.randn(2, 2),), input_names=["x"],
+                              dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
+    for shape in [(2, 2), (5, 2), (7, 4), (12, 3)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x))
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_a_bound_the_recorded_shapes_hold_up_to_only_is_checked(dynamo):
+    # torch bounds the width of _EveryFourthColumnFlattened to 4 and records the flattened
+    # rows as the batch (one column left). The program, run eagerly, holds beyond, and so
+    # did the ONNX values, but under a declared shape that is wrong there, on which a
+    # runtime may build: the run fails beyond 4 instead.
     model = _EveryFourthColumnFlattened()
     program = onnxport.export(model, (torch.randn(3, 3, 4),), input_names=["x"],
                               dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, dynamo=dynamo)
-    for shape in [(3, 3, 4), (3, 5, 4), (2, 9, 3), (3, 12, 5)]:
+    for shape in [(3, 3, 4), (2, 4, 3)]:
         x = torch.randn(shape)
         torch.testing.assert_close(program(x)[0], model(x))
+    _fails_beyond(program, torch.randn(3, 5, 4), "x_axis_1_at_most_4")
 
 
 class _ChunkOfAChunkSized(torch.nn.Module):
@@ -636,6 +657,64 @@ def test_a_chunk_of_a_chunk_is_right_up_to_its_bound_and_refused_beyond(dynamo):
         x = torch.randn(shape)
         torch.testing.assert_close(program(x)[0], model(x))
     _fails_beyond(program, torch.randn(4, 5), "x_axis_1_at_most_3")
+
+
+class _FirstChunkRepeated(torch.nn.Module):
+    def forward(self, x):
+        # Of at most 3 rows, chunk(3)'s first piece has 1: torch records the product's rows
+        # as 1, and repeat_interleave's Reshape was built on that. The program itself, run
+        # eagerly, holds beyond the bound (its ops compute the piece), so only the recorded
+        # shapes tell.
+        wide = (x.chunk(3, 0)[0] * 2).repeat_interleave(2, 1)
+        return wide @ wide.transpose(0, 1)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_a_bound_whose_recorded_shapes_hold_up_to_it_only_is_checked(dynamo):
+    # fuzz_dynamic --small seed 9023: (1, 1) where torch gives (2, 2) at 6 rows, silently.
+    model = _FirstChunkRepeated()
+    with pytest.warns(DynamicDimensionFixedWarning):
+        program = onnxport.export(model, (torch.randn(3, 3),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
+    for shape in [(3, 3), (2, 5)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x))
+    _fails_beyond(program, torch.randn(6, 4), "x_axis_0_at_most_3")
+
+
+class _LastChunkDoubledRepeated(torch.nn.Module):
+    def forward(self, x):
+        # The last chunk of 3 rows has 1: torch guards the piece's size as 1 (no bound on the
+        # rows) and records the product's rows as 1, on which repeat_interleave's Reshape
+        # was built.
+        wide = (x.chunk(2, 0)[1] * 2).repeat_interleave(2, 1)
+        return wide @ wide.transpose(0, 1)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_a_guard_on_the_size_of_a_piece_keeps_the_axis_static(dynamo):
+    # (1, 1) where torch gives (2, 2) at 5 rows, silently, on both paths: a program that
+    # splits had every integer guard taken for a count of pieces, which translation checks
+    # at run time. Only a guard that says what a split's count says is one now.
+    model = _LastChunkDoubledRepeated()
+    with pytest.warns(DynamicDimensionFixedWarning, match="holds only where"):
+        program = onnxport.export(model, (torch.randn(3, 3),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
+    assert program.model.graph.inputs[0].shape[0] == 3
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(program(x)[0], model(x))
+
+
+def test_a_guard_on_a_count_of_pieces_keeps_the_axis_dynamic():
+    # chunk(2) of 5 rows makes 2 pieces, as of any number but 1: the count's guard is left
+    # to translation, which computes the pieces at run time, and the rows stay dynamic.
+    model = _FirstChunk()
+    program = onnxport.export(model, (torch.randn(5, 2),), input_names=["x"],
+                              dynamic_axes={"x": {0: "a", 1: "b"}})
+    assert not isinstance(program.model.graph.inputs[0].shape[0], int)
+    for shape in [(5, 2), (9, 3), (7, 2)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x))
 
 
 def test_from_a_batch_of_one_the_other_dynamic_sizes_are_checked_grown_too():

@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from onnxport.capture.common import warn_at_caller
+from onnxport.capture.program_run import RecordedShapeDiffers, run_program
 from onnxport.capture.specialization import upper_bounds
 from onnxport.capture.torch_export import CapturedProgram
 from onnxport.capture.torchscript import capture_tracing
@@ -21,7 +22,7 @@ from onnxport.errors import DynamicDimensionFixedWarning
 def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
                    program: CapturedProgram, *, distinct: bool = False,
                    differences_only: bool = False, smallest: int = 0,
-                   failing_graph_differs: bool = False) -> str | None:
+                   failing_graph_differs: bool = False, shapes: bool = False) -> str | None:
     """Why ``program`` does not compute what ``model`` does with every dynamic axis of
     ``dim_names`` grown by about half, to ``smallest`` at least (None when it does); where
     the model returns only empty tensors there, one larger (up to 5), which have something
@@ -31,7 +32,9 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     weights; a graph that fails loudly there) or outputs that cannot be paired (a cache's
     bookkeeping, dropped) count as matching; ``failing_graph_differs``: but a graph that
     fails where the model runs does not (its sizes hold at the example only: ONNX, which
-    broadcasts where torch refuses, may answer there)."""
+    broadcasts where torch refuses, may answer there). ``shapes``: each node's size there
+    must also be the one its recorded symbolic shape gives (:func:`run_program`), which
+    translation builds on."""
     leaves, spec = pytree.tree_flatten((args, kwargs))
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     dynamic = [{axis for (k, axis) in dim_names if k == position} or None
@@ -51,10 +54,12 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
         # (x.chunk(3)[-1][1:] of 3 rows is empty, as the first chunk's is: at 4 they differ)
         return grown_mismatch(model, args, kwargs, dim_names, program, distinct=distinct,
                               differences_only=differences_only, smallest=smallest + 1,
-                              failing_graph_differs=failing_graph_differs)
+                              failing_graph_differs=failing_graph_differs, shapes=shapes)
     try:
         with torch.no_grad():
-            actual = run_program(program.exported_program, grown)
+            actual = run_program(program.exported_program, grown, shapes=shapes)
+    except RecordedShapeDiffers as error:
+        return str(error)
     except Exception as error:  # noqa: BLE001 - the program fails where the model runs
         return None if differences_only and not failing_graph_differs else \
             f"the graph fails there: {type(error).__name__}"
@@ -97,34 +102,14 @@ def bounds_that_bite(model: Any, args: tuple, kwargs: dict, program: CapturedPro
             if named is not None else {key: None}
         if upper > CHECKED_UP_TO or any(
                 grown_mismatch(model, args, kwargs, together, program, smallest=size,
-                               differences_only=True, failing_graph_differs=True) is not None
+                               differences_only=True, failing_graph_differs=True,
+                               shapes=True) is not None
                 for size in (upper + 1, 2 * upper + 1)):
             biting[(name, axis)] = upper
     return biting
 
 
 CHECKED_UP_TO = 512  # the largest bound that bounds_that_bite runs the model beyond
-
-
-def run_program(program: torch.export.ExportedProgram, inputs: tuple) -> list:
-    """The user outputs of ``program``'s graph run in PyTorch on its tensor ``inputs``, its
-    weights and constants given from the program (``ExportedProgram.module()`` cannot unlift
-    the constants a traced program lifts)."""
-    from torch.export.graph_signature import InputKind, OutputKind
-
-    given = iter(inputs)
-    values = []
-    for spec in program.graph_signature.input_specs:
-        if spec.kind == InputKind.USER_INPUT:
-            values.append(next(given))
-        elif spec.target in program.state_dict:
-            values.append(program.state_dict[spec.target])
-        else:
-            values.append(program.constants[spec.target])
-    outputs = program.graph_module(*values)
-    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-    return [value for value, spec in zip(outputs, program.graph_signature.output_specs)
-            if spec.kind == OutputKind.USER_OUTPUT and isinstance(value, torch.Tensor)]
 
 
 def axes_the_trace_fixes(model: Any, args: tuple, kwargs: dict, dim_names: dict,

@@ -16,7 +16,10 @@ from typing import Any, Callable, Iterator, Mapping
 
 import sympy
 import torch
+import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from onnxport.capture.program_run import recorded_shapes_hold
 
 _TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
 _ONNXPORT_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -138,13 +141,15 @@ KERNEL_CHOICE_BOUND = 65535
 
 
 def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
-               requested: Mapping[tuple[int, int], Any], guards: list[Guard]) -> list[FixedDim]:
+               requested: Mapping[tuple[int, int], Any], guards: list[Guard],
+               inputs: tuple | None = None) -> list[FixedDim]:
     """The requested dynamic dims (tensor input position, axis) -> requested max) that the
     program does not keep dynamic over the requested range: a number in the placeholder's shape,
-    a symbol torch found equal to a number, or one whose range torch bounded."""
+    a symbol torch found equal to a number, or one whose range torch bounded, or that a guard
+    pins (``inputs``, the example's tensor inputs, tell where the program holds beyond it)."""
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     bounds_of = size_bounds(program)
-    pinning = _PinningGuards(program)
+    pinning = _PinningGuards(program, inputs)
     found = []
     for (position, axis), wanted_max in requested.items():
         if position >= len(user_inputs):
@@ -172,7 +177,7 @@ def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
                 not kernel_choice(value, upper):
             found.append(FixedDim(position, axis, int(example), _bound_location(guards, expr),
                                   upper=upper))
-        elif (pinned := pinning.of(expr, int(example))) is not None:
+        elif (pinned := pinning.of(expr, int(example), (position, axis))) is not None:
             found.append(FixedDim(position, axis, int(example), None, reason=(
                 f"torch.export's program holds only where {pinned}, which sizes far from it "
                 "do not meet (model code read the size as a Python number: a branch on it, "
@@ -218,12 +223,15 @@ class _PinningGuards:
     and a branch on ``x.size(0) // 2 == 3`` is taken once with that guard; torch keeps such
     guards only as code that the program's module checks when called (not as a replacement
     or a range, so the dim looks dynamic). ``ExportedProgram._guards_code`` is the one place
-    they are (torch 2.11 to 2.14); without it there is nothing to check. Integer guards of a
-    program that splits are left alone: the translation computes the pieces of split, chunk
-    and tensor_split at run time (and fails the run where torch makes another count)."""
+    they are (torch 2.11 to 2.14); without it there is nothing to check. A guard on how many
+    pieces one of the program's splits makes is left alone (:meth:`_counts_pieces`): the
+    translation computes the pieces of split, chunk and unbind at run time (and fails the
+    run where torch makes another count). A guard on a piece's size is not: torch records
+    the shapes after it as that size (``(x.chunk(2)[1] * 2)`` of 3 rows has 1 row, and
+    repeat_interleave's Reshape was built on that)."""
 
-    def __init__(self, program: torch.export.ExportedProgram):
-        self.program = program
+    def __init__(self, program: torch.export.ExportedProgram, inputs: tuple | None = None):
+        self.program, self.inputs = program, inputs
 
     @functools.cached_property
     def _read(self) -> tuple[list[str], Any, bool]:
@@ -236,9 +244,13 @@ class _PinningGuards:
                      for n in program.graph.nodes if n.op == "call_function")
         return codes, shape_env, splits
 
-    def of(self, symbol: Any, example: int) -> str | None:
+    def of(self, symbol: Any, example: int, where: tuple[int, int] | None = None) -> str | None:
         """A guard on this size alone, an equality true at the example and at none of its
-        multiples 2..17 (which meet any ``size % p == r`` the example meets, for p <= 16)."""
+        multiples 2..17 (which meet any ``size % p == r`` the example meets, for p <= 16).
+        With the example ``inputs`` and ``where`` the size is (input position, axis), a guard
+        of a program that splits pins it only where the program's recorded shapes do not
+        hold at a size the guard refuses (:func:`recorded_shapes_hold`): a piece's size the
+        translation computes at run time, read by no Reshape, leaves the axis dynamic."""
         codes, shape_env, splits = self._read
         if not codes or shape_env is None:
             return None
@@ -249,12 +261,72 @@ class _PinningGuards:
             if len(references) != 1 or not references <= names:
                 continue
             guard = _Guard.parse(code, references.pop())
-            if guard is None or (splits and not guard.floating):
+            if guard is None or (splits and not guard.floating
+                                 and self._counts_pieces(guard, symbol)):
                 continue
             if guard.holds(example) is True and all(guard.holds(example * m) is False
                                                     for m in range(2, 18)):
+                if splits and not guard.floating and self._holds_beyond(where, example):
+                    continue
                 return code
         return None
+
+    def _holds_beyond(self, where: tuple[int, int] | None, example: int) -> bool:
+        if self.inputs is None or where is None or where[0] >= len(self.inputs):
+            return False
+        return all(recorded_shapes_hold(self.program, self.inputs, *where, size)
+                   for size in (2 * example + 1, 3 * example + 2))
+
+    def _counts_pieces(self, guard: "_Guard", symbol: Any) -> bool:
+        """Whether ``guard`` says, at every size from 1 to 40 of ``symbol``, what one of the
+        program's splits says by making as many pieces as it recorded (each split run on a
+        meta tensor of its input's size there)."""
+        for node in self.program.graph.nodes:
+            pieces = node.meta.get("val")
+            if node.op != "call_function" or not isinstance(pieces, (list, tuple)) or \
+                    getattr(node.target, "__name__", "").split(".")[0] not in _SPLITS:
+                continue
+            told = [(said, count == len(pieces)) for size in range(1, 41)
+                    if (said := guard.holds(size)) is not None
+                    and (count := _piece_count(node, symbol, size)) is not None]
+            if len(told) > 20 and all(said == made for said, made in told):
+                return True
+        return False
+
+
+def _piece_count(node: torch.fx.Node, symbol: Any, size: int) -> int | None:
+    """How many pieces split ``node`` makes where ``symbol`` is ``size`` (its input's other
+    sizes as in the example), or None where that cannot be told."""
+    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(source, torch.Tensor) or any(
+            isinstance(a, torch.fx.Node) for a in pytree.tree_leaves((node.args[1:],
+                                                                      node.kwargs))):
+        return None
+    shape = []
+    for dim in source.shape:
+        expr = dim.node.expr if isinstance(dim, torch.SymInt) else sympy.Integer(dim)
+        if expr.free_symbols <= {symbol}:
+            value = sympy.sympify(expr.xreplace({symbol: sympy.Integer(size)}))
+            if not value.is_number or value < 0:
+                return None
+            shape.append(int(value))
+        else:
+            shape.append(int(dim.node.hint))
+    try:
+        return len(node.target(torch.empty(shape, device="meta"), *node.args[1:],
+                               **node.kwargs))
+    except (RuntimeError, ValueError, TypeError, IndexError):
+        return None
+
+
+def pinning_guard(program: torch.export.ExportedProgram, size: Any, inputs: tuple | None = None,
+                  where: tuple[int, int] | None = None) -> str | None:
+    """The guard code of ``program`` that pins the dynamic ``size`` (a SymInt of an input,
+    axis ``where`` of the example ``inputs``) to its example's value and what few sizes share
+    its result (:class:`_PinningGuards`)."""
+    if not isinstance(size, torch.SymInt) or not isinstance(size.node.expr, sympy.Symbol):
+        return None
+    return _PinningGuards(program, inputs).of(size.node.expr, int(size.node.hint), where)
 
 
 _SPLITS = {"split", "split_with_sizes", "chunk", "tensor_split", "unbind", "unsafe_split"}

@@ -148,7 +148,10 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
     # Translation re-traces decompositions on these shapes: it must treat 0 and 1 alike.
     program.graph_module.meta["backed_size_oblivious"] = oblivious
     user_inputs = tensor_user_inputs(program)
-    return program, fixed_dims(program, user_inputs, requested, guards)
+    tensors = tuple(leaf for leaf in pytree.tree_leaves((args, kwargs))
+                    if isinstance(leaf, torch.Tensor))
+    return program, fixed_dims(program, user_inputs, requested, guards,
+                               tensors if len(tensors) == len(user_inputs) else None)
 
 
 def _distinct_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -12,8 +12,8 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental import _config as fx_config
 
 from onnxport.capture.common import first_lines
-from onnxport.capture.specialization import (holds_at_small_sizes_only, size_bounds,
-                                              static_size)
+from onnxport.capture.specialization import (holds_at_small_sizes_only, pinning_guard,
+                                              size_bounds, static_size)
 from onnxport.capture.torchscript.fx_helpers import _source_of
 from onnxport.capture.torchscript.sizes import _shape_reads, size_oblivious
 from onnxport.errors import CaptureError
@@ -57,7 +57,7 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
     try:
         program = export()
-        pinned = _pinned_to_small_sizes(program, dynamic)
+        pinned = _pinned_to_small_sizes(program, dynamic, tensors)
         if pinned:
             # As the default path does: a dim the program holds for sizes up to 2 only (a
             # split into pieces of 2 from an example of 1: one piece there, more beyond) is
@@ -96,27 +96,39 @@ def _dynamic_input_sizes(program: torch.export.ExportedProgram, dynamic: list):
             yield k, axis, size, bounds_of(size)
 
 
-def _pinned_to_small_sizes(program: torch.export.ExportedProgram,
-                           dynamic: list) -> list[tuple[int, int]]:
-    """The dynamic dims whose range the program bounds so that they are as good as fixed."""
-    return [(k, axis) for k, axis, _, bounds in _dynamic_input_sizes(program, dynamic)
-            if holds_at_small_sizes_only(*bounds)]
+def _pinned_to_small_sizes(program: torch.export.ExportedProgram, dynamic: list,
+                           tensors: tuple) -> dict[tuple[int, int], str]:
+    """The dynamic dims whose range the program bounds so that they are as good as fixed, or
+    that a guard of its code pins (the size of a split's piece, :func:`pinning_guard`), each
+    with why."""
+    pinned = {}
+    for k, axis, size, bounds in _dynamic_input_sizes(program, dynamic):
+        if holds_at_small_sizes_only(*bounds):
+            pinned[(k, axis)] = (
+                "the traced program holds for sizes up to 2 only (a split or chunk whose "
+                "number of pieces grows beyond: trace from a larger example)")
+        elif bounds[1] is None and (
+                guard := pinning_guard(program, size, tensors, (k, axis))) is not None:
+            # (a bounded dim is checked beyond its bound: grown_check.bounds_that_bite)
+            pinned[(k, axis)] = (
+                f"the traced program holds only where {guard}, which sizes far from it do "
+                "not meet (a piece of a split whose size torch took as the example's)")
+    return pinned
 
 
 def _warn_fixed_or_bounded(program: torch.export.ExportedProgram, dynamic: list,
-                           pinned: list[tuple[int, int]] = ()) -> None:
+                           pinned: dict[tuple[int, int], str] | None = None) -> None:
     """Warn, as the default path does, for each dynamic axis torch.export fixed to the
     example's size (the ONNX model has it static), or bounded (its range has an upper end):
     the ONNX model keeps it dynamic but matches PyTorch only up to there (a guard on
     ``x[:, ::2][:, ::2]``'s one column of three had torch flatten other axes)."""
     from onnxport.errors import DynamicDimensionFixedWarning
 
+    pinned = pinned or {}
     for k, axis, size, (_, upper) in _dynamic_input_sizes(program, dynamic):
         if isinstance(size, int):
-            why = ("the traced program holds for sizes up to 2 only (a split or chunk whose "
-                   "number of pieces grows beyond: trace from a larger example)"
-                   if (k, axis) in pinned else "the model computes with that size (a weight "
-                   "or a constant shape it must match)")
+            why = pinned.get((k, axis)) or ("the model computes with that size (a weight "
+                                            "or a constant shape it must match)")
             warnings.warn(
                 f"axis {axis} of tensor input {k} is fixed to {size} by the model "
                 f"(tracing): the ONNX model has it static, as {why}",
