@@ -261,14 +261,13 @@ class _PinningGuards:
             if len(references) != 1 or not references <= names:
                 continue
             guard = _Guard.parse(code, references.pop())
-            if guard is None or (splits and not guard.floating
-                                 and self._counts_pieces(guard, symbol)):
+            if guard is None or guard.holds(example) is not True or any(
+                    guard.holds(example * m) is not False for m in range(2, 18)):
                 continue
-            if guard.holds(example) is True and all(guard.holds(example * m) is False
-                                                    for m in range(2, 18)):
-                if splits and not guard.floating and self._holds_beyond(where, example):
-                    continue
-                return code
+            if splits and not guard.floating and (self._counts_pieces(guard, symbol)
+                                                  or self._holds_beyond(where, example)):
+                continue
+            return code
         return None
 
     def _holds_beyond(self, where: tuple[int, int] | None, example: int) -> bool:
