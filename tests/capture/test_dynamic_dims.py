@@ -584,6 +584,22 @@ def _fails_beyond(program, x, check_name):
         session.run(None, {"x": x.numpy()})
 
 
+def _right_up_to_a_bound_and_refused_beyond(model, example, right_at, beyond, check_name,
+                                            dynamo=None, match=None):
+    """The program of ``model`` exported with every axis of ``example`` dynamic (warning that
+    a dim is bounded or static), checked against eager at the shapes of ``right_at`` and to
+    fail beyond the bound, at ``beyond``, at the check ``check_name``."""
+    axes = {"x": {axis: "abc"[axis] for axis in range(example.dim())}}
+    with pytest.warns(DynamicDimensionFixedWarning, match=match):
+        program = onnxport.export(model, (example,), input_names=["x"], dynamic_axes=axes,
+                                  dynamo=dynamo)
+    for shape in right_at:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x))
+    _fails_beyond(program, torch.randn(beyond), check_name)
+    return program
+
+
 class _BranchOnTheWidth(torch.nn.Module):
     def forward(self, x):
         if x.size(1) <= 4:  # torch.export bounds the width to 4 (a trace fixes it: static)
@@ -595,14 +611,9 @@ def test_a_bounded_size_fails_the_run_beyond_its_bound():
     # The warning said it; the file answered wrongly beyond the bound all the same. PyTorch's
     # own program refuses sizes beyond its range: so does the ONNX model now, by a check named
     # after the input and the bound.
-    model = _BranchOnTheWidth()
-    with pytest.warns(DynamicDimensionFixedWarning, match="only up to 4"):
-        program = onnxport.export(model, (torch.randn(3, 3),), input_names=["x"],
-                                  dynamic_axes={"x": {0: "a", 1: "b"}})
-    for shape in [(3, 3), (2, 4), (5, 2)]:
-        x = torch.randn(shape)
-        torch.testing.assert_close(program(x)[0], model(x))
-    _fails_beyond(program, torch.randn(3, 5), "x_axis_1_at_most_4")
+    _right_up_to_a_bound_and_refused_beyond(
+        _BranchOnTheWidth(), torch.randn(3, 3), [(3, 3), (2, 4), (5, 2)], (3, 5),
+        "x_axis_1_at_most_4", match="only up to 4")
 
 
 class _FirstPieceOfTheFlippedColumn(torch.nn.Module):
@@ -629,13 +640,9 @@ def test_a_bound_the_recorded_shapes_hold_up_to_only_is_checked(dynamo):
     # rows as the batch (one column left). The program, run eagerly, holds beyond, and so
     # did the ONNX values, but under a declared shape that is wrong there, on which a
     # runtime may build: the run fails beyond 4 instead.
-    model = _EveryFourthColumnFlattened()
-    program = onnxport.export(model, (torch.randn(3, 3, 4),), input_names=["x"],
-                              dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, dynamo=dynamo)
-    for shape in [(3, 3, 4), (2, 4, 3)]:
-        x = torch.randn(shape)
-        torch.testing.assert_close(program(x)[0], model(x))
-    _fails_beyond(program, torch.randn(3, 5, 4), "x_axis_1_at_most_4")
+    _right_up_to_a_bound_and_refused_beyond(
+        _EveryFourthColumnFlattened(), torch.randn(3, 3, 4), [(3, 3, 4), (2, 4, 3)], (3, 5, 4),
+        "x_axis_1_at_most_4", dynamo=dynamo)
 
 
 class _ChunkOfAChunkSized(torch.nn.Module):
@@ -649,54 +656,42 @@ class _ChunkOfAChunkSized(torch.nn.Module):
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
 def test_a_chunk_of_a_chunk_is_right_up_to_its_bound_and_refused_beyond(dynamo):
     # fuzz_dynamic --small seed 8306 (and 8296): 2 columns where torch gives 1, at 4 columns.
-    model = _ChunkOfAChunkSized()
-    with pytest.warns(DynamicDimensionFixedWarning):
-        program = onnxport.export(model, (torch.randn(2, 3),), input_names=["x"],
-                                  dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
-    for shape in [(2, 3), (4, 2), (5, 3)]:
-        x = torch.randn(shape)
-        torch.testing.assert_close(program(x)[0], model(x))
-    _fails_beyond(program, torch.randn(4, 5), "x_axis_1_at_most_3")
+    _right_up_to_a_bound_and_refused_beyond(
+        _ChunkOfAChunkSized(), torch.randn(2, 3), [(2, 3), (4, 2), (5, 3)], (4, 5),
+        "x_axis_1_at_most_3", dynamo=dynamo)
 
 
-class _FirstChunkRepeated(torch.nn.Module):
+class _PieceDoubledRepeated(torch.nn.Module):
+    """A chunk's piece of one row at the example, doubled: torch records the product's rows
+    as 1, and repeat_interleave's Reshape was built on that. The program itself, run
+    eagerly, holds at other sizes (its ops compute the piece), so only the recorded shapes
+    tell."""
+
+    def __init__(self, chunks: int, index: int):
+        super().__init__()
+        self.chunks, self.index = chunks, index
+
     def forward(self, x):
-        # Of at most 3 rows, chunk(3)'s first piece has 1: torch records the product's rows
-        # as 1, and repeat_interleave's Reshape was built on that. The program itself, run
-        # eagerly, holds beyond the bound (its ops compute the piece), so only the recorded
-        # shapes tell.
-        wide = (x.chunk(3, 0)[0] * 2).repeat_interleave(2, 1)
+        wide = (x.chunk(self.chunks, 0)[self.index] * 2).repeat_interleave(2, 1)
         return wide @ wide.transpose(0, 1)
 
 
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
 def test_a_bound_whose_recorded_shapes_hold_up_to_it_only_is_checked(dynamo):
     # fuzz_dynamic --small seed 9023: (1, 1) where torch gives (2, 2) at 6 rows, silently.
-    model = _FirstChunkRepeated()
-    with pytest.warns(DynamicDimensionFixedWarning):
-        program = onnxport.export(model, (torch.randn(3, 3),), input_names=["x"],
-                                  dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
-    for shape in [(3, 3), (2, 5)]:
-        x = torch.randn(shape)
-        torch.testing.assert_close(program(x)[0], model(x))
-    _fails_beyond(program, torch.randn(6, 4), "x_axis_0_at_most_3")
-
-
-class _LastChunkDoubledRepeated(torch.nn.Module):
-    def forward(self, x):
-        # The last chunk of 3 rows has 1: torch guards the piece's size as 1 (no bound on the
-        # rows) and records the product's rows as 1, on which repeat_interleave's Reshape
-        # was built.
-        wide = (x.chunk(2, 0)[1] * 2).repeat_interleave(2, 1)
-        return wide @ wide.transpose(0, 1)
+    # Of at most 3 rows (torch's bound), chunk(3)'s first piece has 1.
+    _right_up_to_a_bound_and_refused_beyond(
+        _PieceDoubledRepeated(3, 0), torch.randn(3, 3), [(3, 3), (2, 5)], (6, 4),
+        "x_axis_0_at_most_3", dynamo=dynamo)
 
 
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
 def test_a_guard_on_the_size_of_a_piece_keeps_the_axis_static(dynamo):
     # (1, 1) where torch gives (2, 2) at 5 rows, silently, on both paths: a program that
     # splits had every integer guard taken for a count of pieces, which translation checks
-    # at run time. Only a guard that says what a split's count says is one now.
-    model = _LastChunkDoubledRepeated()
+    # at run time. Only a guard that says what a split's count says is one now. (The last
+    # chunk of 3 rows has 1: torch guards the piece's size as 1, with no bound on the rows.)
+    model = _PieceDoubledRepeated(2, 1)
     with pytest.warns(DynamicDimensionFixedWarning, match="holds only where"):
         program = onnxport.export(model, (torch.randn(3, 3),), input_names=["x"],
                                   dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
@@ -722,15 +717,10 @@ def test_from_a_batch_of_one_the_other_dynamic_sizes_are_checked_grown_too():
     # count either: the program had no bound, and was silently wrong from 4 columns on. The
     # check at batch 3 grows the other dynamic sizes too (2 columns to 5): it sees that, and
     # the batch is static; the columns are then bounded as from a larger batch.
-    model = _ChunkOfAChunkSized()
-    with pytest.warns(DynamicDimensionFixedWarning):
-        program = onnxport.export(model, (torch.randn(1, 2),), input_names=["x"],
-                                  dynamic_axes={"x": {0: "a", 1: "b"}})
+    program = _right_up_to_a_bound_and_refused_beyond(
+        _ChunkOfAChunkSized(), torch.randn(1, 2), [(1, 2), (1, 3)], (1, 5),
+        "x_axis_1_at_most_3")
     assert "at size 3 and the other dynamic sizes doubled" in str(program.capture_attempts)
-    for shape in [(1, 2), (1, 3)]:
-        x = torch.randn(shape)
-        torch.testing.assert_close(program(x)[0], model(x))
-    _fails_beyond(program, torch.randn(1, 5), "x_axis_1_at_most_3")
 
 
 class _RolledThenSplit(torch.nn.Module):

@@ -61,6 +61,13 @@ def differing_values(tensor: torch.Tensor, generator: torch.Generator) -> torch.
     return tensor.flatten()[order].reshape(tensor.shape) + 1
 
 
+def repeated_to(tensor: torch.Tensor, axis: int, size: int) -> torch.Tensor:
+    """``tensor`` grown to ``size`` along ``axis`` (of which it has at least one) by repeating
+    its values: indices and boxes stay valid, as a torchvision kernel needs."""
+    repeats = -(-size // tensor.shape[axis])
+    return torch.cat([tensor] * repeats, axis).narrow(axis, 0, size)
+
+
 def source_line(node: torch._C.Node) -> str:
     """The first line of the model code a TorchScript node was made from ("?" without one)."""
     return (node.sourceRange().splitlines() or ["?"])[0].strip()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import torch
 
+from onnxport.capture.common import repeated_to
+
 
 def run_program(program: torch.export.ExportedProgram, inputs: tuple,
                 shapes: bool = False) -> list:
@@ -85,10 +87,8 @@ def recorded_shapes_hold(program: torch.export.ExportedProgram, inputs: tuple,
     ``axis`` of input ``position`` (their values repeated), runs to the sizes its recorded
     shapes give (False where it fails: nothing then tells that they hold)."""
     grown = list(inputs)
-    tensor = grown[position]
-    repeats = -(-size // max(tensor.shape[axis], 1))
-    grown[position] = torch.cat([tensor] * repeats, axis).narrow(axis, 0, size)
     try:
+        grown[position] = repeated_to(grown[position], axis, size)
         with torch.no_grad():
             run_program(program, tuple(grown), shapes=True)
     except Exception:  # noqa: BLE001 - a recorded shape differs, or the run fails there

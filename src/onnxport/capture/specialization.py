@@ -256,6 +256,7 @@ class _PinningGuards:
             return None
         names = {source.name if isinstance(source.name, str) else source.name()
                  for source in shape_env.var_to_sources.get(symbol, [])}
+        holds_beyond = None  # (the program runs once, for the first guard that needs it)
         for code in codes:
             references = set(_REFERENCE.findall(code))
             if len(references) != 1 or not references <= names:
@@ -264,9 +265,13 @@ class _PinningGuards:
             if guard is None or guard.holds(example) is not True or any(
                     guard.holds(example * m) is not False for m in range(2, 18)):
                 continue
-            if splits and not guard.floating and (self._counts_pieces(guard, symbol)
-                                                  or self._holds_beyond(where, example)):
-                continue
+            if splits and not guard.floating:
+                if self._counts_pieces(guard, symbol):
+                    continue
+                if holds_beyond is None:
+                    holds_beyond = self._holds_beyond(where, example)
+                if holds_beyond:
+                    continue
             return code
         return None
 

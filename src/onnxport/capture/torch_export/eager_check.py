@@ -13,7 +13,7 @@ import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from onnxport.capture.common import differing_values
+from onnxport.capture.common import differing_values, repeated_to
 from onnxport.capture.dynamic import tensor_input_slots
 from onnxport.capture.specialization import static_size
 
@@ -106,8 +106,7 @@ def with_dims_grown(args, kwargs, names, dims, size: int, doubled=()):
         for p, axis in sorted(doubled):
             if p == position and tensor.shape[axis] > 0:
                 n = tensor.shape[axis]
-                more = torch.cat([tensor, tensor], dim=axis)  # (repeated: boxes stay valid)
-                tensor = torch.cat([tensor, more.narrow(axis, 0, min(n + 1, 32))], dim=axis)
+                tensor = repeated_to(tensor, axis, n + min(n + 1, 32))
         for p, axis in sorted(dims):
             if p == position:
                 if tensor.shape[axis] == 0:
