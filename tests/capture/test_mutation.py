@@ -1,6 +1,7 @@
 """In-place ops: rebinding where that is exact, torch's functionalization where a write is
 seen through another alias."""
 
+import pytest
 import torch
 
 import onnxport
@@ -54,3 +55,22 @@ def test_in_place_chain_is_rebound_without_functionalization():
 def test_in_place_on_a_view_nobody_reads_again_needs_no_functionalization():
     program = _check(DropoutOnView().eval(), torch.randn(2, 3, 2))
     assert not needs_functionalization(program)
+
+
+class WrittenAndUnwrittenViews(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        first, second = y.split(2, 0)
+        w = y.transpose(0, 1)        # a view of y that the write below changes
+        first.view(-1).mul_(3)       # a write into a view of a piece of y
+        u = (x + 1).view(-1)         # a view of a tensor that no op writes into
+        return w + 0, u * 2, second.sum(), y
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_write_is_seen_through_every_alias_and_other_views_are_kept(dynamo):
+    model, x = WrittenAndUnwrittenViews(), torch.randn(4, 3)
+    program = onnxport.export(model, (x,), dynamo=dynamo)
+    want = model(x.clone())
+    for got, expected in zip(program(x), want):
+        torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-4)

@@ -530,13 +530,41 @@ def _integer_indices(node: torch.fx.Node, weight_dtypes: dict) -> bool:
 
 
 def _traced_metas(graph: torch.fx.Graph) -> dict[torch.fx.Node, tuple]:
-    """The :func:`_traced_meta` of each node of ``graph`` whose traced type was kept; views
-    only when the graph writes into no tensor."""
-    records = [(node, node.meta[_TRACED_TYPE]) for node in graph.nodes
-               if _TRACED_TYPE in node.meta]
-    writes = any(node.op == "call_function" and _writes(node.target) for node in graph.nodes)
-    return {node: _traced_meta(record) for node, record in records
-            if not (writes and record[4] == VIEW)}
+    """The :func:`_traced_meta` of each node of ``graph`` whose traced type was kept; a view
+    only when no op writes into a tensor it may share memory with (:func:`_written_aliases`)."""
+    records = {node: node.meta[_TRACED_TYPE] for node in graph.nodes
+               if _TRACED_TYPE in node.meta}
+    written = _written_aliases(graph, records)
+    return {node: _traced_meta(record) for node, record in records.items()
+            if not (record[4] == VIEW and node in written)}
+
+
+def _written_aliases(graph: torch.fx.Graph, records: dict) -> set[torch.fx.Node]:
+    """The nodes that may share memory with a tensor that an op writes into. A node may share
+    its inputs' memory unless its traced type says it makes a new tensor: a view, a write
+    (which returns what it wrote into), a piece of a split and any node without a record
+    are grouped with their inputs; a group an op writes into is written as a whole (T5's one
+    ``add_`` had every view of the graph run on fake tensors)."""
+    parent: dict[torch.fx.Node, torch.fx.Node] = {}
+
+    def root(node: torch.fx.Node) -> torch.fx.Node:
+        while node in parent:
+            node = parent[node]
+        return node
+
+    writes = []
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        if _writes(node.target):
+            writes.append(node)
+        elif node in records and records[node][4] != VIEW:
+            continue  # a new tensor
+        for source in node.all_input_nodes:
+            if (a := root(node)) is not (b := root(source)):
+                parent[a] = b
+    written = {root(source) for node in writes for source in (node, *node.all_input_nodes)}
+    return {node for node in records if root(node) in written} if written else set()
 
 
 def _writes(target: Any) -> bool:
