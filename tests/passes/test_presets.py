@@ -11,7 +11,7 @@ def _names(preset: str, **options) -> list[str]:
 
 def test_presets_by_name():
     assert set(passes.PRESETS) == {"default", "weight-free", "required-only"}
-    assert _names("required-only") == ["CastUnsupportedTypes"]
+    assert _names("required-only") == ["CastUnsupportedTypes", "WrapRangeIndices"]
     # Fake mode's weights are placeholders: none of its passes folds or fuses weights.
     assert not {"FoldConstants", "FuseConvBatchNorm", "FoldWeightTranspose"} & set(
         _names("weight-free"))
@@ -27,11 +27,12 @@ def test_default_without_fused_ops_leaves_opset_23_fusions_out():
     assert names.index("ZeroMaskedRows") < names.index("GroupedQueryMatMul")
 
 
-def test_every_export_preset_ends_with_the_required_casts_then_the_outlining():
+def test_every_export_preset_ends_with_the_required_passes_then_the_outlining():
     outline = passes.OutlineModuleFunctions([])
     for preset in ("default", "required-only"):
         names = _names(preset, outline=outline)
-        assert names[-2:] == ["CastUnsupportedTypes", "OutlineModuleFunctions"]
+        assert names[-3:] == ["CastUnsupportedTypes", "WrapRangeIndices",
+                              "OutlineModuleFunctions"]
         assert names.count("OutlineModuleFunctions") == 1
     assert "CastUnsupportedTypes" not in _names("weight-free")
 

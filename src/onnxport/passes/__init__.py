@@ -40,6 +40,7 @@ from onnxport.passes.shared_mask_bias import SharedMaskBias
 from onnxport.passes.split_after_head_transpose import SplitAfterHeadTranspose
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 from onnxport.passes.where_before_bias import WhereBeforeBias
+from onnxport.passes.wrap_range_indices import WrapRangeIndices
 from onnxport.passes.zero_masked_rows import ZeroMaskedRows
 from onnxport.passes.presets import PRESETS, passes_of, pipeline, run_preset
 
@@ -64,6 +65,6 @@ __all__ = [
     "MergeReshapes", "MergeTransposes", "MODULE_FUNCTIONS_MIN_OPSET", "ModuleInstance",
     "OutlineModuleFunctions", "PassSequence", "ReciprocalToDiv", "RotateHalfMatMul",
     "ShapeOfGraphInput", "SharedMaskBias", "SplitAfterHeadTranspose", "TransposeRowsAroundGemm",
-    "WhereBeforeBias", "ZeroMaskedRows", "PRESETS", "optimize", "optimize_without_weights",
+    "WhereBeforeBias", "WrapRangeIndices", "ZeroMaskedRows", "PRESETS", "optimize", "optimize_without_weights",
     "modules_to_export_as_functions", "passes_of", "pipeline", "run_preset",
 ]

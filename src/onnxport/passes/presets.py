@@ -4,7 +4,8 @@
 - ``weight-free``: those of them that never read a weight's value (a model exported in fake
   mode, whose weights are placeholders);
 - ``required-only``: what every export needs whether it optimizes or not (without it a bfloat16
-  Conv before opset 22 is invalid ONNX).
+  Conv before opset 22 is invalid ONNX, and ONNX Runtime runs a Gather of a Range with a
+  negative bound as an empty Slice).
 
 Each runs its rewrites to a fixed point (``FixedPointManager``; ``default``, for now, one round:
 see ``DEFAULT_ROUNDS``); then, when the export outlines modules as functions, the
@@ -47,6 +48,7 @@ from onnxport.passes.shared_mask_bias import SharedMaskBias
 from onnxport.passes.split_after_head_transpose import SplitAfterHeadTranspose
 from onnxport.passes.transpose_rows_around_gemm import TransposeRowsAroundGemm
 from onnxport.passes.where_before_bias import WhereBeforeBias
+from onnxport.passes.wrap_range_indices import WrapRangeIndices
 from onnxport.passes.zero_masked_rows import ZeroMaskedRows
 from onnxport.passes.manager import MAX_ROUNDS, FixedPointManager, PassSequence
 from onnxport.passes.outline_module_functions import OutlineModuleFunctions
@@ -103,7 +105,7 @@ def _weight_free(*, fused_ops: bool = True) -> list:
 
 
 def _required() -> list:
-    return [CastUnsupportedTypes()]
+    return [CastUnsupportedTypes(), WrapRangeIndices()]
 
 
 # The default rewrites run once, not to their fixed point, while a second round would change
