@@ -1231,6 +1231,26 @@ def test_a_dynamic_axis_the_trace_fixed_silently_is_kept_static_with_a_warning()
     _close(program(other)[0], model(other))
 
 
+class _NarrowedToTheSmaller(torch.nn.Module):
+    def forward(self, x):
+        return x.narrow(1, 0, min(x.size(0), x.size(1))) * 2
+
+
+def test_a_relation_between_sizes_the_trace_fixed_keeps_the_axes_static():
+    # min() of two sizes is the size of axis 1 in the trace (3 < 5 in the example): right
+    # while both grow by half, wrong where axis 0 becomes the smaller (found by fuzzing).
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    model, x = _NarrowedToTheSmaller(), torch.randn(5, 3)
+    with pytest.warns(DynamicDimensionFixedWarning) as record:
+        program = onnxport.export(model, (x,), dynamo=False, input_names=["x"],
+                                  dynamic_axes={"x": {0: "n", 1: "m"}})
+    fixed = " ".join(str(w.message) for w in record)
+    assert "axis 0 ('n')" in fixed and "axis 1 ('m')" in fixed
+    assert str(program.model.graph.inputs[0].shape) == "[5,3]"
+    _close(program(x)[0], model(x))
+
+
 class _SlicedLists(torch.nn.Module):
     def forward(self, x):
         a, b, c = x.split(1, 0)[:3]

@@ -113,29 +113,71 @@ CHECKED_UP_TO = 512  # the largest bound that bounds_that_bite runs the model be
 
 
 def axes_the_trace_fixes(model: Any, args: tuple, kwargs: dict, dim_names: dict,
-                         traced: CapturedProgram) -> list[tuple[int, int]]:
+                         traced: CapturedProgram, grown_together: bool = True,
+                         ) -> list[tuple[int, int]]:
     """The dynamic axes (tensor input position, axis) at whose larger sizes ``traced``
     computes other results than ``model``: a size the model used as a Python number
     (``range(x.size(0))``, ``torch.tensor(x.size(0))``) was recorded as this example's, which
     nothing in the graph shows. Each axis grown alone, or all of them when no one alone
-    tells (empty when the program matches)."""
-    def differs(names: dict) -> bool:
+    tells (empty when the program matches). Where all of them grown together match (or
+    ``grown_together`` is False: that was checked already), each dim name is grown alone, and
+    all the others without it, past every size of the example: a relation between sizes
+    fixed by the trace (``min(x.size(0), x.size(1))`` is the size of one axis in the graph)
+    holds while they grow together; the names whose growth, alone or without them, tells are
+    static (a growth beyond :data:`AFFORDABLE_GROWTH` is not tried)."""
+    def differs(names: dict, smallest: int = 0) -> bool:
         return grown_mismatch(model, args, kwargs, names, traced, distinct=True,
-                              differences_only=True) is not None
+                              differences_only=True, smallest=smallest) is not None
 
-    if not differs(dim_names):
-        return []
+    if not grown_together or not differs(dim_names):
+        groups = sorted(set(dim_names.values()), key=str)
+        if len(groups) < 2:
+            return []
+        leaves = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        past = 2 * max((leaves[k].shape[axis] for k, axis in dim_names
+                        if k < len(leaves) and axis < leaves[k].dim()), default=1) + 1
+        told = {}
+
+        def tells(names: frozenset) -> bool:
+            if names not in told:
+                grown = {k: n for k, n in dim_names.items() if n in names}
+                told[names] = _affordable(leaves, grown, past) and differs(grown, past)
+            return told[names]
+
+        fixed = {name for name in groups if tells(frozenset([name])) or
+                 tells(frozenset(groups) - {name})}
+        return [key for key, name in dim_names.items() if name in fixed]
     return [key for key in dim_names if differs({key: dim_names[key]})] or list(dim_names)
 
 
+# How many times the example's elements the inputs of a run of :func:`axes_the_trace_fixes`
+# may hold when it grows some names alone (a batch of 1 grown past a sequence of 128 would run
+# the model on 257 sequences: that check is left out).
+AFFORDABLE_GROWTH = 16
+
+
+def _affordable(leaves: list[torch.Tensor], grown: dict, size: int) -> bool:
+    example = sum(leaf.numel() for leaf in leaves) or 1
+    total = 0
+    for k, leaf in enumerate(leaves):
+        factor = 1.0
+        for (position, axis) in grown:
+            if position == k and axis < leaf.dim():
+                factor *= max(size, leaf.shape[axis]) / max(leaf.shape[axis], 1)
+        total += leaf.numel() * factor
+    return total <= AFFORDABLE_GROWTH * example
+
+
 def with_axes_the_trace_fixes_static(model: Any, args: tuple, kwargs: dict, options: dict,
-                                      traced: CapturedProgram) -> CapturedProgram:
+                                      traced: CapturedProgram, grown_together: bool = True,
+                                      ) -> CapturedProgram:
     """``traced``, or the model traced again with static sizes on the dynamic axes at whose
     other sizes ``traced`` computes other results than the model, each named in a warning:
     a trace that fixed a value (a TracingWarning says where) may have fixed a size, and its
-    graph then answers wrongly at other sizes, silently (torch.onnx's too)."""
+    graph then answers wrongly at other sizes, silently (torch.onnx's too).
+    ``grown_together``: see :func:`axes_the_trace_fixes`."""
     dim_names = options["dim_names"]
-    fixed = axes_the_trace_fixes(model, args, kwargs, dim_names, traced)
+    fixed = axes_the_trace_fixes(model, args, kwargs, dim_names, traced, grown_together)
     if not fixed:
         return traced
     with warnings.catch_warnings():

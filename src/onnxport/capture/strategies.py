@@ -206,12 +206,14 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
             traced = capture_tracing(model, args, kwargs, **options)
         _replay(held)
         if not scripted:
-            # (a trace that passed the check at larger sizes needs no second one)
+            # A size the model used as a Python number is a constant of the trace (the
+            # TracingWarning says where): the trace is run at larger sizes, each dim name
+            # grown alone too. (A trace that passed the check of small dims has been run with
+            # all of them grown together.)
             checked = _check_small_dynamic_dims(model, args, kwargs, dim_names, traced)
-            if dim_names and not checked and \
-                    any(issubclass(w.category, TracingWarning) for w in held):
+            if dim_names and any(issubclass(w.category, TracingWarning) for w in held):
                 traced = with_axes_the_trace_fixes_static(model, args, kwargs, options,
-                                                          traced)
+                                                          traced, grown_together=not checked)
         return traced
 
     if export is not None and fallback:
