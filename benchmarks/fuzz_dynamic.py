@@ -73,11 +73,60 @@ OPS: list[tuple[str, int, tuple[str, ...], Callable]] = [
     ("unsqueeze", 1, (Place,), lambda x, p: x.unsqueeze(p)),
     ("stack", 1, (Place,), lambda x, p: torch.stack([x, x + 1], p)),
 ]
+
+
+def _along(x: torch.Tensor, axis: int, vector: torch.Tensor) -> torch.Tensor:
+    """``vector`` (one value per position of ``axis``) shaped to broadcast along ``axis``."""
+    return vector.view([-1 if i == axis else 1 for i in range(x.dim())])
+
+
+# A second family (``--more-ops``): sizes read into arithmetic, counts of pieces, gathers and
+# masks built from sizes. A family of its own, so that the seeds of the first keep their
+# programs (the suite's fixed sample among them).
+MORE_OPS: list[tuple[str, int, tuple[str, ...], Callable]] = [
+    ("narrow to another axis's size", 0, (Axis, Axis),
+     lambda x, a, b: x.narrow(a, 0, min(x.size(a), x.size(b)))),
+    ("reversed by index_select", 0, (Axis,),
+     lambda x, a: x.index_select(a, torch.arange(x.size(a) - 1, -1, -1))),
+    ("masked at even positions", 0, (Axis,),
+     lambda x, a: x.masked_fill(_along(x, a, torch.arange(x.size(a)) % 2 == 0), 0.0)),
+    ("diff", 0, (Axis,), lambda x, a: torch.diff(x, dim=a)),
+    ("gather at argmax", -1, (Axis,),
+     lambda x, a: x.gather(a, x.argmax(a, keepdim=True)).squeeze(a)),
+    ("cummax", 0, (Axis,), lambda x, a: x.cummax(a)[0]),
+    ("one zero row more", 0, (Axis,), lambda x, a: torch.cat(
+        [x, x.new_zeros([1 if i == a else n for i, n in enumerate(x.shape)])], a)),
+    ("split 1 and the rest, rest", 0, (Axis,),
+     lambda x, a: x.split([1, x.size(a) - 1], a)[1]),
+    ("unbind, stacked reversed", 0, (Axis,),
+     lambda x, a: torch.stack(x.unbind(a)[::-1], a)),
+    ("tensor_split 2, second", 0, (Axis,), lambda x, a: x.tensor_split(2, a)[1]),
+    ("flatten last two", -1, (), lambda x: x.flatten(-2)),
+    ("permute reversed", 0, (), lambda x: x.permute(*range(x.dim() - 1, -1, -1))),
+    ("plus arange of numel", 0, (),
+     lambda x: x + torch.arange(x.numel(), dtype=x.dtype).view(x.shape)),
+    ("times ones square", 0, (), lambda x: x @ torch.ones(x.size(-1), x.size(-1))),
+    ("roll by half", 0, (Axis,), lambda x, a: x.roll(x.size(a) // 2, a)),
+    ("repeat by its size", 0, (Axis,),
+     lambda x, a: x.repeat(*[x.size(a) if i == a else 1 for i in range(x.dim())])),
+    ("unflatten 1 and rest", 1, (Axis,), lambda x, a: x.unflatten(a, (1, -1))),
+    ("expand a new axis of 2", 1, (Place,),
+     lambda x, p: x.unsqueeze(p).expand(*x.shape[:p], 2, *x.shape[p:])),
+    ("reshape to rest by last", None, (),
+     lambda x: x.reshape(-1, x.size(-1))),
+    ("view as its size", 0, (), lambda x: x.reshape(-1).view(x.shape)),
+    ("scaled by its last index", 0, (Axis,),
+     lambda x, a: x * _along(x, a, torch.arange(x.size(a), dtype=x.dtype) / x.size(a))),
+    ("chunk 3, middle", 0, (Axis,), lambda x, a: x.chunk(3, a)[1]),
+]
 MIN_RANK, MAX_RANK = 1, 4
 
 
-def program(seed: int, small: bool) -> tuple[tuple[int, ...], list[str], Callable]:
-    """The example's shape, the steps' descriptions and the model function of ``seed``."""
+def program(seed: int, small: bool, more: bool = False
+            ) -> tuple[tuple[int, ...], list[str], Callable]:
+    """The example's shape, the steps' descriptions and the model function of ``seed``
+    (``more``: drawn from both op families)."""
+    ops = OPS + MORE_OPS if more else OPS
     draw = random.Random(seed)
     rank = draw.choice([2, 3])
     shape = tuple(draw.choice([1, 2, 3] if small else [3, 4, 5]) for _ in range(rank))
@@ -86,7 +135,7 @@ def program(seed: int, small: bool) -> tuple[tuple[int, ...], list[str], Callabl
         if rank < MIN_RANK:
             break
         name, change, makers, op = draw.choice([
-            o for o in OPS if o[1] is None or MIN_RANK <= rank + o[1] <= MAX_RANK])
+            o for o in ops if o[1] is None or MIN_RANK <= rank + o[1] <= MAX_RANK])
         if name in ("transpose", "times its transpose") and rank < 2:
             continue
         drawn = [draw.randrange(rank) if m == Axis else draw.randrange(rank + 1) if m == Place
@@ -113,10 +162,11 @@ class _Model(torch.nn.Module):
         return self.function(x)
 
 
-def check(seed: int, small: bool = False, paths=(None, False)) -> dict | None:
+def check(seed: int, small: bool = False, paths=(None, False), more: bool = False
+          ) -> dict | None:
     """Each path's verdict on ``seed``'s program ("ok", "MISMATCH ...", "FAIL ..."), or None
     when the program does not run in eager at the sizes drawn (not a test)."""
-    shape, steps, function = program(seed, small)
+    shape, steps, function = program(seed, small, more)
     draw = random.Random(seed + 1)
     example = torch.randn(shape)
     others = [torch.randn([draw.randint(2, 7) for _ in shape]) for _ in range(3)]
@@ -177,11 +227,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0:200", help="first:end (end excluded)")
     parser.add_argument("--small", action="store_true", help="example sizes of 1 to 3")
+    parser.add_argument("--more-ops", action="store_true",
+                        help="draw from the second op family too (MORE_OPS)")
     options = parser.parse_args()
     first, end = (int(v) for v in options.seeds.split(":"))
     counts = collections.Counter()
     for seed in range(first, end):
-        result = check(seed, options.small)
+        result = check(seed, options.small, more=options.more_ops)
         if result is None:
             continue
         for path, verdict in result["verdicts"].items():
