@@ -10,6 +10,7 @@
   grouped_mm.py          aten::_grouped_mm (mixtures of experts) on fake tensors of any float
   fake_kernels.py        (fake kernels given to ATen ops while a step runs: the helper)
   attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing)
+  pooling_1d.py          max_pool1d as max_pool2d: a dynamic length stays dynamic
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
 Capture applies them through one hook, :func:`applied`, naming the step it is in; the model's
@@ -60,6 +61,10 @@ def applied(step: str) -> Iterator[None]:
             return
         if step != "trace":
             stack.enter_context(_patched_for_torch_export())
+        if step in ("torch.export", "torch.export strict", "trace"):  # the model's own code
+            from onnxport.capture.quirks.pooling_1d import max_pool1d_as_2d
+
+            stack.enter_context(max_pool1d_as_2d())
         if step in ("torch.export", "trace"):  # Python runs the model's own code
             from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
 
