@@ -1231,6 +1231,43 @@ def test_a_dynamic_axis_the_trace_fixed_silently_is_kept_static_with_a_warning()
     _close(program(other)[0], model(other))
 
 
+class _RolledByHalf(torch.nn.Module):
+    def forward(self, x):
+        return x.roll(x.size(1) // 2, 1) * 2  # the tracer keeps the shift, and warns of nothing
+
+
+def test_a_number_the_tracer_keeps_silently_is_warned_of_and_its_axis_kept_static():
+    # roll took the traced size // 2 as the example's 2 (found by differential fuzzing: the
+    # ONNX model rolled by 2 at every size, silently; torch.onnx's too).
+    from onnxport.errors import DynamicDimensionFixedWarning, TracingWarning
+
+    model, x = _RolledByHalf(), torch.randn(3, 5)
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 1 \\('m'\\).*kept at .* 5"), \
+            pytest.warns(TracingWarning, match="roll took a traced number"):
+        program = onnxport.export(model, (x,), dynamo=False, input_names=["x"],
+                                  dynamic_axes={"x": {0: "n", 1: "m"}})
+    assert str(program.model.graph.inputs[0].shape) == "[n,5]"
+    other = torch.randn(6, 5)
+    _close(program(other)[0], model(other))
+
+
+def test_numbers_the_tracer_records_are_not_warned_of():
+    class Sized(torch.nn.Module):
+        def forward(self, x):
+            return x.narrow(1, 0, x.size(1) // 2).view(x.size(0), -1) * x.size(0)
+
+    import warnings
+
+    from onnxport.errors import TracingWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TracingWarning)
+        program = onnxport.export(Sized(), (torch.randn(3, 6),), dynamo=False,
+                                  input_names=["x"], dynamic_axes={"x": {0: "n", 1: "m"}})
+    other = torch.randn(5, 8)
+    _close(program(other)[0], Sized()(other))
+
+
 class _NarrowedToTheSmaller(torch.nn.Module):
     def forward(self, x):
         return x.narrow(1, 0, min(x.size(0), x.size(1))) * 2

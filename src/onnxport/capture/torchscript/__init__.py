@@ -4,7 +4,8 @@ straight-line program (torch.export over it when that pass cannot) makes it an E
 so that translate/ gets the same kind of graph as from torch.export.
 
 One module per phase, in the order an export runs them:
-  trace.py       one run of the tracer over the model (script.py: a scripted model instead)
+  trace.py       one run of the tracer over the model (script.py: a scripted model instead;
+                 unrecorded_numbers.py: numbers the tracer keeps silently, warned of)
   branches.py    scripted branches the graph decides, decided (raises, warnings, ranks)
                  (ranks.py: the ranks of scripted code's values, from the inputs')
   convert.py     torch's TorchScript-to-FX converter (loops.py: scripted loops as prim_loop;
@@ -93,7 +94,7 @@ def capture_tracing(
         program = _scripted_program(_frozen(model), args, tensors, dynamic, set(dim_names))
     else:
         wrapper = _TracedCall(model, leaves, spec, positions)
-        state = _trace(wrapper, tensors)
+        state = _trace(wrapper, tensors, dynamic=bool(dim_names))
         program = _program_keeping_loops(lambda: _to_fx(state), tensors, dynamic)
         readable = wrapper.output_names
     names = list(input_names or []) + [slot.name for slot in slots[len(input_names or []):]]

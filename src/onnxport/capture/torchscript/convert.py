@@ -20,6 +20,7 @@ from onnxport.capture.torchscript.list_scans import (LIST_EDITS, StackedList, re
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
+from onnxport.capture.torchscript.unrecorded_numbers import UnrecordedNumbers
 from onnxport.errors import CaptureError
 
 
@@ -698,6 +699,8 @@ def _stack_trace(source_range: str) -> str | None:
         path, line, function = match.groups()
         if path == _THIS_FILE:
             break
+        if path == _NUMBERS_FILE:  # (the torch function mode around the call, while tracing)
+            continue
         frames.append(f'  File "{path}", line {line}, in {function}')
     if not frames:
         return None
@@ -705,6 +708,7 @@ def _stack_trace(source_range: str) -> str | None:
 
 
 _THIS_FILE = _TracedCall.forward.__code__.co_filename  # as the tracer records it
+_NUMBERS_FILE = UnrecordedNumbers.__torch_function__.__code__.co_filename
 # A line "<file>(<line>): <function>" of a source range (the others quote the code); one
 # search of the text up to the model's outermost frame, not one match per line.
 _SOURCE_RANGE_LINE = re.compile(r"^[^\S\n]*(.+)\((\d+)\): (\S+)[^\S\n]*$", re.MULTILINE)

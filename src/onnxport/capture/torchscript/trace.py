@@ -17,6 +17,7 @@ import torch.utils._pytree as pytree
 from onnxport.capture.common import first_lines
 from onnxport.capture import quirks
 from onnxport.capture.script_mutations import functionalize_writes
+from onnxport.capture.torchscript.unrecorded_numbers import UnrecordedNumbers
 from onnxport.pytree_names import bookkeeping_outputs, output_names as output_names_of
 from onnxport.errors import CaptureError, TracingWarning
 
@@ -73,10 +74,12 @@ class _TracedCall(torch.nn.Module):
         return tuple(results)
 
 
-def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
+def _trace(wrapper: torch.nn.Module, tensors: tuple, dynamic: bool = False) -> _ConverterState:
     """One run of the tracer, as torch.jit.trace does but without wrapping every submodule in
     a ScriptModule (most of its time on a model of many small modules): the graph's inputs are
-    the tensors, then every parameter and buffer, named by its path."""
+    the tensors, then every parameter and buffer, named by its path. ``dynamic`` (dims were
+    asked to be dynamic): numbers the tracer takes without recording them are warned of
+    (:class:`UnrecordedNumbers`)."""
     from torch.jit._trace import _create_interpreter_name_lookup_fn
 
     state = torch.jit._unique_state_dict(wrapper, keep_vars=True)
@@ -100,6 +103,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple) -> _ConverterState:
             # and the Transformer layers' fused inference kernels, which gradients off would
             # take, are off while tracing (quirks/attention_fast_path.py).
             with _warn_on_index(), quirks.applied("trace"), torch.no_grad(), \
+                    UnrecordedNumbers() if dynamic else contextlib.nullcontext(), \
                     _scripted_children_as_functions(wrapper) as called:
                 graph, _ = torch._C._create_graph_by_tracing(
                     lambda *inputs: wrapper(*inputs[:count]),

@@ -1,0 +1,59 @@
+"""Numbers the TorchScript tracer takes without recording them: while tracing, a size read is a
+0-d tensor, and so is a number computed from it; most ops that want a Python number record it
+as a graph value, some keep the example's number silently (:class:`UnrecordedNumbers`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+
+import torch
+import torch.utils._pytree as pytree
+
+
+class UnrecordedNumbers(torch.overrides.TorchFunctionMode):
+    """While tracing, a size read is a 0-d tensor, and so is a number computed from it; an op
+    that takes it where it wants a Python number records it as a value (``narrow``,
+    ``view``), or, for some (``x.roll(x.size(1) // 2, 1)``), as the example's constant
+    without a warning, which then holds at that size only. Warn (as the tracer does for
+    ``int(t)``) at the model's line where a call takes a traced 0-d tensor and its graph value
+    gains no use: the dims asked to be dynamic are then checked at other sizes."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        traced = []
+        if torch._C._get_tracing_state() is not None and not _READS.get(
+                getattr(func, "__name__", None), False):
+            for leaf in pytree.tree_leaves((args, kwargs)):
+                if isinstance(leaf, torch.Tensor) and leaf.dim() == 0:
+                    with contextlib.suppress(RuntimeError):
+                        value = torch._C._get_value_trace(leaf)
+                        traced.append((value, len(value.uses())))
+        result = func(*args, **kwargs)
+        if any(len(value.uses()) == uses for value, uses in traced) and \
+                any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(result)):
+            filename, line = _model_line()
+            warnings.warn_explicit(
+                f"{getattr(func, '__name__', func)} took a traced number (a size or a value "
+                f"computed from one) as a Python number, which the trace keeps as this "
+                f"example's constant", torch.jit.TracerWarning, filename, line)
+        return result
+
+
+# Calls on a 0-d tensor that record nothing and fix nothing (its metadata) or that the tracer
+# warns of itself (int(t), bool(t), t.item()).
+_READS = dict.fromkeys(["__get__", "dim", "size", "numel", "is_floating_point", "is_complex",
+                        "__bool__", "__int__", "__float__", "__index__", "item", "tolist",
+                        "__format__", "__repr__", "__str__", "__len__"], True)
+
+
+def _model_line() -> tuple[str, int]:
+    """The file and line of the innermost frame outside torch and onnxport."""
+    skipped = (os.path.dirname(torch.__file__) + os.sep,
+               os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep)
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(skipped):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
