@@ -118,6 +118,21 @@ MORE_OPS: list[tuple[str, int, tuple[str, ...], Callable]] = [
     ("scaled by its last index", 0, (Axis,),
      lambda x, a: x * _along(x, a, torch.arange(x.size(a), dtype=x.dtype) / x.size(a))),
     ("chunk 3, middle", 0, (Axis,), lambda x, a: x.chunk(3, a)[1]),
+    ("upper triangle zeroed", 0, (), lambda x: x.masked_fill(
+        torch.ones(x.size(-2), x.size(-1), dtype=torch.bool).triu(1), 0.0)),
+    ("padded by its size", 0, (), lambda x: F.pad(x, (0, x.size(-1)))),
+    ("plus new_full of its size", 0, (), lambda x: x + x.new_full((x.size(-1),), 2.0)),
+    ("sorted by argsort", 0, (Axis,), lambda x, a: x.gather(a, x.argsort(a))),
+    ("cumprod", 0, (Axis,), lambda x, a: x.sigmoid().cumprod(a)),
+    ("minus logsumexp kept", 0, (Axis,), lambda x, a: x - x.logsumexp(a, keepdim=True)),
+    ("plus var kept", 0, (Axis,), lambda x, a: x + x.var(a, keepdim=True, unbiased=False)),
+    ("nearest upsampled", 0, (), lambda x: F.interpolate(
+        x.unsqueeze(0), scale_factor=2.0, mode="nearest").squeeze(0)),
+    ("max pooled by 2, ceil", 0, (), lambda x: F.max_pool1d(
+        x.reshape(1, -1, x.size(-1)), 2, ceil_mode=True).reshape(*x.shape[:-1], -1)),
+    ("one at argmax", 0, (Axis,), lambda x, a: x.scatter(a, x.argmax(a, keepdim=True), 1.0)),
+    ("every other row zeroed", 0, (),
+     lambda x: x.index_put((torch.arange(0, x.size(0), 2),), torch.tensor(0.0))),
 ]
 MIN_RANK, MAX_RANK = 1, 4
 
