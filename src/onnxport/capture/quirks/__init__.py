@@ -11,6 +11,7 @@
   fake_kernels.py        (fake kernels given to ATen ops while a step runs: the helper)
   attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing)
   pooling_1d.py          max_pool1d as max_pool2d: a dynamic length stays dynamic
+  conv_backends.py       the fake convolution's choice of backend, without a guard on the batch
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
 Capture applies them through one hook, :func:`applied`, naming the step it is in; the model's
@@ -48,6 +49,7 @@ def applied(step: str) -> Iterator[None]:
         raise ValueError(f"unknown capture step {step!r}; expected one of {STEPS}")
     with contextlib.ExitStack() as stack:
         if step == "replay":  # no model code runs: only the fake kernels matter
+            from onnxport.capture.quirks.conv_backends import backend_choice_without_guards
             from onnxport.capture.quirks.fused_cells import fake_fused_cells
             from onnxport.capture.quirks.grouped_mm import grouped_mm_of_any_float
             from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
@@ -57,6 +59,7 @@ def applied(step: str) -> Iterator[None]:
             stack.enter_context(shape_only_recurrent_layers())
             stack.enter_context(fake_fused_cells())
             stack.enter_context(grouped_mm_of_any_float())
+            stack.enter_context(backend_choice_without_guards())
             yield
             return
         if step != "trace":
