@@ -10,16 +10,7 @@ import contextlib
 from typing import Iterator
 
 import torch
-import torch.utils._pytree as pytree
-
-
-def _shape_env(values) -> object | None:
-    for leaf in pytree.tree_leaves(values):
-        if isinstance(leaf, torch.Tensor):
-            for size in leaf.shape:
-                if isinstance(size, torch.SymInt):
-                    return size.node.shape_env
-    return None
+from torch._guards import detect_fake_mode
 
 
 @contextlib.contextmanager
@@ -27,7 +18,8 @@ def backend_choice_without_guards() -> Iterator[None]:
     original = torch._C._select_conv_backend
 
     def select(*args, **kwargs):
-        shape_env = _shape_env((args, kwargs))
+        mode = detect_fake_mode((args, kwargs))
+        shape_env = mode.shape_env if mode is not None else None
         with shape_env.suppress_guards() if shape_env is not None else contextlib.nullcontext():
             return original(*args, **kwargs)
 

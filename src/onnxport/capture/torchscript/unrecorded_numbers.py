@@ -5,12 +5,13 @@ as a graph value, some keep the example's number silently (:class:`UnrecordedNum
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import warnings
 
 import torch
 import torch.utils._pytree as pytree
+
+from onnxport.capture.specialization import is_model_frame
 
 
 class UnrecordedNumbers(torch.overrides.TorchFunctionMode):
@@ -24,8 +25,8 @@ class UnrecordedNumbers(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         traced = []
-        if torch._C._get_tracing_state() is not None and not _READS.get(
-                getattr(func, "__name__", None), False):
+        if torch._C._get_tracing_state() is not None and \
+                getattr(func, "__name__", None) not in _READS:
             for leaf in pytree.tree_leaves((args, kwargs)):
                 if isinstance(leaf, torch.Tensor) and leaf.dim() == 0:
                     with contextlib.suppress(RuntimeError):
@@ -44,16 +45,14 @@ class UnrecordedNumbers(torch.overrides.TorchFunctionMode):
 
 # Calls on a 0-d tensor that record nothing and fix nothing (its metadata) or that the tracer
 # warns of itself (int(t), bool(t), t.item()).
-_READS = dict.fromkeys(["__get__", "dim", "size", "numel", "is_floating_point", "is_complex",
-                        "__bool__", "__int__", "__float__", "__index__", "item", "tolist",
-                        "__format__", "__repr__", "__str__", "__len__"], True)
+_READS = frozenset(["__get__", "dim", "size", "numel", "is_floating_point", "is_complex",
+                    "__bool__", "__int__", "__float__", "__index__", "item", "tolist",
+                    "__format__", "__repr__", "__str__", "__len__"])
 
 
 def _model_line() -> tuple[str, int]:
-    """The file and line of the innermost frame outside torch and onnxport."""
-    skipped = (os.path.dirname(torch.__file__) + os.sep,
-               os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep)
+    """The file and line of the innermost frame of model code (:func:`is_model_frame`)."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(skipped):
+    while frame is not None and not is_model_frame(frame.f_code.co_filename):
         frame = frame.f_back
     return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
