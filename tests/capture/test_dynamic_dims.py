@@ -488,6 +488,13 @@ def test_guard_code_is_walked_not_run():
     assert _Guard.parse(f"__import__('os').getpid() == {size}", size).holds(3) is None
 
 
+def _last(pieces):
+    """The last piece by an index computed from the count, which a capture from an example
+    of one piece records as [0] (a literal [-1] of one piece is computed at every size: see
+    tests/capture/quirks/test_one_piece_splits.py): what the checks at larger sizes catch."""
+    return pieces[len(pieces) - 1]
+
+
 class _FirstChunk(torch.nn.Module):
     def forward(self, x):
         return x.chunk(2, 0)[0] * 2
@@ -495,7 +502,7 @@ class _FirstChunk(torch.nn.Module):
 
 class _LastChunk(torch.nn.Module):
     def forward(self, x):
-        return x.chunk(2, 0)[-1] * 2  # (one row: the same as [0] at the example)
+        return _last(x.chunk(2, 0)) * 2  # (one row: the same as [0] at the example)
 
 
 def _at_sizes(program, model, sizes):
@@ -540,7 +547,7 @@ class _LastChunkAfterAShiftIsRemoved(torch.nn.Module):
         # The size-2 check grew axis 1 with the example's values plus one: minus the max over
         # axis 0 took the shift away, its two rows were alike, and [-1] passed for [0].
         x = x - x.max(0, keepdim=True)[0]
-        return x.chunk(2, 1)[-1].chunk(3, 1)[0].reshape(x.size(0), -1).cumsum(1)
+        return _last(x.chunk(2, 1)).chunk(3, 1)[0].reshape(x.size(0), -1).cumsum(1)
 
 
 def test_the_size_two_check_tells_rows_apart_after_a_shift_is_removed():
@@ -757,7 +764,7 @@ class _LastChunkSoftmaxed(torch.nn.Module):
         # ones: the checks at size 2 passed, and the file returned the first chunk (2 rows of
         # 3 where torch returns 1) on both paths, with no warning on dynamo=False (fuzz_dynamic
         # --small seed 6245).
-        return x.sort(0)[0].chunk(2, 0)[-1].softmax(0)
+        return _last(x.sort(0)[0].chunk(2, 0)).softmax(0)
 
 
 def test_the_last_chunk_from_one_row_is_checked_where_it_differs_in_size():
@@ -791,7 +798,7 @@ class _AllButTheFirstRowOfTheLastChunk(torch.nn.Module):
         # At 3 rows the last chunk and the first are one row each, both empty after [1:]: a
         # check at 3 compared nothing, and the file returned the first chunk's rows (fuzz
         # --small seed 7117, dynamo=False).
-        return x.mean(1).chunk(3, 0)[-1][1:]
+        return _last(x.mean(1).chunk(3, 0))[1:]
 
 
 def test_a_check_whose_outputs_are_empty_at_three_checks_at_four():
@@ -802,7 +809,7 @@ def test_a_check_whose_outputs_are_empty_at_three_checks_at_four():
 
 class _AllButTheFirstRowOfTheLastChunkDoubled(torch.nn.Module):
     def forward(self, x):
-        return x.chunk(3, 0)[-1][1:] * 2
+        return _last(x.chunk(3, 0))[1:] * 2
 
 
 def test_the_default_path_checks_at_four_where_the_outputs_are_empty_at_three():
@@ -816,7 +823,7 @@ def test_the_default_path_checks_at_four_where_the_outputs_are_empty_at_three():
 
 class _LastChunkPlusItsArange(torch.nn.Module):
     def forward(self, x):
-        piece = (x / x.numel()).chunk(2, 2)[-1]
+        piece = _last((x / x.numel()).chunk(2, 2))
         return piece + torch.arange(piece.size(-1), dtype=piece.dtype)
 
 

@@ -398,19 +398,22 @@ def test_reshape_to_an_empty_shape_with_dynamic_sizes(dynamo):
 
 
 class _OnePieceOfANarrowedAxis(torch.nn.Module):
-    def __init__(self, last: bool):
+    def __init__(self, take: str):
         super().__init__()
-        self.last = last
+        self.take = take
 
     def forward(self, x):
         pieces = x.narrow(1, 1, x.size(1) - 1).chunk(3, 1)
-        return pieces[-1] if self.last else pieces[0]
+        if self.take == "last":
+            return pieces[-1]
+        # (an index computed from the count: [0] in a capture from one piece)
+        return pieces[len(pieces) - 1] if self.take == "last by count" else pieces[0]
 
 
 def test_one_piece_of_a_dynamic_axis_warns_that_the_model_returns_the_first():
     # From a column of 2, the narrowed axis has 1: one chunk, which the graph takes as [0]
     # whatever the model indexed; [0] is right at every size.
-    model = _OnePieceOfANarrowedAxis(False)
+    model = _OnePieceOfANarrowedAxis("first")
     with pytest.warns(DynamicDimensionFixedWarning, match="one piece of axis 1"):
         program = onnxport.export(model, (torch.randn(1, 2),), input_names=["x"],
                                   dynamic_axes={"x": {0: "a", 1: "b"}})
@@ -418,12 +421,25 @@ def test_one_piece_of_a_dynamic_axis_warns_that_the_model_returns_the_first():
     torch.testing.assert_close(program(x)[0], model(x))
 
 
-def test_the_last_piece_of_one_is_never_silently_the_first():
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_the_last_piece_of_one_is_the_last_at_every_size(dynamo):
     # [-1] was silently the first piece at larger sizes (fuzz --small seed 3069), with the
-    # warning only. The check from the batch of 1 grows the columns too (2 to 5) and sees it:
-    # the batch is static, and so are the columns where torch's program holds at 2 only:
-    # ONNX Runtime refuses other sizes, never answers wrongly.
-    model = _OnePieceOfANarrowedAxis(True)
+    # warning only; it is computed from the width now (capture/quirks/one_piece_splits.py).
+    model = _OnePieceOfANarrowedAxis("last")
+    program = onnxport.export(model, (torch.randn(1, 2),), input_names=["x"],
+                              dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
+    assert str(program.model.graph.inputs[0].shape) == "[a,b]"
+    for shape in ((1, 2), (3, 8), (2, 6), (4, 1)):
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x))
+
+
+def test_the_last_piece_of_one_by_its_count_is_never_silently_the_first():
+    # Indexed by its count, the one piece is [0] in the capture: the check from the batch of
+    # 1 grows the columns too (2 to 5) and sees it: the batch is static, and so are the
+    # columns where torch's program holds at 2 only: ONNX Runtime refuses other sizes, never
+    # answers wrongly.
+    model = _OnePieceOfANarrowedAxis("last by count")
     with pytest.warns(DynamicDimensionFixedWarning, match="other dynamic sizes doubled"):
         program = onnxport.export(model, (torch.randn(1, 2),), input_names=["x"],
                                   dynamic_axes={"x": {0: "a", 1: "b"}})

@@ -12,6 +12,7 @@
   attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing)
   pooling_1d.py          max_pool1d as max_pool2d: a dynamic length stays dynamic
   conv_backends.py       the fake convolution's choice of backend, without a guard on the batch
+  one_piece_splits.py    [-1] of a split's one piece at the example: the last piece at any size
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
 Capture applies them through one hook, :func:`applied`, naming the step it is in; the model's
@@ -71,7 +72,10 @@ def applied(step: str) -> Iterator[None]:
         if step in ("torch.export", "trace"):  # Python runs the model's own code
             from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
 
+            from onnxport.capture.quirks.one_piece_splits import last_of_one_piece
+
             stack.enter_context(packed_sequences_as_padded())
+            stack.enter_context(last_of_one_piece())
         if step == "trace":  # (torch.export records the composed ops under no_grad too)
             from onnxport.capture.quirks.attention_fast_path import fast_path_off
 

@@ -256,12 +256,14 @@ def _warn_on_index():
     stride read from a tensor (``x.stride(0)``, which it cannot trace); it warns for
     ``int(t)`` and ``bool(t)``. Warn for those too, from the line that does it."""
     original_index, original_stride = torch.Tensor.__index__, torch.Tensor.stride
-    torch_folder = os.path.dirname(torch.__file__) + os.sep
+    # torch's own calls (a size list given to an op) are traced as values, not fixed; so are
+    # onnxport's (a quirk's slice by a traced size).
+    own_folders = (os.path.dirname(torch.__file__) + os.sep,
+                   os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep)
 
     def from_the_model() -> bool:
-        # torch's own calls (a size list given to an op) are traced as values, not fixed.
         return torch.jit.is_tracing() and not sys._getframe(2).f_code.co_filename.startswith(
-            torch_folder)
+            own_folders)
 
     def index(tensor):
         if from_the_model():

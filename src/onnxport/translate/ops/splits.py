@@ -27,8 +27,8 @@ def _split_by_expected(g, self, dim, split_size=None):
     sizes = [g.dim(o.shape[axis]) for o in outputs]
     if len(sizes) == 1:
         if split_size is None or "tensor_split" in g.provenance.aten or \
-                isinstance(self.shape[axis], int):
-            return (self,)
+                isinstance(self.shape[axis], int) or not result_read(g, 0):
+            return (self,)  # (unread: the model took the last piece, computed from sizes)
         # One piece at the example's size of a dynamic axis: at larger sizes torch makes more,
         # and the first is part of the axis (x.chunk(2)[0] of one row was every row, at any
         # size). The graph cannot tell which piece the model takes: [-1] was [0] too.

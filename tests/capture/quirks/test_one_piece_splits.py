@@ -1,0 +1,111 @@
+"""[-1] of a split that makes one piece at the example: the capture records the one piece,
+[0] and [-1] alike, and at larger sizes torch makes more pieces. The default path returned
+the first (fuzz_dynamic --more-ops --small seed 23096: other values at (7, 5), with only a
+warning), and dynamo=False refused; [-1] is now computed from the axis's size, the last
+piece at every size, on both paths."""
+
+import warnings
+
+import pytest
+import torch
+
+import onnxport
+from onnxport.errors import CaptureError, DynamicDimensionFixedWarning
+
+PATHS = pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+
+
+class _Steps(torch.nn.Module):
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+
+    def forward(self, x):
+        return self.steps(x)
+
+
+LAST_PIECES = {
+    # (the fuzz's chain: axis 1 of 2 split in 2 leaves one column, which chunk(3) keeps whole)
+    "tensor_split then chunk": lambda x: x.tensor_split(2, 1)[1].chunk(3, 1)[-1],
+    "torch.chunk": lambda x: torch.chunk(x, 2, 0)[-1] * 2,
+    "torch.split by 2": lambda x: torch.split(x, 2, 1)[-1] + 1,
+    "Tensor.split by 3": lambda x: x.split(3, 1)[-1].softmax(1),
+    "chunk of a transposed axis": lambda x: x.transpose(0, 1).chunk(2, 1)[-1].cumsum(0),
+}
+
+
+def _export_quietly(model, example, dynamo):
+    """The export, with no warning that the ONNX model returns the first piece. (torch.export
+    bounds a split by 3 of one column to 3 columns, which the default path's warning names,
+    though the file computes the last piece beyond.)"""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(model, (example,), input_names=["x"],
+                                  dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
+    assert not [w for w in caught if "one piece" in str(w.message)]
+    return program
+
+
+@PATHS
+@pytest.mark.parametrize("steps", list(LAST_PIECES))
+def test_the_last_piece_is_the_last_at_every_size(steps, dynamo):
+    model = _Steps(LAST_PIECES[steps])
+    program = _export_quietly(model, torch.randn(1, 2), dynamo)
+    assert str(program.model.graph.inputs[0].shape) == "[a,b]"
+    # (7, 5): the split of 5 makes 3 columns and 2, whose chunk(3) makes 2 pieces; (2, 0): an
+    # empty axis, where the piece size is 0 and the graph must not divide by it.
+    for shape in [(1, 2), (7, 5), (4, 10), (3, 1), (2, 0)]:
+        x = torch.randn(shape)
+        with torch.no_grad():
+            expected = model(x)
+        actual = program(x)[0]
+        assert actual.shape == expected.shape, (shape, actual.shape, expected.shape)
+        torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)
+
+
+@PATHS
+def test_the_first_piece_is_still_taken_with_a_warning(dynamo):
+    # [0] is the one piece recorded: the translation makes it the first piece at every size,
+    # and warns that a loop over the pieces would not be.
+    model = _Steps(lambda x: x.chunk(3, 1)[0] * 3)
+    with pytest.warns(DynamicDimensionFixedWarning, match="makes one piece of axis 1"):
+        program = onnxport.export(model, (torch.randn(2, 1),), input_names=["x"],
+                                  dynamic_axes={"x": {1: "b"}}, dynamo=dynamo)
+    for shape in [(2, 1), (2, 7)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+def test_returned_pieces_that_grow_in_number_are_refused_when_traced():
+    # From one row, chunk(2) returns one piece, at larger sizes two: a file has a fixed number
+    # of outputs, and the trace's one output was returned at every size without a word.
+    model = _Steps(lambda x: x.chunk(2, 0))
+    with pytest.raises(CaptureError, match="1 outputs where the model returns 2"):
+        onnxport.export(model, (torch.randn(1, 3),), input_names=["x"],
+                        dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    with pytest.warns(DynamicDimensionFixedWarning, match="kept at 1"):
+        program = onnxport.export(model, (torch.randn(1, 3),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "n"}})
+    x = torch.randn(1, 3)
+    torch.testing.assert_close(program(x)[0], model(x)[0])
+
+
+@PATHS
+def test_pieces_returned_from_an_example_of_one_piece_stay_a_tuple(dynamo):
+    # The one piece is handed to the model in a tuple of its own type; returned, it is the
+    # model's output as a plain tuple's would be (a static axis: one piece at every size).
+    model = _Steps(lambda x: x.chunk(2, 1))
+    program = onnxport.export(model, (torch.randn(3, 1),), input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}}, dynamo=dynamo)
+    assert len(program.model.graph.outputs) == 1
+    x = torch.randn(5, 1)
+    torch.testing.assert_close(program(x)[0], model(x)[0])
+
+
+def test_the_patch_ends_with_the_export():
+    chunk, split, torch_chunk = torch.Tensor.chunk, torch.Tensor.split, torch.chunk
+    onnxport.export(_Steps(lambda x: x.chunk(2, 0)[-1]), (torch.randn(1, 2),),
+                    input_names=["x"], dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    assert (torch.Tensor.chunk, torch.Tensor.split, torch.chunk) == (chunk, split, torch_chunk)
+    assert "chunk" not in vars(torch.Tensor)  # (TensorBase's method, inherited as before)
+    assert type(torch.randn(1, 2).chunk(2, 0)) is tuple
