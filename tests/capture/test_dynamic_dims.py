@@ -835,3 +835,49 @@ def test_a_trace_whose_graph_fails_at_larger_sizes_is_refused():
     with pytest.raises(CaptureError, match="size 1 in the example.*the graph fails there"):
         onnxport.export(_LastChunkPlusItsArange(), (torch.randn(3, 3, 1),), input_names=["x"],
                         dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, dynamo=False)
+
+
+class _PaddedToAnEvenLength(torch.nn.Module):
+    def forward(self, x):
+        if x.size(-1) % 2 == 1:  # (audio and vision models pad an odd length so)
+            x = torch.nn.functional.pad(x, (0, 1))
+        return x.reshape(x.size(0), -1, 2).sum(-1)
+
+
+def test_a_branch_on_a_sizes_parity_is_not_taken_at_every_size():
+    # torch.export takes the branch of the example's parity and keeps the guard
+    # "size % 2 == 1" as code its module checks; a guard that holds at every multiple of the
+    # example was not taken for a pin, and the file answered for odd lengths at even ones
+    # (the other half of the rows, silently).
+    model = _PaddedToAnEvenLength()
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 1 .* % 2"):
+        program = onnxport.export(model, (torch.randn(2, 5),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "n", 1: "length"}})
+    assert str(program.model.graph.inputs[0].shape) == "[n,5]"
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(program(x)[0], model(x))
+
+
+class _SecondHalf(torch.nn.Module):
+    def forward(self, x):
+        return x.tensor_split(2, 1)[1] * 2
+
+
+class _Halves(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(x.size(0), 2, x.size(1) // 2).sum(1)
+
+
+@pytest.mark.parametrize("model", [_SecondHalf(), _Halves()], ids=["tensor_split", "halves"])
+def test_a_parity_guard_where_the_program_holds_or_the_model_fails_keeps_the_axis(model):
+    # tensor_split's pieces of an odd example carry the guard "size % 2 > 0", but the
+    # translation computes them at every size; halving refuses odd sizes in PyTorch too.
+    example = torch.randn(2, 5) if isinstance(model, _SecondHalf) else torch.randn(2, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DynamicDimensionFixedWarning)
+        program = onnxport.export(model, (example,), input_names=["x"],
+                                  dynamic_axes={"x": {1: "length"}})
+    assert str(program.model.graph.inputs[0].shape) == "[2,length]"
+    for length in (8, 10) if isinstance(model, _Halves) else (4, 7, 10):
+        x = torch.randn(2, length)
+        torch.testing.assert_close(program(x)[0], model(x))

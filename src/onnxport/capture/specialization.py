@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import operator
 import os
 import re
 import sysconfig
@@ -142,14 +143,17 @@ KERNEL_CHOICE_BOUND = 65535
 
 def fixed_dims(program: torch.export.ExportedProgram, user_inputs: list[str],
                requested: Mapping[tuple[int, int], Any], guards: list[Guard],
-               inputs: tuple | None = None) -> list[FixedDim]:
+               inputs: tuple | None = None,
+               differs: Callable[[tuple[int, int], int], bool] | None = None) -> list[FixedDim]:
     """The requested dynamic dims (tensor input position, axis) -> requested max) that the
     program does not keep dynamic over the requested range: a number in the placeholder's shape,
     a symbol torch found equal to a number, or one whose range torch bounded, or that a guard
-    pins (``inputs``, the example's tensor inputs, tell where the program holds beyond it)."""
+    pins (``inputs``, the example's tensor inputs, tell where the program holds beyond it;
+    ``differs(dim, size)``, whether the program computes other results than the model with
+    that dim at that size, where a guard on the size modulo a number refuses it)."""
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     bounds_of = size_bounds(program)
-    pinning = _PinningGuards(program, inputs)
+    pinning = _PinningGuards(program, inputs, differs)
     found = []
     for (position, axis), wanted_max in requested.items():
         if position >= len(user_inputs):
@@ -230,8 +234,9 @@ class _PinningGuards:
     the shapes after it as that size (``(x.chunk(2)[1] * 2)`` of 3 rows has 1 row, and
     repeat_interleave's Reshape was built on that)."""
 
-    def __init__(self, program: torch.export.ExportedProgram, inputs: tuple | None = None):
-        self.program, self.inputs = program, inputs
+    def __init__(self, program: torch.export.ExportedProgram, inputs: tuple | None = None,
+                 differs: Callable[[tuple[int, int], int], bool] | None = None):
+        self.program, self.inputs, self.differs = program, inputs, differs
 
     @functools.cached_property
     def _read(self) -> tuple[list[str], Any, bool]:
@@ -262,8 +267,13 @@ class _PinningGuards:
             if len(references) != 1 or not references <= names:
                 continue
             guard = _Guard.parse(code, references.pop())
-            if guard is None or guard.holds(example) is not True or any(
-                    guard.holds(example * m) is not False for m in range(2, 18)):
+            if guard is None or guard.holds(example) is not True:
+                continue
+            if guard.periodic:
+                if self._refuses_where_the_model_runs(guard, example, where):
+                    return code
+                continue
+            if any(guard.holds(example * m) is not False for m in range(2, 18)):
                 continue
             if splits and not guard.floating:
                 if self._counts_pieces(guard, symbol):
@@ -274,6 +284,20 @@ class _PinningGuards:
                     continue
             return code
         return None
+
+    def _refuses_where_the_model_runs(self, guard: "_Guard", example: int,
+                                      where: tuple[int, int] | None) -> bool:
+        """Whether a guard on the size modulo a number (true at the example) refuses a size
+        where the model runs and the program, run there without its guards, computes other
+        results (``differs``): a branch on the size's parity taken once, a Reshape built
+        on it. A guard that refuses what the model refuses too (a view of the size in 2
+        halves) or whose program holds there (tensor_split's pieces, computed at run time)
+        leaves the axis dynamic."""
+        if self.differs is None or where is None:
+            return False
+        refused = next((size for size in range(example + 1, example + 41)
+                        if guard.holds(size) is False), None)
+        return refused is not None and self.differs(where, refused)
 
     def _holds_beyond(self, where: tuple[int, int] | None, example: int) -> bool:
         if self.inputs is None or where is None or where[0] >= len(self.inputs):
@@ -337,8 +361,9 @@ _SPLITS = {"split", "split_with_sizes", "chunk", "tensor_split", "unbind", "unsa
 
 
 class _Guard:
-    """An equality of torch's guard code on one size, evaluated by walking its syntax tree
-    (arithmetic, comparisons and math.trunc/floor/ceil, max and min; nothing else runs)."""
+    """An equality of torch's guard code on one size, or any comparison of it modulo a number
+    (``size % 2 == 0``: :attr:`periodic`), evaluated by walking its syntax tree (arithmetic,
+    comparisons and math.trunc/floor/ceil, max and min; nothing else runs)."""
 
     _BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
                ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
@@ -346,10 +371,15 @@ class _Guard:
     _CALLS = {"math.trunc": math.trunc, "math.floor": math.floor, "math.ceil": math.ceil,
               "max": max, "min": min}
 
+    _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+                ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
+
     def __init__(self, tree: ast.Compare):
         self.tree = tree
         self.floating = any(isinstance(node, ast.Div) or isinstance(node, ast.Call)
                             and ast.unparse(node.func).startswith("math.")
+                            for node in ast.walk(tree))
+        self.periodic = any(isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
                             for node in ast.walk(tree))
 
     @classmethod
@@ -358,15 +388,16 @@ class _Guard:
             body = ast.parse(code.replace(reference, "size"), mode="eval").body
         except SyntaxError:
             return None
-        if isinstance(body, ast.Compare) and len(body.ops) == 1 and isinstance(body.ops[0],
-                                                                               ast.Eq):
-            return cls(body)
-        return None
+        if not isinstance(body, ast.Compare) or len(body.ops) != 1 or \
+                type(body.ops[0]) not in cls._COMPARE:
+            return None
+        guard = cls(body)
+        return guard if guard.periodic or isinstance(body.ops[0], ast.Eq) else None
 
     def holds(self, size: int) -> bool | None:
         try:
-            return self._value(self.tree.left, size) == self._value(self.tree.comparators[0],
-                                                                    size)
+            return self._COMPARE[type(self.tree.ops[0])](
+                self._value(self.tree.left, size), self._value(self.tree.comparators[0], size))
         except (LookupError, ArithmeticError, TypeError):
             return None  # something it does not know: no verdict
 

@@ -168,6 +168,28 @@ def _differs_when_grown(program, module, args, kwargs, names, dims, size, others
             "example's size of 0 or 1 specially)")
 
 
+def differs_at_size(program: ExportedProgram, module, args, kwargs):
+    """A check of ``program`` against the model with one dim of the example's tensor inputs,
+    (position, axis), at another size (the example's values repeated to it): whether the
+    model runs there and the program, run without its guards, computes other results."""
+    def differs(where: tuple[int, int], size: int) -> bool:
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        position, axis = where
+        if position >= len(tensors) or axis >= leaves[tensors[position]].dim():
+            return False
+        leaves[tensors[position]] = repeated_to(leaves[tensors[position]], axis, size)
+        grown_args, grown_kwargs = pytree.tree_unflatten(leaves, spec)
+        try:
+            with torch.no_grad():
+                expected = module(*copy.deepcopy(grown_args), **copy.deepcopy(grown_kwargs))
+        except Exception:  # noqa: BLE001 - the model refuses that size too
+            return False
+        return not computes_eager_results(program, module, grown_args, grown_kwargs, expected)
+
+    return differs
+
+
 def computes_eager_results(program: ExportedProgram, module, args, kwargs,
                            expected: Any = None) -> bool:
     """True when the captured graph, run in PyTorch at the example's own sizes, gives the

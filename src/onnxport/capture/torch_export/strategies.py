@@ -16,7 +16,8 @@ from onnxport.capture import quirks
 from onnxport.capture.specialization import (FixedDim, failure_location, fixed_dims,
                                               recording_guards)
 from onnxport.capture.torch_export.eager_check import (EagerShapes, computes_eager_results,
-                                                       differs_at_size_three, example_size,
+                                                       differs_at_size, differs_at_size_three,
+                                                       example_size,
                                                        placeholder_size, tensor_user_inputs,
                                                        with_dims_grown)
 from onnxport.errors import CaptureError, DynamicDimensionFixedWarning
@@ -151,7 +152,8 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
     tensors = tuple(leaf for leaf in pytree.tree_leaves((args, kwargs))
                     if isinstance(leaf, torch.Tensor))
     return program, fixed_dims(program, user_inputs, requested, guards,
-                               tensors if len(tensors) == len(user_inputs) else None)
+                               tensors if len(tensors) == len(user_inputs) else None,
+                               differs_at_size(program, module, args, kwargs))
 
 
 def _distinct_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
