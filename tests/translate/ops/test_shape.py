@@ -452,3 +452,29 @@ def test_the_last_piece_of_one_by_its_count_is_never_silently_the_first():
             assert "at_most" in str(error) or "invalid dimensions" in str(error), error
             continue
         torch.testing.assert_close(actual, model(x))
+
+
+class _Sections(torch.nn.Module):
+    def __init__(self, sections: int):
+        super().__init__()
+        self.sections = sections
+
+    def forward(self, x):
+        return x.tensor_split(self.sections, 1)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+@pytest.mark.parametrize("sections", [2, 3])
+def test_tensor_split_of_a_dynamic_axis_into_parts_at_every_size(sections, dynamo):
+    # Equal at the example (3 of 3), the parts were one Split into 3 outputs: ONNX makes the
+    # last part shorter (2 + 2 + 0 of 4) where torch makes the first ones longer (2 + 1 + 1),
+    # silently; and ONNX Runtime 1.30 refuses a Split of 1 column into 2.
+    model = _Sections(sections)
+    program = onnxport.export(model, (torch.randn(2, 3 * sections - 3 or 2),),
+                              input_names=["x"], dynamic_axes={"x": {1: "b"}}, dynamo=dynamo)
+    for width in (1, 4, 5, 7, 0):
+        x = torch.randn(2, width)
+        actual, expected = program(x), model(x)
+        assert [tuple(a.shape) for a in actual] == [tuple(e.shape) for e in expected], width
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e)

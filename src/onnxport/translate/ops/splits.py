@@ -54,8 +54,11 @@ def _split_by_expected(g, self, dim, split_size=None):
             not isinstance(self.shape[axis], int) and result_read(g, len(sizes) - 1, -1):
         # (only the last piece differs from torch's when torch makes more pieces at run time)
         self = _count_checked(g, self, axis, len(sizes), split_size)
-    if g.opset >= 18 and len(set(map(str, sizes))) == 1:
-        # Equal parts: Split's ceil(n / parts) is then the size of each.
+    if g.opset >= 18 and len(set(map(str, sizes))) == 1 and \
+            "tensor_split" not in g.provenance.aten:
+        # Equal parts: Split's ceil(n / parts) is then the size of each. (Not tensor_split's
+        # parts, equal at the example only: its first n % k are the longer ones, where Split
+        # makes the last shorter, 2 + 2 + 0 of 4 where torch makes 2 + 1 + 1.)
         return g.op("Split", self, axis_i=axis, num_outputs_i=len(sizes), outputs=len(sizes))
     if split_size is None:
         raise TranslationError(
