@@ -22,8 +22,8 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from onnxport.capture.program_run import recorded_shapes_hold
 
-_TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
-_ONNXPORT_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
+ONNXPORT_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _STDLIB_FOLDER = sysconfig.get_paths()["stdlib"] + os.sep
 
 
@@ -52,9 +52,9 @@ class FixedDim:
 def is_model_frame(filename: str) -> bool:
     """Model code is any Python file outside torch, onnxport and the standard library
     (torchvision, timm or transformers code counts: it is where the model is written)."""
-    if filename.startswith("<") or filename.startswith(_TORCH_FOLDER):
+    if filename.startswith("<") or filename.startswith(TORCH_FOLDER):
         return False
-    if filename.startswith(_ONNXPORT_FOLDER):
+    if filename.startswith(ONNXPORT_FOLDER):
         return False
     if filename.startswith(_STDLIB_FOLDER) and "-packages" + os.sep not in filename:
         return False

@@ -70,9 +70,8 @@ def applied(step: str) -> Iterator[None]:
 
             stack.enter_context(max_pool1d_as_2d())
         if step in ("torch.export", "trace"):  # Python runs the model's own code
-            from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
-
             from onnxport.capture.quirks.one_piece_splits import last_of_one_piece
+            from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
 
             stack.enter_context(packed_sequences_as_padded())
             stack.enter_context(last_of_one_piece())

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import sys
 import warnings
 from typing import Any
@@ -17,6 +16,7 @@ import torch.utils._pytree as pytree
 from onnxport.capture.common import first_lines
 from onnxport.capture import quirks
 from onnxport.capture.script_mutations import functionalize_writes
+from onnxport.capture.specialization import ONNXPORT_FOLDER, TORCH_FOLDER
 from onnxport.capture.torchscript.unrecorded_numbers import UnrecordedNumbers
 from onnxport.pytree_names import bookkeeping_outputs, output_names as output_names_of
 from onnxport.errors import CaptureError, TracingWarning
@@ -258,8 +258,7 @@ def _warn_on_index():
     original_index, original_stride = torch.Tensor.__index__, torch.Tensor.stride
     # torch's own calls (a size list given to an op) are traced as values, not fixed; so are
     # onnxport's (a quirk's slice by a traced size).
-    own_folders = (os.path.dirname(torch.__file__) + os.sep,
-                   os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep)
+    own_folders = (TORCH_FOLDER, ONNXPORT_FOLDER)
 
     def from_the_model() -> bool:
         return torch.jit.is_tracing() and not sys._getframe(2).f_code.co_filename.startswith(
