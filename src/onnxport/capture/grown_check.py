@@ -36,17 +36,10 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     broadcasts where torch refuses, may answer there). ``shapes``: each node's size there
     must also be the one its recorded symbolic shape gives (:func:`run_program`), which
     translation builds on."""
-    leaves, spec = pytree.tree_flatten((args, kwargs))
-    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-    dynamic = [{axis for (k, axis) in dim_names if k == position} or None
-               for position in range(len(positions))]
-    grown = grown_sizes(tuple(leaves[i] for i in positions), dynamic, distinct=distinct,
-                        smallest=smallest)
-    for i, tensor in zip(positions, grown):
-        leaves[i] = tensor
+    grown, (grown_args, grown_kwargs) = _grown_inputs(args, kwargs, dim_names, smallest,
+                                                      distinct)
     try:
         with torch.no_grad():
-            grown_args, grown_kwargs = pytree.tree_unflatten(leaves, spec)
             expected = [t for t in pytree.tree_leaves(model(*grown_args, **grown_kwargs))
                         if isinstance(t, torch.Tensor)]
     except Exception as error:  # noqa: BLE001 - the model itself fails there
@@ -92,21 +85,22 @@ def _as_many_at_the_example(model: Any, args: tuple, kwargs: dict, count: int) -
 
 def bounds_that_bite(model: Any, args: tuple, kwargs: dict, program: CapturedProgram,
                      asked: set[int] = frozenset(), dim_names: dict | None = None,
-                     ) -> dict[tuple[str, int], int]:
+                     ) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
     """The dynamic input dims whose range torch bounded (:func:`upper_bounds`: a guard on a
     size, a branch or a count of pieces), each with its bound, where the program does not
     compute what the model does just beyond it, or at twice it (a program whose sizes torch
-    simplified within the range answers wrongly there; ONNX would too, silently). A bound
-    the program holds beyond (a count of pieces the translation computes at run time) is
-    left out: the ONNX model keeps that dim as dynamic as the program computes it. A bound
-    beyond :data:`CHECKED_UP_TO` is kept unchecked (running the model there would cost too
-    much), and one beyond an int32 is no bound (a scripted loop's count is bounded so); nor is
-    one where the model itself fails beyond (bert's positions: PyTorch fails there too), nor
-    one of the ``asked`` maxima (``Dim("batch", max=64)``: the user's own). The model runs on
-    repeated values (grown boxes, indices stay valid: a torchvision kernel crashes on others),
-    the dims of the same name in ``dim_names`` grown together (bert's ids and mask)."""
+    simplified within the range answers wrongly there; ONNX would too, silently); and the
+    bounded dims the program holds beyond, where the model runs (a count of pieces the
+    translation computes at run time): the ONNX model keeps those as dynamic as the program
+    computes them, with no warning of a bound. A bound beyond :data:`CHECKED_UP_TO` is kept
+    unchecked (running the model there would cost too much), and one beyond an int32 is no
+    bound (a scripted loop's count is bounded so); nor is one where the model itself fails
+    beyond (bert's positions: PyTorch fails there too), nor one of the ``asked`` maxima
+    (``Dim("batch", max=64)``: the user's own). The model runs on repeated values (grown
+    boxes, indices stay valid: a torchvision kernel crashes on others), the dims of the same
+    name in ``dim_names`` grown together (bert's ids and mask)."""
     bounds = upper_bounds(program.exported_program, program.user_inputs)
-    biting = {}
+    biting, held = {}, set()
     for (name, axis), upper in bounds.items():
         if upper >= 2**31 - 1 or upper in asked:
             continue
@@ -120,7 +114,34 @@ def bounds_that_bite(model: Any, args: tuple, kwargs: dict, program: CapturedPro
                                shapes=True) is not None
                 for size in (upper + 1, 2 * upper + 1)):
             biting[(name, axis)] = upper
-    return biting
+        elif _model_runs(model, args, kwargs, together, upper + 1):
+            held.add((name, axis))
+    return biting, held
+
+
+def _model_runs(model: Any, args: tuple, kwargs: dict, dims: dict, smallest: int) -> bool:
+    """Whether ``model`` runs with the tensor input ``dims`` grown to ``smallest`` at least."""
+    grown_args, grown_kwargs = _grown_inputs(args, kwargs, dims, smallest)[1]
+    try:
+        with torch.no_grad():
+            model(*grown_args, **grown_kwargs)
+    except Exception:  # noqa: BLE001 - the model itself fails there
+        return False
+    return True
+
+
+def _grown_inputs(args: tuple, kwargs: dict, dims: dict, smallest: int, distinct: bool = False):
+    """The tensor inputs with their ``dims`` (position, axis) grown (:func:`grown_sizes`),
+    and (args, kwargs) holding them."""
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    dynamic = [{axis for (k, axis) in dims if k == position} or None
+               for position in range(len(positions))]
+    grown = grown_sizes(tuple(leaves[i] for i in positions), dynamic, distinct=distinct,
+                        smallest=smallest)
+    for i, tensor in zip(positions, grown):
+        leaves[i] = tensor
+    return grown, pytree.tree_unflatten(leaves, spec)
 
 
 CHECKED_UP_TO = 512  # the largest bound that bounds_that_bite runs the model beyond

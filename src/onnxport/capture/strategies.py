@@ -182,8 +182,13 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
         record_calls(result[0].exported_program.graph_module)
     asked = {leaf.max for leaf in pytree.tree_leaves(dynamic_shapes)
              if isinstance(getattr(leaf, "max", None), int)}
-    result[0].upper_bounds = bounds_that_bite(model, args, kwargs, result[0], asked,
-                                              options.get("dim_names"))
+    program = result[0]
+    program.upper_bounds, held = bounds_that_bite(model, args, kwargs, program, asked,
+                                                  options.get("dim_names"))
+    held = {(program.user_inputs.index(name), axis) for name, axis in held}
+    for where, message in program.bounded_dims:
+        if where not in held:
+            warn_at_caller(message, DynamicDimensionFixedWarning)
     return result
 
 

@@ -47,7 +47,7 @@ def capture_torch_export(
     When the graph writes into a view or an input, it is functionalized, decomposing only the
     ops for which ``keep_op`` is false.
     """
-    strategy, attempts, fixed = "given ExportedProgram", [], []
+    strategy, attempts, fixed, bounded = "given ExportedProgram", [], [], []
     if isinstance(model, ExportedProgram):
         program = model
     else:
@@ -55,7 +55,7 @@ def capture_torch_export(
         module = quirks.prepared(module)
         names = parameter_names(model)
         display = input_display_names(args, kwargs, names, input_names)
-        program, strategy, attempts, fixed = capture_with_strategies(
+        program, strategy, attempts, fixed, bounded = capture_with_strategies(
             module, args, kwargs, dynamic_shapes, names,
             describe_dim=lambda d: describe(d, display(d.position),
                                             (dim_names or {}).get((d.position, d.axis))))
@@ -76,5 +76,6 @@ def capture_torch_export(
     captured = named_program(program, dim_names or {}, input_names, output_names,
                          output_dim_names or {}, nested_names)
     captured.strategy, captured.failed_strategies, captured.fixed_dims = strategy, attempts, fixed
+    captured.bounded_dims = bounded
     return captured
 

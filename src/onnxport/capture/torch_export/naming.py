@@ -33,6 +33,8 @@ class CapturedProgram:
     # (input placeholder, axis) -> the largest size the program answers right for, beyond
     # which the ONNX model fails the run (grown_check.bounds_that_bite)
     upper_bounds: dict = dataclasses.field(default_factory=dict)
+    # ((position, axis), warning) of each dim torch bounded; warned about where the bound bites
+    bounded_dims: list = dataclasses.field(default_factory=list)
 
 
 def input_display_names(args, kwargs, names, input_names):

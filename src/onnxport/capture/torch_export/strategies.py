@@ -31,7 +31,7 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
     example has 0 or 1 there (kept when the graph still computes eager's results at the
     example's sizes), and else the dims static, with a warning naming the line that fixes them.
     Returns the program, the strategy that made it, the (strategy, reason) of each that did not,
-    and the dims left static."""
+    the dims left static and the bounded ones (:func:`_bounded`)."""
     requested = requested_dims(dynamic_shapes, args, kwargs, names)
     auto = map_dims(dynamic_shapes, args, kwargs, names,
                     lambda k, axis, dim: as_auto(dim) if (k, axis) in requested else dim)
@@ -53,8 +53,7 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
             mismatch = differs_at_size_three(program, module, args, kwargs, names, small,
                                              others=set(requested) - small)
         if not static and mismatch is None:
-            _warn_bounded(fixed, describe_dim)
-            return program, strategy, attempts, []
+            return program, strategy, attempts, [], _bounded(fixed, describe_dim)
         attempts.append((strategy, "; ".join(describe_dim(d) for d in static) or mismatch))
         if not strict and static and not {(d.position, d.axis) for d in static} & small:
             # Python running the model reads some sizes as ints (len(x), a size given to a
@@ -81,7 +80,7 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
         larger, reason = _traced_at_size_two(module, args, kwargs, names, auto, strict, requested,
                                              small, eager, describe_dim)
         if larger is not None:
-            return larger, strategy, attempts, []
+            return larger, strategy, attempts, [], reason
         attempts.append((strategy, reason))
 
     strategy = f"{'strict' if strict else 'non-strict'}, fixed dims static"
@@ -102,14 +101,15 @@ def capture_with_strategies(module, args, kwargs, dynamic_shapes, names, describ
             advice = " (change that line to keep it dynamic)" if d.location else ""
             warn_at_caller(f"{describe_dim(d)}; the ONNX model takes only size {d.size} there"
                            f"{advice}", DynamicDimensionFixedWarning)
-    _warn_bounded(fixed, describe_dim)
-    return final, strategy, attempts, [d for d in fixed if d.upper is None]
+    return final, strategy, attempts, [d for d in fixed if d.upper is None], \
+        _bounded(fixed, describe_dim)
 
 
 def _traced_at_size_two(module, args, kwargs, names, shapes, strict, requested, small, eager,
                         describe_dim):
     """The program captured with the example's sizes 0 and 1 of ``small`` dims made 2, when it
-    is sound at the example's own sizes; else (None, why not)."""
+    is sound at the example's own sizes, with its bounded dims (:func:`_bounded`); else
+    (None, why not)."""
     try:
         larger_args, larger_kwargs = with_dims_grown(args, kwargs, names, small, 2)
         program, fixed = _export(module, larger_args, larger_kwargs, shapes, strict, requested,
@@ -124,8 +124,7 @@ def _traced_at_size_two(module, args, kwargs, names, shapes, strict, requested, 
         return None, mismatch
     if not computes_eager_results(program, module, args, kwargs):
         return None, "its graph computes other values than eager at the example's sizes"
-    _warn_bounded(fixed, describe_dim)
-    return program, None
+    return program, _bounded(fixed, describe_dim)
 
 
 def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
@@ -189,12 +188,12 @@ def _refuse_fake_constants(program, module, args, kwargs) -> None:
                            "(x.data is one)")
 
 
-def _warn_bounded(fixed, describe_dim) -> None:
-    """Warn about dims kept dynamic but bounded."""
-    for d in fixed:
-        if d.upper is not None:
-            warn_at_caller(f"{describe_dim(d)}; the ONNX model keeps it dynamic, but matches "
-                           f"PyTorch only up to {d.upper}", DynamicDimensionFixedWarning)
+def _bounded(fixed, describe_dim) -> list[tuple[tuple[int, int], str]]:
+    """The dims kept dynamic but bounded, (position, axis) and the warning that names the
+    bound: it is given only where the program is wrong beyond the bound
+    (grown_check.bounds_that_bite), which is checked once the capture is chosen."""
+    return [((d.position, d.axis), f"{describe_dim(d)}; the ONNX model keeps it dynamic, but "
+             f"matches PyTorch only up to {d.upper}") for d in fixed if d.upper is not None]
 
 
 def _reason(error: BaseException) -> str:
