@@ -6,6 +6,7 @@ import onnx_ir as ir
 
 from onnxport.translate.ops._helpers import FLOAT_TYPES, cast, normalize_axis, rank, reduce
 from onnxport.translate.ops.reductions import sort
+from onnxport.translate.ops.shape import size_of
 from onnxport.translate.registry import translates
 
 _I64 = ir.DataType.INT64
@@ -118,7 +119,7 @@ def searchsorted(g, sorted_sequence, self, *, out_int32=False, right=False, side
 
 
 def _cumulative_extreme(g, self, dim, largest: bool):
-    """cummax/cummin for a static length n along ``dim``: an n x n lower-triangular mask
+    """cummax/cummin for a length n along ``dim``: an n x n lower-triangular mask
     picks the prefix of each position; the index is the last position holding the extreme
     (torch's choice among ties)."""
     if rank(self) == 0:
@@ -126,11 +127,6 @@ def _cumulative_extreme(g, self, dim, largest: bool):
     r = rank(self)
     axis = normalize_axis(dim, r)
     n = self.shape[axis]
-    if not isinstance(n, int):
-        from onnxport.errors import TranslationError
-
-        raise TranslationError("aten::cummax/cummin: a dynamic length along the axis has no "
-                               "translation yet; export with that axis static")
     perm = [i for i in range(r) if i != axis] + [axis]
     inverse = [perm.index(i) for i in range(r)]
     x = g.op("Transpose", self, perm_i=perm)
@@ -138,8 +134,14 @@ def _cumulative_extreme(g, self, dim, largest: bool):
     x = cast(g, x, compute)
     import torch
 
-    prefix = g.const(torch.tril(torch.ones(n, n, dtype=torch.bool)))
-    positions = g.const(torch.arange(n).reshape(1, n))
+    if isinstance(n, int):
+        prefix = g.const(torch.tril(torch.ones(n, n, dtype=torch.bool)))
+        positions = g.const(torch.arange(n).reshape(1, n))
+    else:  # the same mask, of the length at run time: row i holds j <= i
+        length = g.op("Squeeze", size_of(g, self, axis), g.const([0], _I64))
+        steps = g.op("Range", g.const(0, _I64), length, g.const(1, _I64))
+        positions = g.op("Unsqueeze", steps, g.const([0], _I64))
+        prefix = g.op("GreaterOrEqual", g.op("Unsqueeze", steps, g.const([1], _I64)), positions)
     if compute in FLOAT_TYPES:
         fill = float("-inf") if largest else float("inf")
     else:
