@@ -36,6 +36,15 @@ _INT64_OUTPUT = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero"}
 # only the run decides, declared as at the example; the one piece of a split whose recorded
 # shape is its input's): the recorded shape does not replace it.
 SHAPE_AT_THE_EXAMPLE = "onnxport.shape_at_the_example"
+# The meta key of a value whose op was given some of its sizes as numbers (a reshape to
+# [1, -1, n]): a list with those sizes, None elsewhere. They replace the recorded ones there,
+# which torch may have rewritten under a guard of the example (1 recorded as (a//2) where
+# a//2 == 1): a reshape copying that size from it would keep 1 where the model has a//2.
+GIVEN_SIZES = "onnxport.given_sizes"
+# The meta key of a value whose recorded sizes are doubtful: a given size disagreed with the
+# recorded one (above), or it is computed from such a value. A reshape does not copy its
+# sizes (Reshape's 0) by their recorded names; it takes the sizes' own values.
+RECORDED_SIZES_DOUBTFUL = "onnxport.recorded_sizes_doubtful"
 _PLAIN = (int, float, bool)  # Python numbers, by exact type (not numpy scalars, not tensors)
 _NUMPY_DTYPES = {
     ir.DataType.FLOAT: np.float32, ir.DataType.DOUBLE: np.float64,

@@ -25,7 +25,8 @@ from onnxport._version import __version__
 from onnxport.diagnostics.recorder import relative_path
 from onnxport.errors import TranslationError, UnsupportedOpsError
 from onnxport.translate import decompose
-from onnxport.translate.builder import SHAPE_AT_THE_EXAMPLE, GraphBuilder, Provenance
+from onnxport.translate.builder import (GIVEN_SIZES, RECORDED_SIZES_DOUBTFUL,
+                                        SHAPE_AT_THE_EXAMPLE, GraphBuilder, Provenance)
 from onnxport.translate.ops._helpers import fail_unless
 from onnxport.translate.registry import Registry, aten_name
 
@@ -328,6 +329,7 @@ class _Translator:
                     f"{type(error).__name__}: {error}"
                 ) from error
         self._bind(node, result, expected)
+        _carry_doubt((args, kwargs), result)
         # An in-place op: later reads of the tensor it wrote see the new value. (Writes into
         # views were functionalized at capture, so the written tensor is never a view here.)
         for position, argument in written:
@@ -401,7 +403,13 @@ class _Translator:
             if "onnxport.quantization" not in value.meta:
                 value.dtype = from_torch_dtype(QUANTIZED_AS_INTEGER.get(meta.dtype, meta.dtype))
             if not value.meta.get(SHAPE_AT_THE_EXAMPLE):
-                value.shape = ir.Shape([self.dim(d) for d in meta.shape])
+                dims = [self.dim(d) for d in meta.shape]
+                given = value.meta.get(GIVEN_SIZES) or ()
+                if len(given) == len(dims):
+                    if any(size is not None and size != d for size, d in zip(given, dims)):
+                        value.meta[RECORDED_SIZES_DOUBTFUL] = True
+                    dims = [d if size is None else size for size, d in zip(given, dims)]
+                value.shape = ir.Shape(dims)
         elif isinstance(meta, torch.SymInt):
             # SymInts live in the graph as 1-D int64 tensors of one element.
             value.dtype = ir.DataType.INT64
@@ -545,6 +553,16 @@ def _adopt(parent: torch.fx.Node, module: torch.fx.GraphModule, decomposition: b
 
 # Higher-order ops that only set a mode around a subgraph: their subgraph is inlined.
 _INLINED_HIGHER_ORDER_OPS = {"wrap_with_set_grad_enabled", "wrap_with_autocast", "wrap"}
+
+
+def _carry_doubt(inputs: Any, result: Any) -> None:
+    """A result computed from a value whose recorded sizes are doubtful is doubtful too
+    (builder.RECORDED_SIZES_DOUBTFUL)."""
+    if any(isinstance(v, ir.Value) and v.meta.get(RECORDED_SIZES_DOUBTFUL)
+           for v in torch.utils._pytree.tree_leaves(inputs)):
+        for value in result if isinstance(result, (tuple, list)) else [result]:
+            if isinstance(value, ir.Value):
+                value.meta[RECORDED_SIZES_DOUBTFUL] = True
 
 
 def _inlined_subgraph(node: torch.fx.Node):

@@ -478,3 +478,26 @@ def test_tensor_split_of_a_dynamic_axis_into_parts_at_every_size(sections, dynam
         assert [tuple(a.shape) for a in actual] == [tuple(e.shape) for e in expected], width
         for a, e in zip(actual, expected):
             torch.testing.assert_close(a, e)
+
+
+def _second_half_by_rows(x):
+    # tensor_split leaves a//2 rows, 1 in the example: torch records the reshape to
+    # [1, -1, b] as [(a//2), (a//2), ...] under that guard, and the reshape back copied its
+    # first size (Reshape [0, -1]): 1 where the model has a//2 rows, silently.
+    x = x.tensor_split(2, 0)[1]
+    return x.reshape(1, -1, x.size(-1)).reshape(*x.shape[:-1], -1).chunk(3, 0)[0]
+
+
+def _pooled_second_half(x):
+    # The same recorded [(a//2), (a//2), ...], carried through a pool to the reshape back
+    # (found by differential fuzzing, seed 24091): the last chunk had 0 rows where torch's has 1.
+    x = x.tensor_split(2, 0)[1].repeat(1, 2)
+    x = F.max_pool1d(x.reshape(1, -1, x.size(-1)), 2, ceil_mode=True).reshape(*x.shape[:-1], -1)
+    return x.split(2, 1)[0].chunk(3, 0)[-1]
+
+
+@pytest.mark.filterwarnings("ignore::onnxport.errors.DynamicDimensionFixedWarning")  # one piece
+@pytest.mark.parametrize("model", [_second_half_by_rows, _pooled_second_half])
+def test_a_size_given_as_a_number_is_the_size_a_later_reshape_copies(model):
+    check(model, torch.randn(3, 5), input_names=["x"], dynamic_axes={"x": {0: "a", 1: "b"}},
+          run_with=[(torch.randn(4, 4),), (torch.randn(6, 2),), (torch.randn(9, 3),)])

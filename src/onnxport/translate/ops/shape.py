@@ -18,6 +18,7 @@ from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import (
     as_1d, as_tensor, cast, expected_dtype, normalize_axis, rank, shape_list, unsqueeze,
 )
+from onnxport.translate.builder import GIVEN_SIZES, RECORDED_SIZES_DOUBTFUL
 from onnxport.translate.registry import translates
 
 INT64_MAX = 2**63 - 1
@@ -47,12 +48,14 @@ def reshape_to(g, x: ir.Value, dims: Sequence[Any]) -> ir.Value:
         return x
     entries: list[Any] = []
     unknown = []
+    copies = not x.meta.get(RECORDED_SIZES_DOUBTFUL)
     for i, d in enumerate(dims):
         if isinstance(d, int):
             entries.append(d)
             continue
         text = dim_text(d)
-        if text is not None and i < len(input_dims) and dim_text(input_dims[i]) == text:
+        if copies and text is not None and i < len(input_dims) and \
+                dim_text(input_dims[i]) == text:
             entries.append(0)
             continue
         entries.append(d)
@@ -74,7 +77,9 @@ def reshape_to(g, x: ir.Value, dims: Sequence[Any]) -> ir.Value:
         sizes = [d if isinstance(d, (int, ir.Value)) else _size_named(g, x, d) for d in dims]
         return g.op("ConstantOfShape", shape_list(g, sizes),
                     value_t=ir.tensor(torch.zeros(1, dtype=_torch_dtype(x.dtype))))
-    return g.op("Reshape", x, shape_list(g, entries))
+    out = g.op("Reshape", x, shape_list(g, entries))
+    out.meta[GIVEN_SIZES] = [d if isinstance(d, int) and d > 0 else None for d in dims]
+    return out
 
 
 def _size_named(g, x: ir.Value, dim: Any) -> ir.Value:
