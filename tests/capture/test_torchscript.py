@@ -1288,6 +1288,28 @@ def test_a_relation_between_sizes_the_trace_fixed_keeps_the_axes_static():
     _close(program(x)[0], model(x))
 
 
+class _RowsNarrowedToTheWidth(torch.nn.Module):
+    def forward(self, x):
+        x = x.narrow(0, 0, min(x.size(0), x.size(1)))
+        return (x @ x.transpose(0, 1)).roll(1, 1).sum(0)
+
+
+def test_a_relation_whose_graph_narrows_past_the_end_keeps_the_axes_static():
+    # The trace narrows the 4 rows to the width (3 < 4): where the width grows past the rows,
+    # the graph narrows past the end. That failure was counted as loud (a graph that cannot
+    # run), while ONNX's Slice clamps and the roll read the width: silently wrong values at
+    # (3, 4) (fuzz seed 24087). As for _NarrowedToTheSmaller, both axes are kept static.
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    model = _RowsNarrowedToTheWidth()
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 1 \\('m'\\)"):
+        program = onnxport.export(model, (torch.randn(4, 3),), dynamo=False,
+                                  input_names=["x"], dynamic_axes={"x": {0: "n", 1: "m"}})
+    assert str(program.model.graph.inputs[0].shape) == "[4,3]"  # the relation: both static
+    x = torch.randn(4, 3)
+    _close(program(x)[0], model(x))
+
+
 class _SlicedLists(torch.nn.Module):
     def forward(self, x):
         a, b, c = x.split(1, 0)[:3]
