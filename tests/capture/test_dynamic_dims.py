@@ -883,6 +883,28 @@ def test_a_parity_guard_where_the_program_holds_or_the_model_fails_keeps_the_axi
         torch.testing.assert_close(program(x)[0], model(x))
 
 
+class _SecondHalfOverItsSizeNarrowed(torch.nn.Module):
+    def forward(self, x):
+        x = x.tensor_split(2, 0)[1]
+        x = (x / x.numel())[:, :-1]
+        return x.narrow(1, 0, min(x.size(1), x.size(0)))
+
+
+def test_a_parity_guard_is_checked_where_the_results_are_not_empty():
+    # The rows of the second half are counted by torch's formula for an odd example (numel
+    # and min read it): wrong at even sizes. The check of the guard grew the rows alone, and
+    # the width of 1 left every result empty there, nothing told apart: silently wrong at
+    # (2, 6) (fuzz seed 27007). The other dims of 1 are grown too where the results are empty.
+    model = _SecondHalfOverItsSizeNarrowed()
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 0 .* % 2"):
+        program = onnxport.export(model, (torch.randn(3, 1),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "a", 1: "b"}})
+    assert program.model.graph.inputs[0].shape[0] == 3
+    for width in (1, 4, 7):
+        x = torch.randn(3, width)
+        torch.testing.assert_close(program(x)[0], model(x))
+
+
 class _LastPieceOfThreeColumnSplits(torch.nn.Module):
     def forward(self, x):
         return x.split(3, 1)[-1].softmax(1)

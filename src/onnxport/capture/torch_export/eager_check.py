@@ -168,23 +168,37 @@ def _differs_when_grown(program, module, args, kwargs, names, dims, size, others
             "example's size of 0 or 1 specially)")
 
 
-def differs_at_size(program: ExportedProgram, module, args, kwargs):
+def differs_at_size(program: ExportedProgram, module, args, kwargs, others=()):
     """A check of ``program`` against the model with one dim of the example's tensor inputs,
     (position, axis), at another size (the example's values repeated to it): whether the
-    model runs there and the program, run without its guards, computes other results."""
-    def differs(where: tuple[int, int], size: int) -> bool:
+    model runs there and the program, run without its guards, computes other results. Where
+    the model's results there are empty (nothing to tell apart: a width of 1 narrowed by one),
+    the dims of ``others`` (position, axis) that are 1 in the example are made 3 as well."""
+    def grown(where: tuple[int, int], size: int, more: list) -> tuple:
         leaves, spec = pytree.tree_flatten((args, kwargs))
         tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        for (position, axis), length in [(where, size), *((dim, 3) for dim in more)]:
+            leaves[tensors[position]] = repeated_to(leaves[tensors[position]], axis, length)
+        return pytree.tree_unflatten(leaves, spec)
+
+    def differs(where: tuple[int, int], size: int, more: list = ()) -> bool:
+        leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs))
+                  if isinstance(leaf, torch.Tensor)]
         position, axis = where
-        if position >= len(tensors) or axis >= leaves[tensors[position]].dim():
+        if position >= len(leaves) or axis >= leaves[position].dim():
             return False
-        leaves[tensors[position]] = repeated_to(leaves[tensors[position]], axis, size)
-        grown_args, grown_kwargs = pytree.tree_unflatten(leaves, spec)
+        grown_args, grown_kwargs = grown(where, size, more)
         try:
             with torch.no_grad():
                 expected = module(*copy.deepcopy(grown_args), **copy.deepcopy(grown_kwargs))
         except Exception:  # noqa: BLE001 - the model refuses that size too
             return False
+        results = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+        if not more and results and all(t.numel() == 0 for t in results):
+            more = [(k, a) for k, a in others if (k, a) != where and k < len(leaves)
+                    and a < leaves[k].dim() and leaves[k].shape[a] == 1]
+            if more:
+                return differs(where, size, more)
         return not computes_eager_results(program, module, grown_args, grown_kwargs, expected)
 
     return differs

@@ -152,7 +152,7 @@ def _export(module, args, kwargs, dynamic_shapes, strict, requested, oblivious):
                     if isinstance(leaf, torch.Tensor))
     return program, fixed_dims(program, user_inputs, requested, guards,
                                tensors if len(tensors) == len(user_inputs) else None,
-                               differs_at_size(program, module, args, kwargs))
+                               differs_at_size(program, module, args, kwargs, requested))
 
 
 def _distinct_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
