@@ -1475,3 +1475,19 @@ def test_a_fresh_tensor_filled_in_place_and_read_is_its_value(dynamo):
     program = onnxport.export(_FilledAndReturned(), (x,), dynamo=dynamo)
     for actual, expected in zip(program(x), _FilledAndReturned()(x)):
         _close(actual, expected)
+
+
+class _SqueezedThenNumbered(torch.nn.Module):
+    def forward(self, x):
+        x = (x.narrow(1, 0, 1).expand(x.shape) + x).squeeze(0)
+        x = x + torch.arange(x.numel(), dtype=x.dtype).view(x.shape)
+        return x.repeat(2)
+
+
+def test_a_trace_whose_sizes_read_back_fail_at_two_is_a_capture_error():
+    # Traced at a batch of 1, the graph's view to the size it read back fails where the batch
+    # is 2: that run, made to read the sizes, escaped as torch's RuntimeError ("shape '[2]' is
+    # invalid for input of size 6", fuzz seed 27267) instead of the capture's error.
+    with pytest.raises(CaptureError, match="reads them back as Python numbers"):
+        onnxport.export(_SqueezedThenNumbered(), (torch.randn(1, 3),), dynamo=False,
+                        input_names=["x"], dynamic_axes={"x": {0: "a", 1: "b"}})
