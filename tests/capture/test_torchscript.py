@@ -3,6 +3,7 @@ tensors fixed), translated by the same op library; sizes read from inputs stay d
 
 import copy
 import warnings
+from typing import List
 
 import numpy as np
 import onnx_ir as ir
@@ -1491,3 +1492,30 @@ def test_a_trace_whose_sizes_read_back_fail_at_two_is_a_capture_error():
     with pytest.raises(CaptureError, match="reads them back as Python numbers"):
         onnxport.export(_SqueezedThenNumbered(), (torch.randn(1, 3),), dynamo=False,
                         input_names=["x"], dynamic_axes={"x": {0: "a", 1: "b"}})
+
+
+class _SummedPairsOfRows(torch.nn.Module):
+    def forward(self, x):
+        res: List[torch.Tensor] = []
+        for piece in x.split(2, 0):
+            res.append(piece.sum(0))
+        return torch.stack(res)
+
+
+class _FirstRowsOfThirds(torch.nn.Module):
+    def forward(self, x):
+        res = torch.zeros_like(x[:1])
+        for piece in x.chunk(3, 0):
+            res = res + piece[:1]
+        return res
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+@pytest.mark.parametrize("model", [_SummedPairsOfRows, _FirstRowsOfThirds],
+                         ids=["split", "chunk"])
+def test_a_scripted_loop_over_the_pieces_of_a_static_axis(model, dynamo):
+    # The count of the loop, len(x.split(2)), was a run-time count even where no axis is
+    # dynamic: the capture refused the loop. It is the example's count, as len(x.unbind(0))'s.
+    x = torch.randn(7, 3)
+    program = onnxport.export(torch.jit.script(model()), (x,), dynamo=dynamo)
+    _close(program(x)[0], model()(x))

@@ -280,8 +280,8 @@ def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) 
     for position, (value, tensor) in enumerate(zip(inputs, tensors)):
         axes = {axis for (k, axis) in dynamic if k == position}
         for use in list(value.uses()):
-            if use.user.kind() == "aten::unbind":
-                folded |= _fold_unbound_count(graph, use.user, tensor, axes)
+            if use.user.kind() in ("aten::unbind", "aten::split", "aten::chunk"):
+                folded |= _fold_piece_count(graph, use.user, tensor, axes)
                 continue
             known = _known_size(use.user, tensor, axes)
             if known is None:
@@ -293,17 +293,28 @@ def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) 
     return folded
 
 
-def _fold_unbound_count(graph: torch._C.Graph, unbind: torch._C.Node, tensor: torch.Tensor,
-                        dynamic_axes: set) -> bool:
-    """``len(x.unbind(d))`` (the count of ``for row in x.unbind(0)``) as the example's size of
-    a static axis ``d``: the loop over the rows is then unrolled; whether there was one."""
-    axis = unbind.inputsAt(1).toIValue() if unbind.inputsSize() > 1 else 0
+def _fold_piece_count(graph: torch._C.Graph, node: torch._C.Node, tensor: torch.Tensor,
+                      dynamic_axes: set) -> bool:
+    """``len(x.unbind(d))``, ``len(x.split(s, d))`` or ``len(x.chunk(c, d))`` (the count of
+    ``for row in x.unbind(0)``) as the example's count along a static axis ``d``: the loop over
+    the pieces is then unrolled; whether there was one."""
+    kind = node.kind()
+    where = 1 if kind == "aten::unbind" else 2
+    axis = node.inputsAt(where).toIValue() if node.inputsSize() > where else 0
     if not isinstance(axis, int) or not -tensor.dim() <= axis < tensor.dim() or \
             axis % tensor.dim() in dynamic_axes:
         return False
-    lengths = [use.user for use in unbind.output().uses() if use.user.kind() == "aten::len"]
+    if kind == "aten::unbind":
+        count = tensor.shape[axis]
+    else:
+        size = node.inputsAt(1).toIValue() if node.inputsSize() > 1 else None
+        if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+            return False  # (sizes as a list: _fold_split_counts)
+        pieces = tensor.split(size, axis) if kind == "aten::split" else tensor.chunk(size, axis)
+        count = len(pieces)
+    lengths = [use.user for use in node.output().uses() if use.user.kind() == "aten::len"]
     for length in lengths:
-        fold_to_constant(graph, length, tensor.shape[axis])
+        fold_to_constant(graph, length, count)
     return bool(lengths)
 
 
