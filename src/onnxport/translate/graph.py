@@ -409,6 +409,10 @@ class _Translator:
                     if any(size is not None and size != d for size, d in zip(given, dims)):
                         value.meta[RECORDED_SIZES_DOUBTFUL] = True
                     dims = [d if size is None else size for size, d in zip(given, dims)]
+                if value.meta.get(RECORDED_SIZES_DOUBTFUL):  # (declared unknown: ONNX Runtime
+                    # plans buffers by the names of the dims a file declares)
+                    dims = [size if isinstance(size, int) else None for size in given] \
+                        if len(given) == len(dims) else [None] * len(dims)
                 value.shape = ir.Shape(dims)
         elif isinstance(meta, torch.SymInt):
             # SymInts live in the graph as 1-D int64 tensors of one element.
@@ -561,8 +565,10 @@ def _carry_doubt(inputs: Any, result: Any) -> None:
     if any(isinstance(v, ir.Value) and v.meta.get(RECORDED_SIZES_DOUBTFUL)
            for v in torch.utils._pytree.tree_leaves(inputs)):
         for value in result if isinstance(result, (tuple, list)) else [result]:
-            if isinstance(value, ir.Value):
+            if isinstance(value, ir.Value) and value.producer() is not None:
                 value.meta[RECORDED_SIZES_DOUBTFUL] = True
+                if value.shape is not None:  # its recorded sizes: unknown (see _set_meta)
+                    value.shape = ir.Shape([None] * len(value.shape))
 
 
 def _inlined_subgraph(node: torch.fx.Node):
