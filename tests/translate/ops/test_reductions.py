@@ -291,3 +291,22 @@ def test_cummax_and_cummin_along_a_dynamic_axis(dynamo, opset):
     torch.manual_seed(0)
     check(extremes, *ints(2, 3), opset=opset, dynamo=dynamo, input_names=["x"],
           dynamic_axes={"x": {0: "a", 1: "b"}}, run_with=[ints(5, 7), ints(1, 1), ints(4, 1)])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_diff_opinfo_samples(dtype):
+    # n, dim, prepend and append; a bool diff is an exclusive or, as torch's.
+    assert check_opinfo("diff", dtype=dtype, limit=12) > 0
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_diff_of_a_piece_empty_at_the_example(dynamo):
+    # The second half of one column is empty: torch's decomposition of diff, traced there,
+    # took its branch for an empty axis and returned its input at every size (found by
+    # differential fuzzing, seed 29040: the halves' values where torch has their differences).
+    def second_half_differences(x):
+        return x.tensor_split(2, 1)[1].diff(dim=1), x.diff(n=2, dim=0, append=x[:1])
+
+    check(second_half_differences, torch.randn(1, 1), dynamo=dynamo, input_names=["x"],
+          dynamic_axes={"x": {0: "a", 1: "b"}},
+          run_with=[(torch.randn(6, 4),), (torch.randn(3, 5),), (torch.randn(2, 2),)])

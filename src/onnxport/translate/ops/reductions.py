@@ -203,6 +203,25 @@ def cumsum(g, self, dim, *, dtype=None):
     return g.op("CumSum", x, axis)
 
 
+@translates("aten::diff")
+def diff(g, self, n=1, dim=-1, prepend=None, append=None):
+    """diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor
+
+    Each step is the axis from 1 on less the axis up to its last, two Slices that hold at
+    every length (0 and 1 included): torch's decomposition, traced at the example's length,
+    took its branch for an empty axis there (the input returned unchanged at every size)."""
+    out = expected_dtype(g) or self.dtype
+    parts = [cast(g, t, out) for t in (prepend, self, append) if t is not None]
+    axis = normalize_axis(dim, rank(self))
+    x = g.op("Concat", *parts, axis_i=axis) if len(parts) > 1 else parts[0]
+    axes = g.const([axis], ir.DataType.INT64)
+    for _ in range(n):
+        later = g.op("Slice", x, g.const([1]), g.const([2**63 - 1]), axes)
+        earlier = g.op("Slice", x, g.const([0]), g.const([-1]), axes)
+        x = g.op("Xor" if out == ir.DataType.BOOL else "Sub", later, earlier)
+    return x if n else g.op("Identity", x)
+
+
 @translates("aten::var", "aten::std")
 def var(g, self, unbiased=True):
     """var(Tensor self, bool unbiased=True) -> Tensor"""
