@@ -505,3 +505,18 @@ def test_a_size_given_as_a_number_is_the_size_a_later_reshape_copies(model):
     # The sizes torch recorded from there on are declared unknown, not as its expressions
     # ((a//2)*(b//(a//2)) is 0 at (6, 2), where the output has 2 columns).
     assert all(getattr(d, "value", None) is None for d in program.model.graph.outputs[0].shape)
+
+
+def _first_third_of_the_first_third(x):
+    # Both chunks make one piece of the example's one column. The product's recorded shape
+    # was the input's, so a pass shared the second chunk's read of its width with the
+    # input's: the first third of 7 columns had 3 (fuzz seed 30272).
+    return (x.chunk(3, 1)[0] * 2).chunk(3, 1)[0]
+
+
+@pytest.mark.filterwarnings("ignore::onnxport.errors.DynamicDimensionFixedWarning")  # one piece
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_what_is_computed_from_one_piece_has_the_pieces_sizes(dynamo):
+    check(_first_third_of_the_first_third, torch.randn(3, 1), dynamo=dynamo, input_names=["x"],
+          dynamic_axes={"x": {0: "a", 1: "b"}},
+          run_with=[(torch.randn(2, 7),), (torch.randn(3, 5),), (torch.randn(2, 2),)])

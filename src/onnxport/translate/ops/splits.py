@@ -11,7 +11,7 @@ import warnings
 import onnx_ir as ir
 
 from onnxport.errors import DynamicDimensionFixedWarning, TranslationError
-from onnxport.translate.builder import SHAPE_AT_THE_EXAMPLE
+from onnxport.translate.builder import RECORDED_SIZES_DOUBTFUL, SHAPE_AT_THE_EXAMPLE
 from onnxport.translate.ops._helpers import (
     as_1d, cast, fail_unless, normalize_axis, rank, result_read, split, squeeze,
 )
@@ -42,11 +42,14 @@ def _split_by_expected(g, self, dim, split_size=None):
             DynamicDimensionFixedWarning, stacklevel=2)
         piece = _split_by_slices(g, self, axis, 2, split_size)[0]
         # Its recorded shape is the input's (one piece of the example's one row): declared so,
-        # a pass took the input's width for the piece's (a mean divided by it).
+        # a pass took the input's width for the piece's (a mean divided by it). So are the
+        # recorded shapes of what is computed from it: doubtful (a later chunk of x.chunk(3)[0]
+        # * 2 read the width of x there, through a Shape a pass shared with x's).
         if self.shape is not None:
             piece.shape = ir.Shape([ir.SymbolicDim(None) if a == axis else d
                                     for a, d in enumerate(self.shape)])
             piece.meta[SHAPE_AT_THE_EXAMPLE] = True
+        piece.meta[RECORDED_SIZES_DOUBTFUL] = True
         return (piece,)
     if all(isinstance(s, int) for s in sizes):
         return split(g, self, sizes, axis)
