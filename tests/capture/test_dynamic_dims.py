@@ -4,6 +4,7 @@ input, the axis and the line, and the dim is static. The capture records its str
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from torch.export import Dim
 
 import onnxport
+from onnxport._versions import torch_at_least
 from onnxport.capture import capture_torch_export
 from onnxport.errors import CaptureError, DynamicDimensionFixedWarning
 
@@ -895,14 +897,20 @@ def test_a_parity_guard_is_checked_where_the_results_are_not_empty():
     # and min read it): wrong at even sizes. The check of the guard grew the rows alone, and
     # the width of 1 left every result empty there, nothing told apart: silently wrong at
     # (2, 6) (fuzz seed 27007). The other dims of 1 are grown too where the results are empty.
+    # (torch 2.11 records the rows by a formula that holds at every size: the axis stays
+    # dynamic there, and the file must then be right at even sizes.)
     model = _SecondHalfOverItsSizeNarrowed()
-    with pytest.warns(DynamicDimensionFixedWarning, match="axis 0 .* % 2"):
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
         program = onnxport.export(model, (torch.randn(3, 1),), input_names=["x"],
                                   dynamic_axes={"x": {0: "a", 1: "b"}})
-    assert program.model.graph.inputs[0].shape[0] == 3
-    for width in (1, 4, 7):
-        x = torch.randn(3, width)
+    fixed = [str(w.message) for w in record if w.category is DynamicDimensionFixedWarning]
+    pinned = program.model.graph.inputs[0].shape[0] == 3
+    assert pinned == any(re.search("axis 0 .* % 2", message) for message in fixed), fixed
+    for shape in ((3, 1), (3, 4), (3, 7)) + (() if pinned else ((2, 6), (4, 4), (6, 3))):
+        x = torch.randn(shape)
         torch.testing.assert_close(program(x)[0], model(x))
+    assert pinned or not torch_at_least("2.14")  # (2.14's formula holds at odd sizes only)
 
 
 class _LastPieceOfThreeColumnSplits(torch.nn.Module):

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import onnxport
+from onnxport._versions import torch_at_least
 
 from op_check import (BOTH_PATHS, PATH_IDS, as_module, cases, check, check_opinfo, op_types,
                       opinfo_cases)
@@ -299,6 +300,8 @@ def test_diff_opinfo_samples(dtype):
     assert check_opinfo("diff", dtype=dtype, limit=12) > 0
 
 
+@pytest.mark.skipif(not torch_at_least("2.14"), reason="torch 2.11 keeps the dims of 1 static "
+                    "(dynamo) and cannot propagate the empty piece (tracing): loud there")
 @pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
 def test_diff_of_a_piece_empty_at_the_example(dynamo):
     # The second half of one column is empty: torch's decomposition of diff, traced there,
