@@ -94,14 +94,14 @@ def _as_many_at_the_example(model: Any, args: tuple, kwargs: dict, count: int) -
 
 def bounds_that_bite(model: Any, args: tuple, kwargs: dict, program: CapturedProgram,
                      asked: set[int] = frozenset(), dim_names: dict | None = None,
-                     ) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
+                     ) -> tuple[dict[tuple[str, int], int], set[tuple[int, int]]]:
     """The dynamic input dims whose range torch bounded (:func:`upper_bounds`: a guard on a
     size, a branch or a count of pieces), each with its bound, where the program does not
     compute what the model does just beyond it, or at twice it (a program whose sizes torch
     simplified within the range answers wrongly there; ONNX would too, silently); and the
-    bounded dims the program holds beyond, where the model runs (a count of pieces the
-    translation computes at run time): the ONNX model keeps those as dynamic as the program
-    computes them, with no warning of a bound. A bound beyond :data:`CHECKED_UP_TO` is kept
+    bounded dims, (tensor input position, axis), that the program holds beyond where the
+    model runs (a count of pieces the translation computes at run time): the ONNX model keeps
+    those as dynamic as the program computes them, with no warning of a bound. A bound beyond :data:`CHECKED_UP_TO` is kept
     unchecked (running the model there would cost too much), and one beyond an int32 is no
     bound (a scripted loop's count is bounded so); nor is one where the model itself fails
     beyond (bert's positions: PyTorch fails there too), nor one of the ``asked`` maxima
@@ -124,7 +124,7 @@ def bounds_that_bite(model: Any, args: tuple, kwargs: dict, program: CapturedPro
                 for size in (upper + 1, 2 * upper + 1)):
             biting[(name, axis)] = upper
         elif _model_runs(model, args, kwargs, together, upper + 1):
-            held.add((name, axis))
+            held.add(key)
     return biting, held
 
 

@@ -185,7 +185,6 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
     program = result[0]
     program.upper_bounds, held = bounds_that_bite(model, args, kwargs, program, asked,
                                                   options.get("dim_names"))
-    held = {(program.user_inputs.index(name), axis) for name, axis in held}
     for where, message in program.bounded_dims:
         if where not in held:
             warn_at_caller(message, DynamicDimensionFixedWarning)

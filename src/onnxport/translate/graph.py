@@ -405,10 +405,9 @@ class _Translator:
             if not value.meta.get(SHAPE_AT_THE_EXAMPLE):
                 dims = [self.dim(d) for d in meta.shape]
                 given = value.meta.get(GIVEN_SIZES) or ()
-                if len(given) == len(dims):
-                    if any(size is not None and size != d for size, d in zip(given, dims)):
-                        value.meta[RECORDED_SIZES_DOUBTFUL] = True
-                    dims = [d if size is None else size for size, d in zip(given, dims)]
+                if len(given) == len(dims) and any(
+                        size is not None and size != d for size, d in zip(given, dims)):
+                    value.meta[RECORDED_SIZES_DOUBTFUL] = True
                 if value.meta.get(RECORDED_SIZES_DOUBTFUL):  # (declared unknown: ONNX Runtime
                     # plans buffers by the names of the dims a file declares)
                     dims = [size if isinstance(size, int) else None for size in given] \
