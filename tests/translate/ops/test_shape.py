@@ -520,3 +520,17 @@ def test_what_is_computed_from_one_piece_has_the_pieces_sizes(dynamo):
     check(_first_third_of_the_first_third, torch.randn(3, 1), dynamo=dynamo, input_names=["x"],
           dynamic_axes={"x": {0: "a", 1: "b"}},
           run_with=[(torch.randn(2, 7),), (torch.randn(3, 5),), (torch.randn(2, 2),)])
+
+
+def _rows_repeated_of_all_but_the_last_column(x):
+    # repeat_interleave(2, 0) is Reshape([2 * rows, columns - 1]) of an expanded copy, both
+    # sizes read at run time: from one column the second is 0, which Reshape read as "keep
+    # the input's 2", and the file failed at its own example.
+    return x.narrow(1, 0, x.size(1) - 1).repeat_interleave(2, 0)
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_a_size_read_at_run_time_as_0_is_an_empty_size_not_a_copy(dynamo):
+    check(_rows_repeated_of_all_but_the_last_column, torch.randn(1, 1), dynamo=dynamo,
+          input_names=["x"], dynamic_axes={"x": {0: "a", 1: "b"}},
+          run_with=[(torch.randn(3, 1),), (torch.randn(4, 5),), (torch.randn(2, 3),)])

@@ -77,7 +77,14 @@ def reshape_to(g, x: ir.Value, dims: Sequence[Any]) -> ir.Value:
         sizes = [d if isinstance(d, (int, ir.Value)) else _size_named(g, x, d) for d in dims]
         return g.op("ConstantOfShape", shape_list(g, sizes),
                     value_t=ir.tensor(torch.zeros(1, dtype=_torch_dtype(x.dtype))))
-    out = g.op("Reshape", x, shape_list(g, entries))
+    allowzero = None
+    if g.opset >= 14 and any(isinstance(e, ir.Value) for e in entries):
+        # A size read at run time can be 0 (an empty piece), which Reshape would read as
+        # "keep": the entries are taken as they are, the kept sizes read too.
+        entries = [size_of(g, x, i) if isinstance(e, int) and e == 0 else e
+                   for i, e in enumerate(entries)]
+        allowzero = 1
+    out = g.op("Reshape", x, shape_list(g, entries), allowzero_i=allowzero)
     out.meta[GIVEN_SIZES] = [d if isinstance(d, int) and d > 0 else None for d in dims]
     return out
 
