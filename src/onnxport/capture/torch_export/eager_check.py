@@ -139,13 +139,26 @@ def differs_at_size_three(program: ExportedProgram, module, args, kwargs, names,
     The other dynamic dims, ``others``, grow from n to 2n + 1 at the same time (n + 32 at
     most), where the model runs so: with sizes of 1 symbolic, torch keeps no guard on a size of
     1 it computes from them either (3 columns chunked in 3, and the one left chunked in 2, made
-    one piece at every size)."""
+    one piece at every size).
+
+    A program that splits is checked at 5 as well: from one row, ``chunk(2)`` made one piece
+    whose size torch recorded as the input's, and ``piece.size(0) // 2`` read the input's
+    size; at 3 rows both are 1 (3 // 2 and 2 // 2), at 5 they differ (fuzz seed 33012)."""
+    verdict = _CANNOT_RUN
     if others:
         verdict = _differs_when_grown(program, module, args, kwargs, names, dims, size, others)
-        if verdict is not _CANNOT_RUN:
-            return verdict
-    verdict = _differs_when_grown(program, module, args, kwargs, names, dims, size, ())
+    if verdict is _CANNOT_RUN:
+        verdict = _differs_when_grown(program, module, args, kwargs, names, dims, size, ())
+    if verdict in (None, _CANNOT_RUN) and size == 3 and _splits(program):
+        return differs_at_size_three(program, module, args, kwargs, names, dims, 5, others)
     return None if verdict is _CANNOT_RUN else verdict
+
+
+def _splits(program: ExportedProgram) -> bool:
+    """The program cuts a tensor into pieces (chunk, split, tensor_split, unbind)."""
+    return any(node.op == "call_function" and any(word in str(node.target) for word in
+                                                  ("split", "chunk", "unbind"))
+               for node in program.graph.nodes)
 
 
 _CANNOT_RUN = object()  # the model cannot run eagerly at the sizes grown
