@@ -26,6 +26,7 @@ REDUCTIONS = [
     # sorting. Not the int/bool samples of topk and sort: they have ties, whose order torch's
     # (unstable) kernels leave unspecified; the stable cases are by hand below.
     "topk", "sort", "argsort", "msort", ("argsort", torch.int64), ("topk", torch.float64),
+    "cov", "corrcoef",
 ]
 
 
@@ -313,3 +314,28 @@ def test_diff_of_a_piece_empty_at_the_example(dynamo):
     check(second_half_differences, torch.randn(1, 1), dynamo=dynamo, input_names=["x"],
           dynamic_axes={"x": {0: "a", 1: "b"}},
           run_with=[(torch.randn(6, 4),), (torch.randn(3, 5),), (torch.randn(2, 2),)])
+
+
+_FREQUENCIES = torch.tensor([1, 2, 1, 3, 1])
+_WEIGHTS = torch.tensor([0.5, 0.25, 1.0, 0.75, 0.125])
+COVARIANCES = {
+    "rows": lambda x: torch.cov(x),
+    "no correction": lambda x: torch.cov(x, correction=0),
+    "one row, 0-d": lambda x: torch.cov(x[0]),
+    "frequencies": lambda x: torch.cov(x[:, :5], fweights=_FREQUENCIES),
+    "weights": lambda x: torch.cov(x[:, :5], aweights=_WEIGHTS),
+    "both, correction 2": lambda x: torch.cov(x[:, :5], fweights=_FREQUENCIES,
+                                              aweights=_WEIGHTS, correction=2),
+    "corrcoef": lambda x: torch.corrcoef(x),
+    "corrcoef of one row": lambda x: torch.corrcoef(x[1]),
+}
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("case", COVARIANCES.values(), ids=list(COVARIANCES))
+def test_cov_and_corrcoef_on_both_paths(case, opset, dynamo):
+    # Traced, cov and corrcoef were one call each whose decomposition reads the weights'
+    # values: dynamo=False refused them. The observations' axis is dynamic.
+    check(case, torch.randn(3, 6), dynamo=dynamo, opset=opset, input_names=["x"],
+          dynamic_axes={"x": {1: "n"}}, run_with=[(torch.randn(3, 9),)])

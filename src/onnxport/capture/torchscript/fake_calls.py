@@ -36,7 +36,22 @@ def run_keeping_inputs(target: Any, args: tuple, kwargs: dict) -> Any:
         args = (args[0].detach(), *args[1:])
     if target in _QUANTIZING:  # fake tensors have no quantized kind: its integers' shape
         return args[0].new_empty(args[0].shape)
+    if target in _COVARIANCES:
+        return _covariance_shaped(*args)
     return target(*args, **kwargs)
+
+
+# Their composite kernels test the normalizing factor's value (is it at or below 0?): on fake
+# values a data-dependent read, though the result's shape is the rows' count squared.
+_COVARIANCES = {torch.ops.aten.cov.default, torch.ops.aten.corrcoef.default}
+
+
+def _covariance_shaped(x: torch.Tensor, *_: Any, **__: Any) -> torch.Tensor:
+    """An empty result shaped as cov's and corrcoef's: [rows, rows], squeezed as torch does."""
+    rows = x.shape[0] if x.dim() == 2 else 1
+    dtype = x.dtype if x.is_floating_point() or x.is_complex() else \
+        torch.get_default_dtype()
+    return x.new_empty(() if x.dim() < 2 or rows == 1 else (rows, rows), dtype=dtype)
 
 
 # Ops whose quantized result a fake tensor cannot hold; as torch.export's fake run does, the

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+import torch
+
 from onnxport.translate.ops._helpers import (
     FLOAT_TYPES, as_1d, as_tensor, cast, expected_dtype, normalize_axis, rank, reduce, squeeze,
+    unsqueeze,
 )
+from onnxport.translate.ops.shape import size_of
 from onnxport.translate.registry import translates
+
+_I64 = ir.DataType.INT64
 
 
 def _axes(self, dim):
@@ -220,6 +226,68 @@ def diff(g, self, n=1, dim=-1, prepend=None, append=None):
         earlier = g.op("Slice", x, g.const([0]), g.const([-1]), axes)
         x = g.op("Xor" if out == ir.DataType.BOOL else "Sub", later, earlier)
     return x if n else g.op("Identity", x)
+
+
+@translates("aten::cov")
+def cov(g, self, *, correction=1, fweights=None, aweights=None):
+    """cov(Tensor self, *, int correction=1, Tensor? fweights=None, Tensor? aweights=None) -> Tensor
+
+    Its own translation: traced, cov is one call whose decomposition reads the weights'
+    values (is_nonzero checks), which a trace cannot keep."""
+    return _squeezed_as_torch(g, self, _covariance(g, self, correction, fweights, aweights))
+
+
+@translates("aten::corrcoef")
+def corrcoef(g, self):
+    """corrcoef(Tensor self) -> Tensor"""
+    c = _covariance(g, self, 1, None, None)
+    # c / (std_i std_j), the standard deviations the diagonal's roots; clipped to [-1, 1].
+    std = g.op("Sqrt", reduce(g, "ReduceSum", g.op("Mul", c, g.op("EyeLike", c)), [1], False))
+    c = g.op("Div", g.op("Div", c, unsqueeze(g, std, [1])), unsqueeze(g, std, [0]))
+    one = g.const(1.0, c.dtype)
+    return _squeezed_as_torch(g, self, g.op("Min", g.op("Max", c, g.op("Neg", one)), one))
+
+
+def _covariance(g, self, correction, fweights, aweights) -> ir.Value:
+    """The [variables, variables] covariance of ``self``'s rows (a 1-D input: one row)."""
+    out = expected_dtype(g)
+    out = out if out in FLOAT_TYPES else (self.dtype if self.dtype in FLOAT_TYPES
+                                          else ir.DataType.FLOAT)
+    x = cast(g, self, out)
+    if rank(self) < 2:
+        x = g.op("Reshape", x, g.const([1, -1], _I64))
+    weights = [cast(g, w, out) for w in (fweights, aweights) if w is not None]
+    w = g.op("Mul", *weights) if len(weights) == 2 else (weights[0] if weights else None)
+    if w is None:
+        mean = reduce(g, "ReduceMean", x, [1], True)
+        count = cast(g, size_of(g, x, 1), out)
+        factor = g.op("Sub", g.op("Reshape", count, g.const([], _I64)),
+                      g.const(float(correction), out))
+    else:
+        total = reduce(g, "ReduceSum", w, None, False)
+        mean = g.op("Div", reduce(g, "ReduceSum", g.op("Mul", x, w), [1], True), total)
+        factor = total
+        if correction and aweights is None:
+            factor = g.op("Sub", total, g.const(float(correction), out))
+        elif correction:
+            # torch: sum(w) - correction * sum(w * aweights) / sum(w)
+            spread = g.op("Div", reduce(g, "ReduceSum", g.op("Mul", w, cast(g, aweights, out)),
+                                        None, False), total)
+            factor = g.op("Sub", total, g.op("Mul", g.const(float(correction), out), spread))
+    # A factor at or below 0 is 0 in torch (with a warning): the result inf or nan.
+    factor = g.op("Max", factor, g.const(0.0, out))
+    centred = g.op("Sub", x, mean)
+    weighted = centred if w is None else g.op("Mul", centred, w)
+    product = g.op("MatMul", weighted, g.op("Transpose", centred, perm_i=[1, 0]))
+    return g.op("Div", product, factor)
+
+
+def _squeezed_as_torch(g, self, c: ir.Value) -> ir.Value:
+    """torch squeezes the result: 0-d for one variable (a 1-D input, or one row)."""
+    expected = g.expected if isinstance(g.expected, torch.Tensor) else None
+    one = expected.dim() == 0 if expected is not None else \
+        rank(self) < 2 or self.shape[0] == 1
+    return g.op("Reshape", c, g.const([], _I64)) if one else c
 
 
 @translates("aten::var", "aten::std")
