@@ -9,13 +9,15 @@
   fused_cells.py         LSTMCell/GRUCell on a GPU: zero biases, fake kernels of the fused cells
   grouped_mm.py          aten::_grouped_mm (mixtures of experts) on fake tensors of any float
   fake_kernels.py        (fake kernels given to ATen ops while a step runs: the helper)
-  attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing)
+  attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing,
+                         and in scripted code)
   pooling_1d.py          max_pool1d as max_pool2d: a dynamic length stays dynamic
   conv_backends.py       the fake convolution's choice of backend, without a guard on the batch
   one_piece_splits.py    [-1] of a split's one piece at the example: the last piece at any size
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
-Capture applies them through one hook, :func:`applied`, naming the step it is in; the model's
+Capture applies them through one hook, :func:`applied`, naming the step it is in (a graph
+with scripted code gets its own through :func:`in_scripted_graph`); the model's
 own form for capture (quantized modules swapped) comes from :func:`prepared`, and the whole
 capture keeps autograd Functions through :func:`keeping_autograd_functions`
 (``capture_model``'s ``keep_functions``): nothing outside capture/ enters a quirk.
@@ -84,6 +86,18 @@ def applied(step: str) -> Iterator[None]:
 
             stack.enter_context(zero_biases_for_fused_cells())
         yield
+
+
+def in_scripted_graph(graph: Any) -> None:
+    """The quirks a graph with scripted code needs before its branches are decided (the step
+    "replay" comes later): nn.MultiheadAttention's and nn.TransformerEncoder's fast path off,
+    as :func:`applied` turns it off while tracing."""
+    import torch
+
+    from onnxport.capture.quirks.attention_fast_path import fast_path_off_in
+
+    if fast_path_off_in(graph):
+        torch._C._jit_pass_constant_propagation(graph)
 
 
 @contextlib.contextmanager

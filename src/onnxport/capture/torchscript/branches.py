@@ -22,16 +22,24 @@ def decide_branches(graph: torch._C.Graph) -> None:
     """Simplify ``graph`` (a TorchScript graph with branches) in place."""
     # Scripted code's warnings (F.mse_loss's on broadcast sizes) have no ONNX form: gone,
     # with the strings they format and the branches that only warn.
-    dropped = _drop_warnings(graph)
-    dropped = _fold_known_ranks(graph) or dropped
-    dropped = _drop_raising_branches(graph) or dropped
-    if dropped:
-        # What the checks were about (a rank, an optional argument) is constant now.
-        torch._C._jit_pass_constant_propagation(graph)
-    if _fold_identity_checks(graph) or dropped:
+    changed = _drop_warnings(graph)
+    # Repeated while it decides more: a branch decided by an identity check can leave a rank
+    # known that decides the next (the second layer of a scripted nn.TransformerEncoder
+    # reads the rank of the first's output, known once its attention's branches are gone).
+    for _ in range(8):
+        dropped = _fold_known_ranks(graph)
+        dropped = _drop_raising_branches(graph) or dropped
+        if dropped or changed:
+            # What the checks were about (a rank, an optional argument) is constant now.
+            torch._C._jit_pass_constant_propagation(graph)
+        decided = _fold_identity_checks(graph)
+        if not (dropped or decided):
+            break
+        changed = True
+    if changed:
         torch._C._jit_pass_dce(graph)
-        if _drop_dead_loops(graph):
-            torch._C._jit_pass_dce(graph)
+    if _drop_dead_loops(graph):
+        torch._C._jit_pass_dce(graph)
 
 
 def _fold_known_ranks(graph: torch._C.Graph) -> bool:
@@ -54,15 +62,18 @@ def _fold_known_ranks(graph: torch._C.Graph) -> bool:
 
 
 def _drop_dead_loops(block: Any) -> bool:
-    """Remove the loops whose results nothing reads and that write nothing (the size check
-    of F.group_norm's batch, whose raise is gone): TorchScript's dead-code pass keeps them, and
-    their list arithmetic cannot run on symbolic sizes. Whether there was one."""
+    """Remove the loops and branches whose results nothing reads and that write nothing but
+    lists of their own (the size check of F.group_norm's batch, whose raise is gone; the
+    device checks left of nn.MultiheadAttention's fast path): TorchScript's dead-code pass
+    keeps them, and their list arithmetic cannot run on symbolic sizes. Whether there was
+    one."""
     dropped = False
     for node in reversed(list(block.nodes())):
         for inner in node.blocks():
             dropped = _drop_dead_loops(inner) or dropped
-        if node.kind() == "prim::Loop" and not any(o.uses() for o in node.outputs()) and \
-                not any(_writes_anything(b) for b in node.blocks()):
+        if node.kind() in ("prim::Loop", "prim::If") and \
+                not any(o.uses() for o in node.outputs()) and \
+                not any(_writes_outside(b, set()) for b in node.blocks()):
             node.destroy()
             dropped = True
     return dropped
@@ -71,14 +82,22 @@ def _drop_dead_loops(block: Any) -> bool:
 _SIDE_EFFECTS = {"prim::RaiseException", "prim::Print", "prim::SetAttr", "aten::warn",
                  "aten::append", "aten::insert", "aten::_set_item", "aten::pop",
                  "aten::Delete", "aten::extend", "aten::clear"}
+_LIST_EDITS = {"aten::append", "aten::insert", "aten::_set_item", "aten::pop",
+               "aten::Delete", "aten::extend", "aten::clear"}
 
 
-def _writes_anything(block: Any) -> bool:
+def _writes_outside(block: Any, local: set) -> bool:
+    """Whether ``block`` writes anything but the lists made in it (``local``: what the
+    blocks around it made, within the node being judged)."""
     for node in block.nodes():
         kind = node.kind()
-        if kind in _SIDE_EFFECTS or kind.endswith("_") and not kind.endswith("__") or \
-                any(_writes_anything(b) for b in node.blocks()):
+        if kind in _LIST_EDITS and node.inputsAt(0).unique() in local:
+            pass
+        elif kind in _SIDE_EFFECTS or kind.endswith("_") and not kind.endswith("__"):
             return True
+        if any(_writes_outside(b, local) for b in node.blocks()):
+            return True
+        local.update(o.unique() for o in node.outputs())
     return False
 
 
@@ -152,4 +171,19 @@ def _same_object(a: torch._C.Value, b: torch._C.Value) -> bool | None:
         return True
     if kinds == {"TensorType", "NoneType"}:
         return False
+    if kinds == {"TensorType"} and (_new_tensor(a) or _new_tensor(b)):
+        return False  # (a decoder's query, normalized, is not its memory)
     return None
+
+
+def _new_tensor(value: torch._C.Value) -> bool:
+    node = value.node()
+    return node.kind() in _NEW_TENSOR and "(a!)" not in node.schema()  # (not out=)
+
+
+# Ops whose result is always a tensor of its own, never one of their arguments (unlike
+# contiguous, to or dropout in eval, which can return their input).
+_NEW_TENSOR = {f"aten::{name}" for name in (
+    "layer_norm", "linear", "add", "sub", "mul", "div", "matmul", "bmm", "baddbmm",
+    "softmax", "log_softmax", "relu", "gelu", "tanh", "sigmoid", "cat", "stack",
+    "scaled_dot_product_attention")}

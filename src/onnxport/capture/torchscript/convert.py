@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from onnxport.capture import quirks
 from onnxport.capture.common import first_lines, source_line
 from onnxport.capture.torchscript.branches import decide_branches
 from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_arange
@@ -65,6 +66,7 @@ def _converted(state: _ConverterState) -> torch.fx.GraphModule:
             warnings.simplefilter("ignore")
             # (A traced graph has no branch: walking its nodes in Python is then time lost.)
             if state.ts_graph.findNode("prim::If", True) is not None:
+                quirks.in_scripted_graph(state.ts_graph)
                 decide_branches(state.ts_graph)
             paths = _lift_attributes(state)
             blocks, attribute_names = _lifted_attributes(state.ts_graph)

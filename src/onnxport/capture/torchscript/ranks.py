@@ -20,7 +20,7 @@ _SAME = {
     "aten::permute", "aten::t", "aten::cumsum", "aten::zeros_like", "aten::ones_like",
     "aten::empty_like", "aten::full_like", "aten::rand_like", "aten::randn_like",
     "aten::linear", "aten::reciprocal", "aten::sign", "aten::floor", "aten::ceil",
-    "aten::round",
+    "aten::round", "aten::scaled_dot_product_attention",
 }
 # Ops whose result broadcasts their tensor arguments: the largest rank.
 _BROADCAST = {
@@ -123,10 +123,16 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
         result = known[0] - 1
     elif kind == "aten::unsqueeze" and isinstance(known[0], int):
         result = known[0] + 1
+    elif kind in ("aten::bmm", "aten::baddbmm"):
+        result = 3
+    elif kind == "aten::matmul" and all(isinstance(r, int) and r >= 2 for r in known[:2]):
+        result = max(known[:2])
+    elif kind == "aten::unflatten" and isinstance(known[0], int) and \
+            _length(inputs[2]) is not None:
+        result = known[0] - 1 + _length(inputs[2])
     elif kind in _FACTORIES:
         sizes = next((v for v in inputs if isinstance(v.type(), torch._C.ListType)), None)
-        if sizes is not None and sizes.node().kind() == "prim::ListConstruct":
-            result = sizes.node().inputsSize()
+        result = _length(sizes) if sizes is not None else None
     elif kind in _CELLS and len(inputs) > 1:
         state = known[1]
         rank = state[0] if isinstance(state, tuple) and state else state
@@ -137,6 +143,9 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
     elif kind in ("prim::TupleConstruct", "prim::ListConstruct"):
         if all(isinstance(r, int) for r in known) and known:
             result = tuple(known)
+        elif kind == "prim::TupleConstruct" and any(isinstance(r, int) for r in known):
+            # (attention's (output, None) without weights: the output's rank read alone)
+            result = tuple(r if isinstance(r, int) else None for r in known)
     elif kind in ("prim::TupleUnpack", "prim::ListUnpack"):
         parts = known[0]
         for k, output in enumerate(outputs):
@@ -156,6 +165,16 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
     if result is not None and len(outputs) == 1 and (
             isinstance(outputs[0].type(), torch._C.TensorType) or isinstance(result, tuple)):
         ranks[outputs[0]] = result
+
+
+def _length(sizes: torch._C.Value) -> int | None:
+    """The length of a list of sizes, built in the graph or folded to a constant."""
+    maker = sizes.node()
+    if maker.kind() == "prim::ListConstruct":
+        return maker.inputsSize()
+    if maker.kind() == "prim::Constant" and isinstance(sizes.toIValue(), (list, tuple)):
+        return len(sizes.toIValue())
+    return None
 
 
 def _element(parts: Any) -> int | None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import torch
 
+from onnxport.capture import quirks
+from onnxport.compat.jit_scalar_type import JitScalarType
 from onnxport.capture.script_mutations import functionalize_writes, nodes_within
-from onnxport.capture.torchscript.branches import fold_to_constant
+from onnxport.capture.torchscript.branches import decide_branches, fold_to_constant
 from onnxport.capture.torchscript.trace import _ConverterState
 
 
@@ -42,13 +44,22 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     graph = scripted.inlined_graph if is_module else scripted.graph.copy()
     if not is_module:  # (the functions it calls, F.layer_norm or torch.norm, inlined too)
         torch._C._jit_pass_inline(graph)
+    quirks.in_scripted_graph(graph)
     _bind_arguments(graph, args, _defaults(scripted, len(args)), 1 if is_module else 0)
     tensors = [t for arg in args for t in (arg if is_tensor_sequence(arg) else [arg])
                if isinstance(t, torch.Tensor)]
     if is_module:
         _fold_training_flags(graph, scripted)
         _forward_attribute_writes(graph.block(), next(graph.inputs()))
-    _fold_dtypes(graph, tensors, 1 if is_module else 0, scripted if is_module else None)
+    for _ in range(4):
+        folded = _fold_dtypes(graph, tensors, 1 if is_module else 0,
+                              scripted if is_module else None)
+        if not folded or graph.findNode("prim::dtype", True) is None or \
+                graph.findNode("prim::If", True) is None:
+            break
+        # Branches the folds decide may leave more dtypes known (a scripted
+        # nn.TransformerEncoder's second layer checks the dtype of the first's output).
+        decide_branches(graph)
     _fold_split_counts(graph)
     if static_sizes is not None:
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
@@ -81,7 +92,7 @@ def _defaults(scripted, given: int) -> list:
 
 
 def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int,
-                 module: torch.jit.ScriptModule | None) -> None:
+                 module: torch.jit.ScriptModule | None) -> bool:
     """Reads of the dtype and device of the tensor inputs and of the module's parameters and
     buffers (``prim::dtype(x)``, which ``x[i] = 0.0`` makes; F.embedding_bag's check of its
     weight's dtype, which swaps its arguments), whether they are floating point and their ranks
@@ -90,7 +101,7 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int,
     weight."""
     inputs = list(graph.inputs())[first:]
     if len(inputs) != len(tensors):
-        return
+        return False
     known_tensors = list(zip(inputs, tensors))
     if module is not None:
         known_tensors += _attribute_tensors(graph, module)
@@ -115,6 +126,7 @@ def _fold_dtypes(graph: torch._C.Graph, tensors: list, first: int,
     folded = _fold_derived_dtypes(graph, known_tensors) or folded
     if folded:
         torch._C._jit_pass_constant_propagation(graph)
+    return folded
 
 
 # Ops whose result has the dtype of their first input (views, copies, writes into it).
@@ -123,7 +135,12 @@ _SAME_DTYPE = {f"aten::{name}" for name in (
     "squeeze", "transpose", "permute", "t", "expand", "expand_as", "flatten", "detach",
     "repeat", "flip", "roll", "neg", "abs", "copy", "copy_", "select_scatter",
     "slice_scatter", "masked_fill", "masked_fill_", "index_put", "index_put_", "fill_",
-    "zero_", "index", "__getitem__", "clamp", "relu")}
+    "zero_", "index", "__getitem__", "clamp", "relu", "unflatten")}
+# Ops whose result, from floating inputs of one dtype, has that dtype (numbers given with
+# them do not promote a floating tensor): a scripted transformer layer's chain of them.
+_FLOATS_KEPT = {f"aten::{name}" for name in (
+    "add", "sub", "mul", "div", "layer_norm", "linear", "dropout", "gelu", "softmax", "matmul",
+    "bmm", "baddbmm", "scaled_dot_product_attention", "tanh", "sigmoid", "silu")}
 _FACTORIES = {f"aten::{name}" for name in (
     "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
     "new_zeros", "new_ones", "new_empty", "new_full", "arange", "eye")}
@@ -133,8 +150,6 @@ def _fold_derived_dtypes(graph: torch._C.Graph, known_tensors: list) -> bool:
     """``prim::dtype`` of a value made from a known tensor by ops that keep its dtype, or by
     a factory given a constant dtype (``mask[1] = True`` on ``torch.zeros(n,
     dtype=torch.bool)`` in a branch), becomes that constant; whether there was one."""
-    from onnxport.compat.jit_scalar_type import JitScalarType
-
     sources = {value.debugName(): int(JitScalarType.from_dtype(tensor.dtype))
                for value, tensor in known_tensors}
     folded = False
@@ -147,15 +162,31 @@ def _fold_derived_dtypes(graph: torch._C.Graph, known_tensors: list) -> bool:
     return folded
 
 
+_FLOATING = {int(JitScalarType.from_dtype(t)) for t in (torch.float16, torch.bfloat16,
+                                                          torch.float32, torch.float64)}
+
+
 def _dtype_of(value: torch._C.Value, sources: dict, depth: int = 0) -> int | None:
     """The ScalarType number of ``value`` when the graph fixes it; else None."""
     if value.debugName() in sources:
         return sources[value.debugName()]
     node = value.node()
-    if depth > 50 or node.outputsSize() != 1:
+    if depth > 50:
+        return None
+    if node.kind() in ("prim::ListUnpack", "prim::TupleUnpack", "prim::TupleIndex"):
+        return _dtype_of(part, sources, depth + 1) if (part := _part(node, value)) else None
+    if node.outputsSize() != 1:
         return None
     if node.kind() in _SAME_DTYPE and node.inputsSize() > 0:
         return _dtype_of(node.inputsAt(0), sources, depth + 1)
+    if node.kind() in _FLOATS_KEPT:
+        found = {_dtype_of(v, sources, depth + 1) for v in node.inputs()
+                 if isinstance(v.type(), torch._C.TensorType) and
+                 v.node().kind() != "prim::GetAttr"}  # (weights: the module's own dtype)
+        dtype = found.pop() if len(found) == 1 else None
+        dtype = dtype if dtype in _FLOATING else None
+        sources[value.debugName()] = dtype  # (each value once: chains branch and rejoin)
+        return dtype
     if node.kind() in _FACTORIES:
         schema = node.schema()
         names = [argument.name for argument in torch._C.parse_schema(schema).arguments] \
@@ -165,6 +196,21 @@ def _dtype_of(value: torch._C.Value, sources: dict, depth: int = 0) -> int | Non
             if dtype.node().kind() == "prim::Constant" and isinstance(dtype.toIValue(), int):
                 return dtype.toIValue()
     return None
+
+
+def _part(node: torch._C.Node, value: torch._C.Value) -> torch._C.Value | None:
+    """The element of a list or tuple built in the graph that an unpacking ``node`` gives
+    as ``value``; None when the graph does not say."""
+    made = node.inputsAt(0).node()
+    if made.kind() not in ("prim::ListConstruct", "prim::TupleConstruct"):
+        return None
+    if node.kind() == "prim::TupleIndex":
+        index = node.inputsAt(1)
+        k = index.toIValue() if index.node().kind() == "prim::Constant" else None
+    else:
+        k = list(node.outputs()).index(value)
+    parts = list(made.inputs())
+    return parts[k] if isinstance(k, int) and -len(parts) <= k < len(parts) else None
 
 
 def _forward_attribute_writes(block, module_value, written: dict | None = None) -> None:
