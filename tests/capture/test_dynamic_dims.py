@@ -948,3 +948,21 @@ def test_a_size_read_from_one_piece_of_one_row_is_checked_at_five():
                                   input_names=["x"], dynamic_axes={"x": {0: "n"}})
     _at_sizes(program, _FirstHalfRolledByHalfItsRows(), [1])
     assert program.model.graph.inputs[0].shape[0] == 1
+
+
+class _OnesCountedByItsRows(torch.nn.Module):
+    def forward(self, x):
+        return torch.ones(len(x.unbind(0))) + x.sum()
+
+
+def test_a_count_of_pieces_read_by_python_keeps_the_traced_axis_static():
+    # len() of the rows gives no TracingWarning and leaves nothing in the graph: the trace's
+    # ones(5) answered (5,) at 7 rows, silently (torch.onnx's too). The outputs' shapes are
+    # checked at larger sizes whatever the warnings.
+    with pytest.warns(DynamicDimensionFixedWarning, match="gives no TracingWarning"):
+        program = onnxport.export(_OnesCountedByItsRows(), (torch.randn(5, 4),),
+                                  input_names=["x"], dynamic_axes={"x": {0: "n"}},
+                                  dynamo=False)
+    assert program.model.graph.inputs[0].shape[0] == 5
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(program(x)[0], _OnesCountedByItsRows()(x), rtol=1e-3, atol=1e-4)

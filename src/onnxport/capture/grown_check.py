@@ -23,7 +23,8 @@ from onnxport.errors import DynamicDimensionFixedWarning
 def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
                    program: CapturedProgram, *, distinct: bool = False,
                    differences_only: bool = False, smallest: int = 0,
-                   failing_graph_differs: bool = False, shapes: bool = False) -> str | None:
+                   failing_graph_differs: bool = False, shapes: bool = False,
+                   values: bool = True) -> str | None:
     """Why ``program`` does not compute what ``model`` does with every dynamic axis of
     ``dim_names`` grown by about half, to ``smallest`` at least (None when it does); where
     the model returns only empty tensors there, one larger (up to 5), which have something
@@ -35,7 +36,7 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     fails where the model runs does not (its sizes hold at the example only: ONNX, which
     broadcasts where torch refuses, may answer there). ``shapes``: each node's size there
     must also be the one its recorded symbolic shape gives (:func:`run_program`), which
-    translation builds on."""
+    translation builds on. ``values`` False: only the outputs' shapes are compared."""
     grown, (grown_args, grown_kwargs) = _grown_inputs(args, kwargs, dim_names, smallest,
                                                       distinct)
     try:
@@ -48,7 +49,8 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
         # (x.chunk(3)[-1][1:] of 3 rows is empty, as the first chunk's is: at 4 they differ)
         return grown_mismatch(model, args, kwargs, dim_names, program, distinct=distinct,
                               differences_only=differences_only, smallest=smallest + 1,
-                              failing_graph_differs=failing_graph_differs, shapes=shapes)
+                              failing_graph_differs=failing_graph_differs, shapes=shapes,
+                              values=values)
     try:
         with torch.no_grad():
             actual = run_program(program.exported_program, grown, shapes=shapes)
@@ -67,7 +69,8 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     for k, (a, e) in enumerate(zip(actual, expected)):
         if a.shape != e.shape:
             return f"output {k} has shape {list(a.shape)} where the model's has {list(e.shape)}"
-        if not torch.allclose(a.to(e.dtype), e, rtol=1e-3, atol=1e-4, equal_nan=True):
+        if values and not torch.allclose(a.to(e.dtype), e, rtol=1e-3, atol=1e-4,
+                                         equal_nan=True):
             return f"output {k} has other values"
     return None
 
@@ -158,7 +161,7 @@ CHECKED_UP_TO = 512  # the largest bound that bounds_that_bite runs the model be
 
 def axes_the_trace_fixes(model: Any, args: tuple, kwargs: dict, dim_names: dict,
                          traced: CapturedProgram, grown_together: bool = True,
-                         ) -> list[tuple[int, int]]:
+                         values: bool = True) -> list[tuple[int, int]]:
     """The dynamic axes (tensor input position, axis) at whose larger sizes ``traced``
     computes other results than ``model``: a size the model used as a Python number
     (``range(x.size(0))``, ``torch.tensor(x.size(0))``) was recorded as this example's, which
@@ -171,7 +174,8 @@ def axes_the_trace_fixes(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     static (a growth beyond :data:`AFFORDABLE_GROWTH` is not tried)."""
     def differs(names: dict, smallest: int = 0) -> bool:
         return grown_mismatch(model, args, kwargs, names, traced, distinct=True,
-                              differences_only=True, smallest=smallest) is not None
+                              differences_only=True, smallest=smallest,
+                              values=values) is not None
 
     if not grown_together or not differs(dim_names):
         groups = sorted(set(dim_names.values()), key=str)
@@ -214,14 +218,15 @@ def _affordable(leaves: list[torch.Tensor], grown: dict, size: int) -> bool:
 
 def with_axes_the_trace_fixes_static(model: Any, args: tuple, kwargs: dict, options: dict,
                                       traced: CapturedProgram, grown_together: bool = True,
-                                      ) -> CapturedProgram:
+                                      values: bool = True) -> CapturedProgram:
     """``traced``, or the model traced again with static sizes on the dynamic axes at whose
     other sizes ``traced`` computes other results than the model, each named in a warning:
     a trace that fixed a value (a TracingWarning says where) may have fixed a size, and its
     graph then answers wrongly at other sizes, silently (torch.onnx's too).
-    ``grown_together``: see :func:`axes_the_trace_fixes`."""
+    ``grown_together``, ``values``: see :func:`axes_the_trace_fixes`, :func:`grown_mismatch`."""
     dim_names = options["dim_names"]
-    fixed = axes_the_trace_fixes(model, args, kwargs, dim_names, traced, grown_together)
+    fixed = axes_the_trace_fixes(model, args, kwargs, dim_names, traced, grown_together,
+                                 values)
     if not fixed:
         return traced
     with warnings.catch_warnings():
@@ -231,13 +236,15 @@ def with_axes_the_trace_fixes_static(model: Any, args: tuple, kwargs: dict, opti
     leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs))
               if isinstance(leaf, torch.Tensor)]
     names = list(traced.input_names)
+    why = "see the TracingWarning" if values else \
+        "a count of a tensor's pieces, len() or a loop, which gives no TracingWarning"
     for k, axis in fixed:
         which = f"input {names[k]!r}" if k < len(names) else f"tensor input {k}"
         warn_at_caller(
             f"axis {axis} ({dim_names[(k, axis)]!r}) of {which} is kept at its "
             f"example's size, {leaves[k].shape[axis]}: the traced graph computes other results "
-            "than the model at other sizes, as the model used a size as a Python number (see "
-            "the TracingWarning). Export with dynamo=True, or compute that size with tensor "
-            "ops (x.size(0) stays computed), to keep the axis dynamic.",
+            "than the model at other sizes, as the model used a size as a Python number ("
+            f"{why}). Export with dynamo=True, or compute that size with tensor ops "
+            "(x.size(0) stays computed), to keep the axis dynamic.",
             DynamicDimensionFixedWarning)
     return traced

@@ -113,6 +113,22 @@ def _computes_eager_results_when_grown(model: Any, args: tuple, kwargs: dict,
     return check
 
 
+def _static_like_a_dynamic_size(traced: CapturedProgram, args: tuple, kwargs: dict,
+                                dim_names: dict) -> bool:
+    """Whether an output of ``traced`` has static sizes only, one of them a dynamic axis's
+    example size (a size the trace may have fixed)."""
+    leaves = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    sizes = {leaves[k].shape[axis] for k, axis in dim_names
+             if k < len(leaves) and axis < leaves[k].dim()}
+    outputs = next(n for n in traced.exported_program.graph.nodes if n.op == "output").args[0]
+    for node in pytree.tree_leaves(outputs):
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if isinstance(value, torch.Tensor) and all(isinstance(d, int) for d in value.shape) \
+                and any(d in sizes for d in value.shape):
+            return True
+    return False
+
+
 def _check_small_dynamic_dims(model: Any, args: tuple, kwargs: dict, dim_names: dict,
                               traced: CapturedProgram) -> bool:
     """Raise when a trace from an example whose dynamic axis has size 0 or 1 computes other
@@ -218,6 +234,13 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
             if dim_names and any(issubclass(w.category, TracingWarning) for w in held):
                 traced = with_axes_the_trace_fixes_static(model, args, kwargs, options,
                                                           traced, grown_together=not checked)
+            elif dim_names and not checked and _static_like_a_dynamic_size(traced, args,
+                                                                           kwargs, dim_names):
+                # A count Python read gives no warning (len(x.unbind(0)), a loop over the
+                # pieces), and leaves an output's size the example's: the outputs' shapes are
+                # checked at larger sizes (not values, which a random op makes differ).
+                traced = with_axes_the_trace_fixes_static(model, args, kwargs, options,
+                                                          traced, values=False)
         return traced
 
     if export is not None and fallback:
