@@ -108,3 +108,29 @@ def test_a_scripted_encoder_with_dynamic_batch_and_sequence(dynamo):
     for shape in ((2, 5, 8), (3, 7, 8)):
         x = torch.randn(shape)
         torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("batch_first", [False, True], ids=["", "batch first"])
+def test_a_scripted_encoder_with_a_padding_mask_and_dynamic_sizes(batch_first, dynamo):
+    # The attention's mask is made float in scripted code (is_floating_point of a value made
+    # from the mask, folded), and viewed by a branch on `size(0) == 1` of a batch times heads,
+    # which the sizes decide (4 * b is never 1): both were left to torch.export, which
+    # refused a branch on sizes (torch.cond of Python bools, of symbolic operands).
+    torch.manual_seed(0)
+    model = _Padded(batch_first).eval()
+
+    def inputs(batch, length):
+        x = torch.randn(batch, length, 8) if batch_first else torch.randn(length, batch, 8)
+        padding = torch.zeros(batch, length, dtype=torch.bool)
+        padding[0, -1:] = True
+        return x, padding
+
+    axes = {"x": {0: "batch", 1: "length"} if batch_first else {1: "batch", 0: "length"},
+            "padding": {0: "batch", 1: "length"}}
+    program = onnxport.export(torch.jit.script(model), inputs(2, 5), dynamo=dynamo,
+                              input_names=["x", "padding"], dynamic_axes=axes)
+    for batch, length in ((2, 5), (3, 7), (1, 4)):
+        x, padding = inputs(batch, length)
+        torch.testing.assert_close(program(x, padding)[0], model(x, padding), rtol=1e-3,
+                                   atol=1e-4)

@@ -644,9 +644,24 @@ def _propagate_cond(shape_env: Any, pred: Any, true_branch: torch.fx.GraphModule
                     false_branch: torch.fx.GraphModule, operands: tuple) -> tuple:
     """What ``cond`` returns, on fake tensors, each branch's nodes given their
     ``meta["val"]``: where the branches' results differ in size (an empty result for no
-    boxes), the size is a new symbol."""
-    return tuple(_generalized(shape_env, _run_subgraph(true_branch, list(operands)),
-                              _run_subgraph(false_branch, list(operands)), "a branch"))
+    boxes), the size is a new symbol. A condition the sizes decide (``4 * s0 == 1``, of a
+    view of a batch by heads) gives its branch's results."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    decided = pred if isinstance(pred, bool) else None  # (by a branch before, on sizes)
+    if isinstance(pred, torch.SymBool):
+        decided = True if statically_known_true(pred) else \
+            False if statically_known_true(torch.sym_not(pred)) else None
+    if decided is None:
+        return tuple(_generalized(shape_env, _run_subgraph(true_branch, list(operands)),
+                                  _run_subgraph(false_branch, list(operands)), "a branch"))
+    taken, other = (true_branch, false_branch) if decided else (false_branch, true_branch)
+    results = tuple(_run_subgraph(taken, list(operands)))
+    # (The other's nodes get their values too, which the program's checks want; where it
+    # cannot run at these sizes, the program is left to torch.export, as before.)
+    with contextlib.suppress(Exception):
+        _run_subgraph(other, list(operands))
+    return results
 
 
 def _run_subgraph(module: torch.fx.GraphModule, inputs: list) -> list:

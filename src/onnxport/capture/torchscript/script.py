@@ -54,12 +54,12 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     for _ in range(4):
         folded = _fold_dtypes(graph, tensors, 1 if is_module else 0,
                               scripted if is_module else None)
-        if not folded or graph.findNode("prim::dtype", True) is None or \
-                graph.findNode("prim::If", True) is None:
+        if not folded:
             break
         # Branches the folds decide may leave more dtypes known (a scripted
         # nn.TransformerEncoder's second layer checks the dtype of the first's output).
-        decide_branches(graph)
+        if graph.findNode("prim::If", True) is not None:
+            decide_branches(graph)
     _fold_split_counts(graph)
     if static_sizes is not None:
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
@@ -149,15 +149,20 @@ _FACTORIES = {f"aten::{name}" for name in (
 def _fold_derived_dtypes(graph: torch._C.Graph, known_tensors: list) -> bool:
     """``prim::dtype`` of a value made from a known tensor by ops that keep its dtype, or by
     a factory given a constant dtype (``mask[1] = True`` on ``torch.zeros(n,
-    dtype=torch.bool)`` in a branch), becomes that constant; whether there was one."""
+    dtype=torch.bool)`` in a branch), becomes that constant, and so does
+    ``is_floating_point`` of it (F.multi_head_attention_forward's check of a mask it made
+    float); whether there was one."""
     sources = {value.debugName(): int(JitScalarType.from_dtype(tensor.dtype))
                for value, tensor in known_tensors}
     folded = False
-    for reader in graph.findAllNodes("prim::dtype", True):
+    readers = [*graph.findAllNodes("prim::dtype", True),
+               *graph.findAllNodes("aten::is_floating_point", True)]
+    for reader in readers:
         dtype = _dtype_of(reader.inputsAt(0), sources)
         if dtype is None:
             continue
-        fold_to_constant(graph, reader, dtype)
+        fold_to_constant(graph, reader, dtype if reader.kind() == "prim::dtype"
+                         else dtype in _FLOATING)
         folded = True
     return folded
 
