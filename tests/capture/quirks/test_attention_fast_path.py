@@ -134,3 +134,33 @@ def test_a_scripted_encoder_with_a_padding_mask_and_dynamic_sizes(batch_first, d
         x, padding = inputs(batch, length)
         torch.testing.assert_close(program(x, padding)[0], model(x, padding), rtol=1e-3,
                                    atol=1e-4)
+
+
+class _CrossAttention(torch.nn.Module):
+    def __init__(self, batch_first, need_weights):
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+        self.need_weights = need_weights
+
+    def forward(self, query, memory, padding, mask):
+        return self.attention(query, memory, memory, key_padding_mask=padding, attn_mask=mask,
+                              need_weights=self.need_weights)[0]
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("need_weights", [False, True], ids=["", "weights"])
+@pytest.mark.parametrize("batch_first", [False, True], ids=["", "batch first"])
+def test_scripted_cross_attention_with_masks(batch_first, need_weights, dynamo):
+    # `query is key` of two inputs, and of the two transposes batch_first makes of them
+    # (a list built by appends, unpacked), is decided: two tensors.
+    torch.manual_seed(0)
+    model = _CrossAttention(batch_first, need_weights).eval()
+    query = torch.randn(2, 4, 8) if batch_first else torch.randn(4, 2, 8)
+    memory = torch.randn(2, 5, 8) if batch_first else torch.randn(5, 2, 8)
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    padding[1, -1] = True
+    mask = torch.zeros(4, 5)
+    mask[0, 1] = float("-inf")
+    arguments = (query, memory, padding, mask)
+    program = onnxport.export(torch.jit.script(model), arguments, dynamo=dynamo)
+    torch.testing.assert_close(program(*arguments)[0], model(*arguments), rtol=1e-3, atol=1e-4)

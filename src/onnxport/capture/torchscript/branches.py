@@ -173,17 +173,45 @@ def _same_object(a: torch._C.Value, b: torch._C.Value) -> bool | None:
         return False
     if kinds == {"TensorType"} and (_new_tensor(a) or _new_tensor(b)):
         return False  # (a decoder's query, normalized, is not its memory)
+    if kinds == {"TensorType"} and _graph_input(a) and _graph_input(b):
+        # Two inputs of the file are two tensors (nn.MultiheadAttention's `query is key`
+        # chooses between computations of the same values).
+        return False
     return None
 
 
-def _new_tensor(value: torch._C.Value) -> bool:
+def _graph_input(value: torch._C.Value) -> bool:
+    """An input of the graph itself (not of a loop body, whose inputs carry values)."""
     node = value.node()
+    return node.kind() == "prim::Param" and node.owningBlock().owningNode() is None
+
+
+def _new_tensor(value: torch._C.Value) -> bool:
+    node = _source(value).node()
     return node.kind() in _NEW_TENSOR and "(a!)" not in node.schema()  # (not out=)
 
 
-# Ops whose result is always a tensor of its own, never one of their arguments (unlike
-# contiguous, to or dropout in eval, which can return their input).
+def _source(value: torch._C.Value) -> torch._C.Value:
+    """The value an item unpacked from a list built in the graph stands for (made with its
+    items, or empty and appended to: ``(x.transpose(1, 0) for x in (query, key))``)."""
+    node = value.node()
+    if node.kind() != "prim::ListUnpack":
+        return value
+    k = list(node.outputs()).index(value)
+    made = node.inputsAt(0).node()
+    if made.kind() != "prim::ListConstruct":
+        return value
+    if made.inputsSize():
+        return made.inputsAt(k) if k < made.inputsSize() else value
+    uses = [use.user for use in made.output().uses() if use.user.kind() != "prim::ListUnpack"]
+    if not all(user.kind() == "aten::append" for user in uses) or len(uses) != node.outputsSize():
+        return value
+    return uses[k].inputsAt(1)  # (a block's uses are listed in order)
+
+
+# Ops whose result is always a tensor of its own (a view is one too), never one of their
+# arguments (unlike contiguous, to or dropout in eval, which can return their input).
 _NEW_TENSOR = {f"aten::{name}" for name in (
     "layer_norm", "linear", "add", "sub", "mul", "div", "matmul", "bmm", "baddbmm",
     "softmax", "log_softmax", "relu", "gelu", "tanh", "sigmoid", "cat", "stack",
-    "scaled_dot_product_attention")}
+    "scaled_dot_product_attention", "transpose", "permute", "unsqueeze", "select", "view")}

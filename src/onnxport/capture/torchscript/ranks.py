@@ -54,9 +54,12 @@ def _seed(value: torch._C.Value, ranks: dict) -> None:
 
 
 def _walk(block: Any, ranks: dict) -> None:
+    made_here: set[int] = set()
     for node in block.nodes():
         kind = node.kind()
-        if kind == "prim::Loop":
+        if kind == "aten::append":
+            _append(node, ranks, made_here)
+        elif kind == "prim::Loop":
             _loop(node, ranks)
         elif kind == "prim::If":
             for inner in node.blocks():
@@ -69,6 +72,25 @@ def _walk(block: Any, ranks: dict) -> None:
             _node(node, ranks)
         for output in node.outputs():  # (a type that says its rank: a traced value's)
             _seed(output, ranks)
+            made_here.add(output.unique())
+
+
+def _append(node: torch._C.Node, ranks: dict, made_here: set) -> None:
+    """``lst.append(x)`` in the block that made ``lst`` empty: the ranks of its items so far
+    (``query, key = (x.transpose(1, 0) for x in (query, key))``, scripted). A list made
+    elsewhere, or once an item's rank is unknown, has no ranks here."""
+    items, item = node.inputsAt(0), node.inputsAt(1)
+    parts = ranks.get(items)
+    broken = ("unknown items", items.unique())
+    fresh = items.node().kind() == "prim::ListConstruct" and items.node().inputsSize() == 0
+    if broken in ranks or items.unique() not in made_here or \
+            not isinstance(ranks.get(item), int) or not (
+                parts is None and fresh or
+                isinstance(parts, tuple) and all(isinstance(r, int) for r in parts)):
+        ranks.pop(items, None)
+        ranks[broken] = True
+        return
+    ranks[items] = ranks[node.output()] = (*(parts or ()), ranks[item])
 
 
 def _loop(node: torch._C.Node, ranks: dict) -> None:
