@@ -164,3 +164,22 @@ def test_scripted_cross_attention_with_masks(batch_first, need_weights, dynamo):
     arguments = (query, memory, padding, mask)
     program = onnxport.export(torch.jit.script(model), arguments, dynamo=dynamo)
     torch.testing.assert_close(program(*arguments)[0], model(*arguments), rtol=1e-3, atol=1e-4)
+
+
+class _SameOrNot(torch.nn.Module):
+    def forward(self, a, b):
+        if a is b:
+            return a * 2
+        return a - b
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_is_of_two_scripted_inputs_follows_the_example(dynamo):
+    # Two different tensors: `a is b` is False in the file; one tensor given for both: the
+    # file computes what the model does with it.
+    x, y = torch.randn(3), torch.randn(3)
+    scripted = torch.jit.script(_SameOrNot())
+    program = onnxport.export(scripted, (x, y), dynamo=dynamo)
+    torch.testing.assert_close(program(x, y)[0], x - y)
+    program = onnxport.export(scripted, (x, x), dynamo=dynamo)
+    torch.testing.assert_close(program(x, x)[0], x * 2)

@@ -18,8 +18,9 @@ def fold_to_constant(graph: torch._C.Graph, node: torch._C.Node, value: Any) -> 
     node.destroy()
 
 
-def decide_branches(graph: torch._C.Graph) -> None:
-    """Simplify ``graph`` (a TorchScript graph with branches) in place."""
+def decide_branches(graph: torch._C.Graph, distinct_inputs: bool = False) -> None:
+    """Simplify ``graph`` (a TorchScript graph with branches) in place. ``distinct_inputs``:
+    the example gave no tensor for two of the graph's inputs."""
     # Scripted code's warnings (F.mse_loss's on broadcast sizes) have no ONNX form: gone,
     # with the strings they format and the branches that only warn.
     changed = _drop_warnings(graph)
@@ -32,7 +33,7 @@ def decide_branches(graph: torch._C.Graph) -> None:
         if dropped or changed:
             # What the checks were about (a rank, an optional argument) is constant now.
             torch._C._jit_pass_constant_propagation(graph)
-        decided = _fold_identity_checks(graph)
+        decided = _fold_identity_checks(graph, distinct_inputs)
         if not (dropped or decided):
             break
         changed = True
@@ -133,7 +134,7 @@ def _drop_raising_branches(block: Any) -> bool:
     return changed
 
 
-def _fold_identity_checks(graph: torch._C.Graph) -> bool:
+def _fold_identity_checks(graph: torch._C.Graph, distinct_inputs: bool = False) -> bool:
     """``a is b`` and ``a is not b`` that the graph decides become constants, their branches
     decided and casts of a decided Optional to Tensor dropped; whether there was one. Decided:
     a value compared with itself (nn.MultiheadAttention's ``query is key``), None with None,
@@ -145,7 +146,7 @@ def _fold_identity_checks(graph: torch._C.Graph) -> bool:
         changed = False
         for node in [*graph.findAllNodes("aten::__is__", True),
                      *graph.findAllNodes("aten::__isnot__", True)]:
-            same = _same_object(*node.inputs())
+            same = _same_object(*node.inputs(), distinct_inputs)
             if same is None:
                 continue
             fold_to_constant(graph, node, same == (node.kind() == "aten::__is__"))
@@ -162,7 +163,8 @@ def _fold_identity_checks(graph: torch._C.Graph) -> bool:
     return folded
 
 
-def _same_object(a: torch._C.Value, b: torch._C.Value) -> bool | None:
+def _same_object(a: torch._C.Value, b: torch._C.Value,
+                 distinct_inputs: bool = False) -> bool | None:
     """Whether ``a is b`` holds, when the graph decides it; else None."""
     if a.debugName() == b.debugName():
         return True
@@ -173,10 +175,8 @@ def _same_object(a: torch._C.Value, b: torch._C.Value) -> bool | None:
         return False
     if kinds == {"TensorType"} and (_new_tensor(a) or _new_tensor(b)):
         return False  # (a decoder's query, normalized, is not its memory)
-    if kinds == {"TensorType"} and _graph_input(a) and _graph_input(b):
-        # Two inputs of the file are two tensors (nn.MultiheadAttention's `query is key`
-        # chooses between computations of the same values).
-        return False
+    if kinds == {"TensorType"} and distinct_inputs and _graph_input(a) and _graph_input(b):
+        return False  # (nn.MultiheadAttention's `query is key` of a query and a memory)
     return None
 
 

@@ -67,7 +67,7 @@ def _converted(state: _ConverterState) -> torch.fx.GraphModule:
             # (A traced graph has no branch: walking its nodes in Python is then time lost.)
             if state.ts_graph.findNode("prim::If", True) is not None:
                 quirks.in_scripted_graph(state.ts_graph)
-                decide_branches(state.ts_graph)
+                decide_branches(state.ts_graph, state.distinct_inputs)
             paths = _lift_attributes(state)
             blocks, attribute_names = _lifted_attributes(state.ts_graph)
             attribute_names.update(paths)

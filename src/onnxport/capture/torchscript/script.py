@@ -51,6 +51,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
     if is_module:
         _fold_training_flags(graph, scripted)
         _forward_attribute_writes(graph.block(), next(graph.inputs()))
+    distinct = len({id(t) for t in tensors}) == len(tensors)
     for _ in range(4):
         folded = _fold_dtypes(graph, tensors, 1 if is_module else 0,
                               scripted if is_module else None)
@@ -59,7 +60,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
         # Branches the folds decide may leave more dtypes known (a scripted
         # nn.TransformerEncoder's second layer checks the dtype of the first's output).
         if graph.findNode("prim::If", True) is not None:
-            decide_branches(graph)
+            decide_branches(graph, distinct)
     _fold_split_counts(graph)
     if static_sizes is not None:
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
@@ -70,7 +71,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
         ts_model=scripted, ts_graph=graph,
         name_to_param=dict(scripted.named_parameters()) if is_module else {},
         name_to_buffer=dict(scripted.named_buffers()) if is_module else {},
-        name_to_non_tensor_attributes={}, name_to_constant={})
+        name_to_non_tensor_attributes={}, name_to_constant={}, distinct_inputs=distinct)
 
 
 def _defaults(scripted, given: int) -> list:

@@ -36,6 +36,8 @@ class _ConverterState:
     name_to_buffer: dict
     name_to_non_tensor_attributes: dict
     name_to_constant: dict
+    # (a scripted model given no tensor twice: its tensor inputs are distinct objects)
+    distinct_inputs: bool = False
 
 
 class _TracedCall(torch.nn.Module):
