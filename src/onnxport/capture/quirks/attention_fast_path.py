@@ -23,13 +23,10 @@ def fast_path_off() -> Iterator[None]:
         mha.set_fastpath_enabled(enabled)
 
 
-
 # The fused inference kernels the fast paths call, and the nested tensors they make.
 _FUSED = {"aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd",
           "aten::_nested_tensor_from_mask", "prim::to_padded_tensor",
           "aten::to_padded_tensor"}
-
-
 
 
 def fast_path_off_in(graph, block=None) -> bool:

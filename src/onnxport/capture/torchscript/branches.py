@@ -39,7 +39,7 @@ def decide_branches(graph: torch._C.Graph, distinct_inputs: bool = False) -> Non
         changed = True
     if changed:
         torch._C._jit_pass_dce(graph)
-    if _drop_dead_loops(graph):
+    if _drop_dead_control_flow(graph):
         torch._C._jit_pass_dce(graph)
 
 
@@ -62,7 +62,7 @@ def _fold_known_ranks(graph: torch._C.Graph) -> bool:
         torch._C._jit_pass_constant_propagation(graph)
 
 
-def _drop_dead_loops(block: Any) -> bool:
+def _drop_dead_control_flow(block: Any) -> bool:
     """Remove the loops and branches whose results nothing reads and that write nothing but
     lists of their own (the size check of F.group_norm's batch, whose raise is gone; the
     device checks left of nn.MultiheadAttention's fast path): TorchScript's dead-code pass
@@ -71,7 +71,7 @@ def _drop_dead_loops(block: Any) -> bool:
     dropped = False
     for node in reversed(list(block.nodes())):
         for inner in node.blocks():
-            dropped = _drop_dead_loops(inner) or dropped
+            dropped = _drop_dead_control_flow(inner) or dropped
         if node.kind() in ("prim::Loop", "prim::If") and \
                 not any(o.uses() for o in node.outputs()) and \
                 not any(_writes_outside(b, set()) for b in node.blocks()):
@@ -80,11 +80,10 @@ def _drop_dead_loops(block: Any) -> bool:
     return dropped
 
 
-_SIDE_EFFECTS = {"prim::RaiseException", "prim::Print", "prim::SetAttr", "aten::warn",
-                 "aten::append", "aten::insert", "aten::_set_item", "aten::pop",
-                 "aten::Delete", "aten::extend", "aten::clear"}
 _LIST_EDITS = {"aten::append", "aten::insert", "aten::_set_item", "aten::pop",
                "aten::Delete", "aten::extend", "aten::clear"}
+_SIDE_EFFECTS = {"prim::RaiseException", "prim::Print", "prim::SetAttr", "aten::warn",
+                 *_LIST_EDITS}
 
 
 def _writes_outside(block: Any, local: set) -> bool:
@@ -192,21 +191,34 @@ def _new_tensor(value: torch._C.Value) -> bool:
 
 
 def _source(value: torch._C.Value) -> torch._C.Value:
-    """The value an item unpacked from a list built in the graph stands for (made with its
-    items, or empty and appended to: ``(x.transpose(1, 0) for x in (query, key))``)."""
+    item = unpacked_item(value)
+    return value if item is None else item
+
+
+def unpacked_item(value: torch._C.Value) -> torch._C.Value | None:
+    """The value an item unpacked from a list or tuple built in the graph stands for (made
+    with its items, or a list made empty and appended to: ``(x.transpose(1, 0) for x in
+    (query, key))``); None when the graph does not say."""
     node = value.node()
-    if node.kind() != "prim::ListUnpack":
-        return value
-    k = list(node.outputs()).index(value)
+    if node.kind() not in ("prim::ListUnpack", "prim::TupleUnpack", "prim::TupleIndex"):
+        return None
     made = node.inputsAt(0).node()
-    if made.kind() != "prim::ListConstruct":
-        return value
-    if made.inputsSize():
-        return made.inputsAt(k) if k < made.inputsSize() else value
-    uses = [use.user for use in made.output().uses() if use.user.kind() != "prim::ListUnpack"]
-    if not all(user.kind() == "aten::append" for user in uses) or len(uses) != node.outputsSize():
-        return value
-    return uses[k].inputsAt(1)  # (a block's uses are listed in order)
+    if made.kind() not in ("prim::ListConstruct", "prim::TupleConstruct"):
+        return None
+    if node.kind() == "prim::TupleIndex":
+        index = node.inputsAt(1)
+        k = index.toIValue() if index.node().kind() == "prim::Constant" else None
+    else:
+        k = list(node.outputs()).index(value)
+    parts = list(made.inputs())
+    if not parts and node.kind() == "prim::ListUnpack":
+        uses = [use.user for use in made.output().uses()
+                if use.user.kind() != "prim::ListUnpack"]
+        if not all(user.kind() == "aten::append" for user in uses) or \
+                len(uses) != node.outputsSize():
+            return None
+        parts = [user.inputsAt(1) for user in uses]  # (a block's uses are listed in order)
+    return parts[k] if isinstance(k, int) and -len(parts) <= k < len(parts) else None
 
 
 # Ops whose result is always a tensor of its own (a view is one too), never one of their

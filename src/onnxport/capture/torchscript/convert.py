@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-from onnxport.capture import quirks
 from onnxport.capture.common import first_lines, source_line
 from onnxport.capture.torchscript.branches import decide_branches
 from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_arange
@@ -66,7 +65,6 @@ def _converted(state: _ConverterState) -> torch.fx.GraphModule:
             warnings.simplefilter("ignore")
             # (A traced graph has no branch: walking its nodes in Python is then time lost.)
             if state.ts_graph.findNode("prim::If", True) is not None:
-                quirks.in_scripted_graph(state.ts_graph)
                 decide_branches(state.ts_graph, state.distinct_inputs)
             paths = _lift_attributes(state)
             blocks, attribute_names = _lifted_attributes(state.ts_graph)

@@ -8,7 +8,8 @@ import torch
 from onnxport.capture import quirks
 from onnxport.compat.jit_scalar_type import JitScalarType
 from onnxport.capture.script_mutations import functionalize_writes, nodes_within
-from onnxport.capture.torchscript.branches import decide_branches, fold_to_constant
+from onnxport.capture.torchscript.branches import (decide_branches, fold_to_constant,
+                                                   unpacked_item)
 from onnxport.capture.torchscript.trace import _ConverterState
 
 
@@ -180,7 +181,8 @@ def _dtype_of(value: torch._C.Value, sources: dict, depth: int = 0) -> int | Non
     if depth > 50:
         return None
     if node.kind() in ("prim::ListUnpack", "prim::TupleUnpack", "prim::TupleIndex"):
-        return _dtype_of(part, sources, depth + 1) if (part := _part(node, value)) else None
+        part = unpacked_item(value)
+        return _dtype_of(part, sources, depth + 1) if part is not None else None
     if node.outputsSize() != 1:
         return None
     if node.kind() in _SAME_DTYPE and node.inputsSize() > 0:
@@ -202,21 +204,6 @@ def _dtype_of(value: torch._C.Value, sources: dict, depth: int = 0) -> int | Non
             if dtype.node().kind() == "prim::Constant" and isinstance(dtype.toIValue(), int):
                 return dtype.toIValue()
     return None
-
-
-def _part(node: torch._C.Node, value: torch._C.Value) -> torch._C.Value | None:
-    """The element of a list or tuple built in the graph that an unpacking ``node`` gives
-    as ``value``; None when the graph does not say."""
-    made = node.inputsAt(0).node()
-    if made.kind() not in ("prim::ListConstruct", "prim::TupleConstruct"):
-        return None
-    if node.kind() == "prim::TupleIndex":
-        index = node.inputsAt(1)
-        k = index.toIValue() if index.node().kind() == "prim::Constant" else None
-    else:
-        k = list(node.outputs()).index(value)
-    parts = list(made.inputs())
-    return parts[k] if isinstance(k, int) and -len(parts) <= k < len(parts) else None
 
 
 def _forward_attribute_writes(block, module_value, written: dict | None = None) -> None:

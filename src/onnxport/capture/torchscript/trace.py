@@ -124,6 +124,8 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple, dynamic: bool = False) -> _
     # torch.jit.trace's inlined_graph has them.
     torch._C._jit_pass_inline(graph)  # (``called`` holds the functions inlined until now)
     del called
+    if graph.findNode("prim::If", True) is not None:  # (scripted code: its quirks)
+        quirks.in_scripted_graph(graph)
     functionalize_writes(graph)  # (writes in the scripted functions' branches and loops)
     _inputs_read_through_data(graph, [*tensors, *state.values()])
     values = list(graph.inputs())[count:]
