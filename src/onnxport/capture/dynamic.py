@@ -50,6 +50,23 @@ def tensor_input_slots(args: tuple, kwargs: dict,
     return slots
 
 
+def onnx_input_names(given: Sequence[str] | None, defaults: Sequence[str]) -> list[str]:
+    """The ONNX names of the inputs: those ``input_names`` gives, then the defaults (the
+    parameters' names) of the rest. A default that a given name already took gets a suffix
+    (``input_names=["y"]`` for ``forward(x, y)`` names them y and y_1; ONNX wants each value
+    named once)."""
+    names = list(given or [])
+    taken = set(names)
+    for name in defaults[len(names):]:
+        unique, k = name, 0
+        while unique in taken:
+            k += 1
+            unique = f"{name}_{k}"
+        names.append(unique)
+        taken.add(unique)
+    return names
+
+
 def resolve_dynamic(
     args: tuple,
     kwargs: dict,
@@ -84,8 +101,7 @@ def resolve_dynamic(
             f"got {type(dynamic_axes).__name__}"
         )
     slots = tensor_input_slots(args, kwargs, parameter_names)
-    onnx_names = list(input_names or [])
-    onnx_names += [slot.name for slot in slots[len(onnx_names):]]
+    onnx_names = onnx_input_names(input_names, [slot.name for slot in slots])
     by_name = {name: k for k, name in enumerate(onnx_names)}
     dim_names: dict[tuple[int, int], str] = {}
     output_dim_names: dict[str, dict[int, str]] = {}

@@ -8,7 +8,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.dynamic import onnx_input_names, tensor_input_slots
 from onnxport.errors import CaptureError, InvalidExportOptionsError
 from onnxport.pytree_names import bookkeeping_outputs
 from onnxport.pytree_names import output_names as output_names_of
@@ -38,13 +38,11 @@ class CapturedProgram:
 
 
 def input_display_names(args, kwargs, names, input_names):
-    slots = tensor_input_slots(args, kwargs, names)
-    given = list(input_names or [])
+    shown = onnx_input_names(input_names, [s.name for s in tensor_input_slots(args, kwargs,
+                                                                              names)])
 
     def display(position: int) -> str:
-        if position < len(given):
-            return given[position]
-        return slots[position].name if position < len(slots) else f"input {position}"
+        return shown[position] if position < len(shown) else f"input {position}"
 
     return display
 
@@ -101,11 +99,10 @@ def _input_names(user_inputs, weights, input_names, nested_names) -> list[str]:
             f"inputs ({', '.join(user_inputs)}) and {len(weights)} weights; give at most "
             f"{len(user_inputs) + len(weights)} names (the inputs' first, then the weights')"
         )
-    names = names[:len(user_inputs)]
     defaults = list(user_inputs)
     if nested_names is not None and len(nested_names) == len(user_inputs):
         defaults = [nested or name for nested, name in zip(nested_names, user_inputs)]
-    return names + defaults[len(names):]
+    return onnx_input_names(names[:len(user_inputs)], defaults)
 
 
 def _outputs(program: ExportedProgram, output_names, onnx_inputs) -> tuple[list[int], list[str]]:

@@ -28,7 +28,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from onnxport.capture import quirks
-from onnxport.capture.dynamic import tensor_input_slots
+from onnxport.capture.dynamic import onnx_input_names, tensor_input_slots
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
 from onnxport.capture.torchscript.convert import KEPT_LOOPS, _to_fx, unrolling_every_loop
 from onnxport.capture.torchscript.loops import prim_loop
@@ -97,7 +97,7 @@ def capture_tracing(
         state = _trace(wrapper, tensors, dynamic=bool(dim_names))
         program = _program_keeping_loops(lambda: _to_fx(state), tensors, dynamic)
         readable = wrapper.output_names
-    names = list(input_names or []) + [slot.name for slot in slots[len(input_names or []):]]
+    names = onnx_input_names(input_names, [slot.name for slot in slots])
     captured = capture_torch_export(
         program, (), {}, dim_names=dim_names, input_names=names, output_names=output_names,
         output_dim_names=output_dim_names, keep_op=keep_op)
