@@ -534,3 +534,13 @@ def test_a_size_read_at_run_time_as_0_is_an_empty_size_not_a_copy(dynamo):
     check(_rows_repeated_of_all_but_the_last_column, torch.randn(1, 1), dynamo=dynamo,
           input_names=["x"], dynamic_axes={"x": {0: "a", 1: "b"}},
           run_with=[(torch.randn(3, 1),), (torch.randn(4, 5),), (torch.randn(2, 3),)])
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+def test_view_as_another_input_with_a_dynamic_axis_of_its_own(dynamo):
+    # PyTorch's suite (view(other.shape) with each input's axes dynamic): the result's first
+    # size is the other input's, no size of x, read from it at run time.
+    check(lambda x, y: (x.reshape_as(y), x.view_as(y), x.view(y.shape)),
+          torch.randn(2, 6), torch.randn(3, 4), dynamo=dynamo, input_names=["x", "y"],
+          dynamic_axes={"x": {0: "a"}, "y": {0: "b"}},
+          run_with=[(torch.randn(4, 6), torch.randn(6, 4)), (torch.randn(2, 6), torch.randn(3, 4))])

@@ -117,7 +117,13 @@ def view(g, self, size, *_):
 @translates("aten::view_as", "aten::reshape_as")
 def view_as(g, self, other):
     """view_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
-    return reshape_to(g, self, _expected_dims(g))
+    dims = _expected_dims(g)
+    if all(isinstance(d, int) for d in dims):
+        return reshape_to(g, self, dims)
+    # The other tensor's shape as it is at run time: the result's symbolic sizes need not be
+    # sizes of self (a reshape of [a, 6] as [b, 4] reads b from the other tensor).
+    allowzero = 1 if g.opset >= 14 else None
+    return g.op("Reshape", self, g.op("Shape", other), allowzero_i=allowzero)
 
 
 @translates("aten::unflatten")
