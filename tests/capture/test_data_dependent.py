@@ -154,3 +154,27 @@ def test_a_value_sized_output_with_a_dynamic_axis_of_one_in_the_example():
         for a, e in zip(program(*inputs), model(*inputs)):
             assert a.shape == e.shape
             torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+
+
+class ClassesFromATensor(torch.nn.Module):
+    def forward(self, x, count):
+        return (torch.nn.functional.one_hot(x, count.to(torch.int32)[0]),
+                torch.nn.functional.one_hot(x))
+
+
+@pytest.mark.parametrize("scripted", [False, True], ids=["traced", "scripted"])
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_one_hot_of_a_count_read_from_a_tensor_on_the_traced_paths(dynamo, scripted):
+    """PyTorch's suite: ``one_hot(x, num_classes[0])`` of a tensor input. Its count is a
+    plain int in the schema, so the trace's replay could not take the size read from the
+    tensor, nor the -1 that infers it, on either path."""
+    model = ClassesFromATensor()
+    model = torch.jit.script(model) if scripted else model
+    program = onnxport.export(model, (torch.arange(10), 15 * torch.ones(1)), dynamo=dynamo)
+    for x, count in [(torch.arange(10), 15 * torch.ones(1)),
+                     (torch.tensor([1, 6, 2, 0, 0, 4, 4, 1, 0, 2]), 12 * torch.ones(1))]:
+        expected = model(x, count)
+        actual = program(x, count)
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e)

@@ -57,3 +57,25 @@ def test_an_unbatched_input_and_the_function_after_the_export(dynamo):
     for shape in [(4, 7), (4, 10)]:
         x = torch.randn(shape)
         torch.testing.assert_close(program(x)[0], pooled(x), rtol=1e-3, atol=1e-4)
+
+
+class ScriptedPools(torch.nn.Module):
+    def forward(self, x):
+        return (torch.nn.functional.max_pool1d(x, 3, stride=1, padding=1),
+                torch.max_pool1d(x, 2), torch.nn.functional.pad(x, [1, 2]))
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_scripted_max_pool1d_and_pad_keep_a_dynamic_length(dynamo):
+    """Scripted, max_pool1d and F.pad are aten::max_pool1d and aten::pad in the graph, which
+    the tracer's patch of torch.max_pool1d never sees: their kernels fixed the batch and the
+    length to the example's (the file then refused other sizes)."""
+    model = torch.jit.script(ScriptedPools())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DynamicDimensionFixedWarning)
+        program = onnxport.export(model, (torch.randn(2, 3, 8),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "batch", 2: "length"}}, dynamo=dynamo)
+    for shape in [(2, 3, 8), (3, 3, 11)]:
+        x = torch.randn(shape)
+        for actual, expected in zip(program(x), model(x), strict=True):
+            torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)

@@ -38,7 +38,52 @@ def run_keeping_inputs(target: Any, args: tuple, kwargs: dict) -> Any:
         return args[0].new_empty(args[0].shape)
     if target in _COVARIANCES:
         return _covariance_shaped(*args)
+    if target in SYMBOLIC_TWINS:
+        return SYMBOLIC_TWINS[target](*args, **kwargs)
+    if _composite(target) and not torch._C._dispatch_tls_is_dispatch_key_included(
+            torch._C.DispatchKey.PythonDispatcher):
+        # As torch.export runs them: through their Python decompositions, which keep sizes
+        # symbolic where the C++ kernel fixes them (a scripted F.pad's aten::pad fixed every
+        # dynamic dim of its input).
+        from torch._dispatch.python import enable_python_dispatcher
+
+        with enable_python_dispatcher():
+            return target(*args, **kwargs)
     return target(*args, **kwargs)
+
+
+def _max_pool1d(*args: Any, **kwargs: Any) -> torch.Tensor:
+    return torch.ops.aten.max_pool1d_with_indices.default(*args, **kwargs)[0]
+
+
+def _one_hot(x: torch.Tensor, num_classes: Any = -1) -> torch.Tensor:
+    if not isinstance(num_classes, torch.SymInt) and num_classes >= 0:
+        return torch.ops.aten.one_hot.default(x, num_classes)
+    if not isinstance(num_classes, torch.SymInt):  # -1: the largest index plus one
+        num_classes = x.max().item() + 1
+    torch._check(num_classes >= 0)
+    return (x.unsqueeze(-1) == torch.arange(num_classes, device=x.device)).to(torch.int64)
+
+
+# Ops whose kernel fixes a dynamic size even through the Python dispatcher, or cannot take a
+# size read from a value, each with a call of the same arguments that keeps it symbolic:
+# max_pool1d's CPU kernel reads the length as a plain int, its variant with indices has a
+# symbolic meta; one_hot's count of classes is a plain int (``F.one_hot(x, n[0])`` of a
+# tensor n, or -1 for the largest index plus one), a comparison with a range is not.
+SYMBOLIC_TWINS = {torch.ops.aten.max_pool1d.default: _max_pool1d,
+                  torch.ops.aten.one_hot.default: _one_hot}
+
+
+@functools.lru_cache(maxsize=None)  # (per op overload: a model has few)
+def _composite(target: Any) -> bool:
+    """Whether ``target`` is an ATen op that has no kernel but its composite one."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    try:
+        return target.has_kernel_for_dispatch_key(
+            torch._C.DispatchKey.CompositeImplicitAutograd)
+    except RuntimeError:  # (not a dispatcher op: aten::sym_size)
+        return False
 
 
 # Their composite kernels test the normalizing factor's value (is it at or below 0?): on fake

@@ -14,6 +14,7 @@ from torch.fx.experimental import _config as fx_config
 from onnxport.capture.common import first_lines
 from onnxport.capture.specialization import (holds_at_small_sizes_only, pinning_guard,
                                               size_bounds, static_size)
+from onnxport.capture.torchscript.fake_calls import SYMBOLIC_TWINS
 from onnxport.capture.torchscript.fx_helpers import _source_of
 from onnxport.capture.torchscript.sizes import _shape_reads, size_oblivious
 from onnxport.errors import CaptureError
@@ -150,4 +151,11 @@ class _Replay(torch.nn.Module):
 
     def forward(self, *tensors):
         with fx_traceback.preserve_node_meta():
-            return torch.fx.Interpreter(self.graph).run(*tensors)
+            return _Interpreter(self.graph).run(*tensors)
+
+
+class _Interpreter(torch.fx.Interpreter):
+    """Calls an op whose kernel would fix a dynamic size as its symbolic twin."""
+
+    def call_function(self, target, args, kwargs):
+        return super().call_function(SYMBOLIC_TWINS.get(target, target), args, kwargs)
