@@ -525,13 +525,19 @@ def test_the_first_chunk_of_a_dynamic_axis_of_one_row(dynamo):
     _at_sizes(program, _FirstChunk(), [1, 2, 5, 6])
 
 
-def _static_by_default_refused_when_traced(model, example, axes, warning, error):
+def _static_by_default_refused_when_traced(model, example, axes, warning, traced_warning):
     """The default path's export of ``model`` (with a warning matching ``warning``, its axis
-    kept static); dynamo=False refuses it with an error matching ``error``."""
+    kept static); dynamo=False keeps it static too, with a warning matching
+    ``traced_warning`` (it refused the export until PyTorch's suite exported such models:
+    the file now refuses other sizes, where torch.onnx's answers wrongly at them)."""
     with pytest.warns(DynamicDimensionFixedWarning, match=warning):
         program = onnxport.export(model, (example,), input_names=["x"], dynamic_axes=axes)
-    with pytest.raises(CaptureError, match=error):
-        onnxport.export(model, (example,), input_names=["x"], dynamic_axes=axes, dynamo=False)
+    with pytest.warns(DynamicDimensionFixedWarning, match=traced_warning):
+        traced = onnxport.export(model, (example,), input_names=["x"], dynamic_axes=axes,
+                                 dynamo=False)
+    assert [str(v.shape) for v in traced.model.graph.inputs] == \
+        [str(v.shape) for v in program.model.graph.inputs]
+    torch.testing.assert_close(traced(example)[0], model(example))
     return program
 
 
@@ -540,7 +546,7 @@ def test_the_last_chunk_from_one_row_is_never_silently_wrong():
     # difference and keeps the axis static (with a warning); tracing says what to change.
     program = _static_by_default_refused_when_traced(
         _LastChunk(), torch.randn(1, 3), {"x": {0: "n"}}, None,
-        "size 1 in the example.*size 2 or more")
+        "kept at its example's size, 1.*size 2 or more")
     assert program.model.graph.inputs[0].shape[0] == 1
 
 
@@ -559,7 +565,7 @@ def test_the_size_two_check_tells_rows_apart_after_a_shift_is_removed():
     example = torch.randn(2, 1, 3)
     program = _static_by_default_refused_when_traced(
         _LastChunkAfterAShiftIsRemoved(), example, axes, "'b'.*kept at 1",
-        "size 1 in the example.*size 2 or more")
+        "'b'.*kept at its example's size, 1.*size 2 or more")
     assert program.model.graph.inputs[0].shape[1] == 1
     x = torch.randn(4, 1, 5)
     torch.testing.assert_close(program(x)[0], _LastChunkAfterAShiftIsRemoved()(x))
@@ -772,7 +778,7 @@ class _LastChunkSoftmaxed(torch.nn.Module):
 def test_the_last_chunk_from_one_row_is_checked_where_it_differs_in_size():
     program = _static_by_default_refused_when_traced(
         _LastChunkSoftmaxed(), torch.randn(1, 6), {"x": {0: "n"}}, "kept at 1: at size 3",
-        "size 1 in the example.*has shape \\[2, 6\\]")
+        "kept at its example's size, 1.*has shape \\[2, 6\\]")
     assert program.model.graph.inputs[0].shape[0] == 1
 
 
@@ -804,9 +810,10 @@ class _AllButTheFirstRowOfTheLastChunk(torch.nn.Module):
 
 
 def test_a_check_whose_outputs_are_empty_at_three_checks_at_four():
-    with pytest.raises(CaptureError, match="size 1 in the example"):
-        onnxport.export(_AllButTheFirstRowOfTheLastChunk(), (torch.randn(1, 3),),
-                        input_names=["x"], dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    with pytest.warns(DynamicDimensionFixedWarning, match="kept at its example's size, 1"):
+        program = onnxport.export(_AllButTheFirstRowOfTheLastChunk(), (torch.randn(1, 3),),
+                                  input_names=["x"], dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    assert program.model.graph.inputs[0].shape[0] == 1
 
 
 class _AllButTheFirstRowOfTheLastChunkDoubled(torch.nn.Module):
@@ -829,14 +836,19 @@ class _LastChunkPlusItsArange(torch.nn.Module):
         return piece + torch.arange(piece.size(-1), dtype=piece.dtype)
 
 
-def test_a_trace_whose_graph_fails_at_larger_sizes_is_refused():
+def test_a_trace_whose_graph_fails_at_larger_sizes_keeps_the_axis_static():
     # From one column, torch.export recorded the chunk's width as the input's: the graph's
     # arange read the input's width, torch's graph failed at 3 columns (broadcasting 2 to
     # 3), which the check took for a loud failure, while ONNX broadcast the piece of 1 to
     # the arange of 2 (fuzz_dynamic --small seed 7242: (4, 7, 2) where torch gives (4, 7, 1)).
-    with pytest.raises(CaptureError, match="size 1 in the example.*the graph fails there"):
-        onnxport.export(_LastChunkPlusItsArange(), (torch.randn(3, 3, 1),), input_names=["x"],
-                        dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, dynamo=False)
+    with pytest.warns(DynamicDimensionFixedWarning,
+                      match="'c'.*kept at its example's size, 1.*the graph fails there"):
+        program = onnxport.export(_LastChunkPlusItsArange(), (torch.randn(3, 3, 1),),
+                                  input_names=["x"], dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}},
+                                  dynamo=False)
+    assert str(program.model.graph.inputs[0].shape) == "[a,b,1]"
+    x = torch.randn(4, 7, 1)
+    torch.testing.assert_close(program(x)[0], _LastChunkPlusItsArange()(x))
 
 
 class _PaddedToAnEvenLength(torch.nn.Module):
@@ -966,3 +978,22 @@ def test_a_count_of_pieces_read_by_python_keeps_the_traced_axis_static():
     assert program.model.graph.inputs[0].shape[0] == 5
     x = torch.randn(5, 4)
     torch.testing.assert_close(program(x)[0], _OnesCountedByItsRows()(x), rtol=1e-3, atol=1e-4)
+
+
+class _SizesAsATensor(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.tensor([x.shape[0], y.shape[0]]) + torch.tensor([x.shape[1], y.shape[1]])
+
+
+def test_sizes_made_a_tensor_from_an_example_of_one_keep_the_axes_static_when_traced():
+    # PyTorch's suite (every axis of both inputs dynamic, y's first of size 1): torch.tensor
+    # of sizes is a constant of the trace. dynamo=False refused the export, as the example
+    # had a dynamic axis of 1; now every axis the constant holds is kept static, with a
+    # warning, and the file matches torch at the example (torch.onnx's: there only).
+    x, y = torch.randn(2, 3, 4, 5), torch.randn(1, 2, 3, 4)
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 0 .* of input 'y' is kept at "
+                      "its example's size, 1"):
+        program = onnxport.export(_SizesAsATensor(), (x, y), input_names=["x", "y"],
+                                  dynamic_axes={"x": [0, 1, 2, 3], "y": [0, 1, 2, 3]},
+                                  dynamo=False)
+    torch.testing.assert_close(program(x, y)[0], _SizesAsATensor()(x, y))

@@ -129,31 +129,49 @@ def _static_like_a_dynamic_size(traced: CapturedProgram, args: tuple, kwargs: di
     return False
 
 
-def _check_small_dynamic_dims(model: Any, args: tuple, kwargs: dict, dim_names: dict,
-                              traced: CapturedProgram) -> bool:
-    """Raise when a trace from an example whose dynamic axis has size 0 or 1 computes other
-    results than the model at a larger size: a trace records what holds at the example
-    (``x.chunk(2)[-1]`` of one row is that row, at every size), and nothing in the graph
-    shows it. The grown inputs' values differ from the example's, so that parts of the
-    axis are told apart. Returns whether it checked (and found the trace right)."""
+def _small_dims_the_trace_fixes(model: Any, args: tuple, kwargs: dict, dim_names: dict,
+                                 traced: CapturedProgram) -> tuple[list, str] | None:
+    """The dynamic axes whose example size is 0 or 1 (with why), when a trace from that
+    example computes other results than the model at a larger size: a trace records what
+    holds at the example (``x.chunk(2)[-1]`` of one row is that row, at every size;
+    ``torch.tensor([y.size(0)])`` is 1), and nothing in the graph shows it. The grown
+    inputs' values differ from the example's, so that parts of the axis are told apart.
+    None when there is no such axis to check; an empty list when the trace is right."""
     leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
     small = [(k, axis) for (k, axis) in dim_names
              if k < len(leaves) and axis < leaves[k].dim() and leaves[k].shape[axis] <= 1]
     if not small:
-        return False
+        return None
     # Grown to 3, not 2: from one row, chunk(2) makes one piece, and at 2 its [0] and [-1]
     # are rows alike in shape, which a step like softmax over them makes alike in value too;
     # at 3 they differ in size.
     why = grown_mismatch(model, args, kwargs, dim_names, traced, distinct=True,
                          differences_only=True, smallest=3, failing_graph_differs=True)
-    if why is not None:
-        raise CaptureError(
-            f"the dynamic axis {small[0][1]} of input {small[0][0]} has size "
-            f"{leaves[small[0][0]].shape[small[0][1]]} in the example, and the traced graph "
-            f"computes other results than the model at larger sizes ({why}): tracing records "
-            "what holds at the example's size only. Export from an example whose dynamic axes "
-            "have size 2 or more.")
-    return True
+    return ([], "") if why is None else (small, why)
+
+
+def _keeping_small_dims_static(model: Any, args: tuple, kwargs: dict, options: dict,
+                               small: list, why: str) -> tuple[CapturedProgram, dict]:
+    """The model traced again with the axes ``small`` static, each named in a warning, and
+    the options of that trace: the file then refuses other sizes where the first trace
+    answered wrongly at them (torch.onnx's exporter answers wrongly)."""
+    dim_names = options["dim_names"]
+    options = {**options, "dim_names": {k: v for k, v in dim_names.items() if k not in small}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the first trace's warnings were given)
+        traced = capture_tracing(model, args, kwargs, **options)
+    leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+    names = list(traced.input_names)
+    for k, axis in small:
+        which = f"input {names[k]!r}" if k < len(names) else f"tensor input {k}"
+        warn_at_caller(
+            f"axis {axis} ({dim_names[(k, axis)]!r}) of {which} is kept at its example's "
+            f"size, {leaves[k].shape[axis]}: the traced graph computes other results than "
+            f"the model at larger sizes ({why}), as tracing records what holds at the "
+            "example's size only. Export from an example whose dynamic axes have size 2 or "
+            "more, or with dynamo=True, to keep the axis dynamic.",
+            DynamicDimensionFixedWarning)
+    return traced, options
 
 
 def _replay(caught: list[warnings.WarningMessage]) -> None:
@@ -230,16 +248,23 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
             # TracingWarning says where): the trace is run at larger sizes, each dim name
             # grown alone too. (A trace that passed the check of small dims has been run with
             # all of them grown together.)
-            checked = _check_small_dynamic_dims(model, args, kwargs, dim_names, traced)
-            if dim_names and any(issubclass(w.category, TracingWarning) for w in held):
-                traced = with_axes_the_trace_fixes_static(model, args, kwargs, options,
+            traced_options = options
+            small = _small_dims_the_trace_fixes(model, args, kwargs, dim_names, traced)
+            fixed, why = small or ([], "")
+            checked = small is not None and not fixed
+            if fixed:
+                traced, traced_options = _keeping_small_dims_static(model, args, kwargs,
+                                                                    options, fixed, why)
+            names = traced_options.get("dim_names") or {}
+            if names and any(issubclass(w.category, TracingWarning) for w in held):
+                traced = with_axes_the_trace_fixes_static(model, args, kwargs, traced_options,
                                                           traced, grown_together=not checked)
-            elif dim_names and not checked and _static_like_a_dynamic_size(traced, args,
-                                                                           kwargs, dim_names):
+            elif names and not checked and _static_like_a_dynamic_size(traced, args, kwargs,
+                                                                       names):
                 # A count Python read gives no warning (len(x.unbind(0)), a loop over the
                 # pieces), and leaves an output's size the example's: the outputs' shapes are
                 # checked at larger sizes (not values, which a random op makes differ).
-                traced = with_axes_the_trace_fixes_static(model, args, kwargs, options,
+                traced = with_axes_the_trace_fixes_static(model, args, kwargs, traced_options,
                                                           traced, values=False)
         return traced
 

@@ -156,9 +156,9 @@ def _propagated_program(graph_module: torch.fx.GraphModule, tensors: tuple,
     if twos is not None:
         # A batch of 1: a guard of the fake run (on a layout: bart's copy into a slice of its
         # shifted ids) may hold at 1 only. The graph, traced at 1, is run from 2: a graph that
-        # holds at 1 only fails there, and capture checks the program against the model at
-        # size 2 (_check_small_dynamic_dims). One whose sizes read back fail there (a view
-        # to a size computed at 1) is left to torch.export too.
+        # holds at 1 only fails there, and capture checks the program against the model at a
+        # larger size (strategies._small_dims_the_trace_fixes). One whose sizes read back fail
+        # there (a view to a size computed at 1) is left to torch.export too.
         try:
             hints = _read_back_hints(graph_module, twos)
         except Exception:  # noqa: BLE001 - torch raises many kinds: the graph fails at 2
