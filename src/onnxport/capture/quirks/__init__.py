@@ -14,6 +14,7 @@
   pooling_1d.py          max_pool1d as max_pool2d: a dynamic length stays dynamic
   conv_backends.py       the fake convolution's choice of backend, without a guard on the batch
   one_piece_splits.py    [-1] of a split's one piece at the example: the last piece at any size
+  shape_as_tensor.py     torch._shape_as_tensor as a stack of the sizes (torch.export)
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
 Capture applies them through one hook, :func:`applied`, naming the step it is in (a graph
@@ -71,6 +72,10 @@ def applied(step: str) -> Iterator[None]:
             from onnxport.capture.quirks.pooling_1d import max_pool1d_as_2d
 
             stack.enter_context(max_pool1d_as_2d())
+        if step in ("torch.export", "torch.export strict"):  # (the tracer records it whole)
+            from onnxport.capture.quirks.shape_as_tensor import shape_as_tensor_stacked
+
+            stack.enter_context(shape_as_tensor_stacked())
         if step in ("torch.export", "trace"):  # Python runs the model's own code
             from onnxport.capture.quirks.one_piece_splits import last_of_one_piece
             from onnxport.capture.quirks.packed_sequences import packed_sequences_as_padded
