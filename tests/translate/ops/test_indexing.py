@@ -409,3 +409,13 @@ def test_accumulating_rows_at_repeated_indices_is_deterministic():
     expected = _AccumulateRows()(x, rows, values)
     for _ in range(8):
         torch.testing.assert_close(program(x, rows, values)[0], expected, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_unfold_by_a_size_and_step_read_at_run_time(dynamo):
+    # PyTorch's suite: the window's size and step are sizes of the input, every axis dynamic;
+    # the translation took them for numbers (a TypeError on both paths). (torch.export fixes
+    # the window's size: the default path falls back to tracing, which keeps it.)
+    check(lambda x: (x.unfold(2, x.shape[1], x.shape[1] - 1), x.unfold(2, x.shape[1], 1)),
+          torch.randn(4, 2, 4), dynamo=dynamo, input_names=["x"],
+          dynamic_axes={"x": [0, 1, 2]}, run_with=[(torch.randn(3, 3, 7),), (torch.randn(2, 4, 9),)])

@@ -605,11 +605,14 @@ def unfold(g, self, dimension, size, step):
     from onnxport.translate.ops.shape import size_of
 
     length = g.op("Squeeze", size_of(g, self, axis), g.const([0]))
-    count = g.op("Add", g.op("Div", g.op("Sub", length, g.const(size)), g.const(step)),
-                 g.const(1))
-    starts = g.op("Mul", g.op("Range", g.const(0), count, g.const(1)), g.const(step))
-    positions = g.op("Add", g.op("Unsqueeze", starts, g.const([1])),
-                     g.const(list(range(size))))  # [count, size]
+    # (a size or step read at run time, x.unfold(2, x.size(1), x.size(1) - 1), is a value)
+    size_value, step_value = (as_tensor(g, v, dtype=ir.DataType.INT64)
+                              if isinstance(v, ir.Value) else g.const(v) for v in (size, step))
+    count = g.op("Add", g.op("Div", g.op("Sub", length, size_value), step_value), g.const(1))
+    starts = g.op("Mul", g.op("Range", g.const(0), count, g.const(1)), step_value)
+    offsets = g.op("Range", g.const(0), size_value, g.const(1)) \
+        if isinstance(size, ir.Value) else g.const(list(range(size)))
+    positions = g.op("Add", g.op("Unsqueeze", starts, g.const([1])), offsets)  # [count, size]
     windows = g.op("Gather", self, positions, axis_i=axis)  # [..., count, size, ...]
     perm = [*range(axis + 1), *range(axis + 2, r + 1), axis + 1]
     return windows if perm == list(range(r + 1)) else g.op("Transpose", windows, perm_i=perm)
