@@ -1519,3 +1519,30 @@ def test_a_scripted_loop_over_the_pieces_of_a_static_axis(model, dynamo):
     x = torch.randn(7, 3)
     program = onnxport.export(torch.jit.script(model()), (x,), dynamo=dynamo)
     _close(program(x)[0], model()(x))
+
+
+class _OneCellTwice(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.LSTMCell(4, 5)
+        self.linear = torch.nn.Linear(5, 5)
+
+    def forward(self, x, h):
+        first, _ = self.cell(x, (h, h))
+        return self.linear(self.linear(first)), self.cell(x)[0]
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_scripted_submodule_called_twice_has_its_weights_once(dynamo):
+    # Scripted, each call of the cell (with and without a state) had its own copy of the
+    # weights, under one name: translation failed ("Initializer 'cell.weight_ih' is already
+    # registered").
+    torch.manual_seed(0)
+    model = torch.jit.script(_OneCellTwice().eval())
+    x, h = torch.randn(3, 4), torch.randn(3, 5)
+    program = onnxport.export(model, (x, h), dynamo=dynamo)
+    names = set(program.model.graph.initializers)
+    assert {"linear.weight", "linear.bias"} <= names and "linear.weight_1" not in names
+    for inputs in [(x, h), (torch.randn(3, 4), torch.randn(3, 5))]:
+        for actual, expected in zip(program(*inputs), model(*inputs), strict=True):
+            torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)

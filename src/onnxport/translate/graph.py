@@ -11,7 +11,7 @@ import functools
 import operator
 import os
 import re
-from typing import Any
+from typing import Any, Mapping
 
 import onnx_ir as ir
 import sympy
@@ -183,10 +183,19 @@ class _Translator:
             self._set_meta(value, node.meta.get("val"))
             graph.inputs.append(value)
             self.env[node] = self._within_bounds(fx_name, value)
+        named: dict[str, tuple[ir.Value, torch.Tensor]] = {}
         for fx_name, (onnx_name, tensor) in context.weights.items():
             node = placeholders[fx_name]
             if tensor is None:
                 continue
+            if onnx_name in named:
+                # One weight twice (a scripted submodule called twice has a copy of its
+                # weights per call): one initializer; a different tensor gets its own name.
+                first, first_tensor = named[onnx_name]
+                if _same_tensor(first_tensor, tensor):
+                    self.env[node] = first
+                    continue
+                onnx_name = _unused_name(onnx_name, named)
             if export_params:
                 value = g.initializer(onnx_name, tensor)
                 if keep_initializers_as_inputs:
@@ -195,6 +204,7 @@ class _Translator:
                 value = ir.Value(name=onnx_name)
                 self._set_meta(value, tensor)
                 graph.inputs.append(value)
+            named[onnx_name] = (value, tensor)
             self.env[node] = value
         output_node = None
         # Which ONNX value holds each FX node's result, taken when it is made (an in-place op
@@ -722,3 +732,15 @@ def _innermost_frame(trace: str) -> tuple[str, str, str] | None:
 
 _TORCH_FOLDER = os.path.dirname(torch.__file__) + os.sep
 _ONNXPORT_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a is b or (a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
+                      and a.device.type != "meta" and bool(torch.equal(a, b)))
+
+
+def _unused_name(name: str, taken: Mapping[str, Any]) -> str:
+    k = 1
+    while f"{name}_{k}" in taken:
+        k += 1
+    return f"{name}_{k}"
