@@ -369,7 +369,7 @@ class _Guard:
                ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
                ast.Div: lambda a, b: a / b, ast.Mod: lambda a, b: a % b}
     _CALLS = {"math.trunc": math.trunc, "math.floor": math.floor, "math.ceil": math.ceil,
-              "max": max, "min": min}
+              "max": max, "min": min, "torch.sym_float": float, "abs": abs, "round": round}
 
     _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
                 ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
@@ -377,7 +377,7 @@ class _Guard:
     def __init__(self, tree: ast.Compare):
         self.tree = tree
         self.floating = any(isinstance(node, ast.Div) or isinstance(node, ast.Call)
-                            and ast.unparse(node.func).startswith("math.")
+                            and ast.unparse(node.func).startswith(("math.", "torch.sym_float"))
                             for node in ast.walk(tree))
         self.periodic = any(isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
                             for node in ast.walk(tree))

@@ -14,6 +14,9 @@ import torch.utils._pytree as pytree
 
 def fake_call(target: Any, args: tuple, kwargs: dict) -> Any:
     """``target(*args, **kwargs)`` on fake values, as the helpers below need."""
+    if target in SCALAR_TWINS and any(isinstance(a, (torch.SymInt, torch.SymFloat))
+                                      for a in args):
+        return SCALAR_TWINS[target](*args)
     if target in ARANGE_OUTS and isinstance(kwargs.get("out"), torch.Tensor):
         target, kwargs = functional_arange(target, kwargs, kwargs["out"].dtype)
     if target in _ARANGES and (value := _symbolic_arange(target, args, kwargs)) is not None:
@@ -50,6 +53,41 @@ def run_keeping_inputs(target: Any, args: tuple, kwargs: dict) -> Any:
         with enable_python_dispatcher():
             return target(*args, **kwargs)
     return target(*args, **kwargs)
+
+
+def _float(a: Any) -> Any:
+    return torch.sym_float(a)
+
+
+def _log2(a: Any) -> Any:
+    return torch._sym_log2(_float(a))
+
+
+_LN2 = math.log(2.0)
+_aten = torch.ops.aten
+
+# Scripted code's math on sizes (``float(n) ** -0.5``, ``math.sqrt(n)``, ``math.ceil(n / 2)``)
+# is ATen's scalar ops, whose schemas take plain numbers: run on the example's sizes, each gave
+# a number, which translation took for a constant (the file computed with the example's size
+# at every size). Here each gives its result as a symbol, in the kind its schema returns.
+SCALAR_TWINS = {
+    **{pow_: (lambda a, b: _float(a) ** b) for pow_ in (
+        _aten.pow.float, _aten.pow.int, _aten.pow.int_float, _aten.pow.float_int)},
+    _aten.sqrt.int: lambda a: torch._sym_sqrt(_float(a)),
+    _aten.sqrt.float: lambda a: torch._sym_sqrt(_float(a)),
+    _aten.log.int: lambda a: _log2(a) * _LN2,
+    _aten.log.float: lambda a: _log2(a) * _LN2,
+    _aten.log10.int: lambda a: _log2(a) / math.log2(10.0),
+    _aten.log10.float: lambda a: _log2(a) / math.log2(10.0),
+    _aten.exp.int: lambda a: 2.0 ** (_float(a) / _LN2),
+    _aten.exp.float: lambda a: 2.0 ** (_float(a) / _LN2),
+    _aten.ceil.float: math.ceil,
+    _aten.floor.float: math.floor,
+    _aten.round.float: lambda a: _float(round(a)),
+    torch.ops.prim.abs.int: abs,
+    torch.ops.prim.abs.float: abs,
+    _aten.fabs.float: lambda a: abs(_float(a)),
+}
 
 
 def _max_pool1d(*args: Any, **kwargs: Any) -> torch.Tensor:

@@ -4,9 +4,12 @@ computed from one in float32 can come out one off (arange(0, n * 0.2, 0.2))."""
 
 from __future__ import annotations
 
+import math
+
 import onnx_ir as ir
 import torch
 
+from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import FLOAT_TYPES, SYMBOLIC_DTYPES, as_1d, cast
 from onnxport.translate.registry import translates
 
@@ -177,3 +180,70 @@ def item(g, self):
 
 _INTEGER_TYPES = {ir.DataType.INT64, ir.DataType.INT32, ir.DataType.INT16, ir.DataType.INT8,
                   ir.DataType.UINT8}
+
+
+# Scripted code's math on sizes: ATen's scalar overloads, given symbols by the fake run
+# (capture/torchscript/fake_calls.SCALAR_TWINS), in doubles as Python computes them.
+@translates("aten::pow.float", "aten::pow.int", "aten::pow.int_float", "aten::pow.float_int")
+def scalar_pow(g, a, b):
+    """pow.float(float a, float b) -> float (each overload: a float)"""
+    return g.op("Pow", _operand(g, a, ir.DataType.DOUBLE), _operand(g, b, ir.DataType.DOUBLE))
+
+
+def _unary_double(onnx_op: str, *names: str):
+    def translation(g, a):
+        return g.op(onnx_op, _operand(g, a, ir.DataType.DOUBLE))
+
+    translation.__name__ = f"scalar_{onnx_op.lower()}"
+    translation.__doc__ = f"{names[0]}(Scalar a) -> float"
+    translates(*names)(translation)
+
+
+_unary_double("Sqrt", "aten::sqrt.int", "aten::sqrt.float")
+_unary_double("Log", "aten::log.int", "aten::log.float")
+_unary_double("Exp", "aten::exp.int", "aten::exp.float")
+_unary_double("Round", "aten::round.float")  # (half to even, as TorchScript's)
+_unary_double("Abs", "prim::abs.float", "aten::fabs.float")
+
+
+@translates("aten::log10.int", "aten::log10.float")
+def scalar_log10(g, a):
+    """log10.float(float a) -> float"""
+    return g.op("Div", g.op("Log", _operand(g, a, ir.DataType.DOUBLE)),
+                g.const([math.log(10.0)], ir.DataType.DOUBLE))
+
+
+@translates("aten::ceil.float", "aten::floor.float")
+def scalar_ceil_floor(g, a):
+    """ceil.float(float a) -> int (floor.float alike)"""
+    onnx_op = "Ceil" if "ceil" in g.provenance.aten else "Floor"
+    return g.op("Cast", g.op(onnx_op, _operand(g, a, ir.DataType.DOUBLE)),
+                to_i=int(ir.DataType.INT64))
+
+
+@translates("prim::abs.int")
+def scalar_abs_int(g, a):
+    """abs.int(int a) -> int"""
+    return g.op("Abs", _operand(g, a, ir.DataType.INT64))
+
+
+@translates("_operator::abs")
+def sym_abs(g, a):
+    """abs(SymInt a) -> SymInt (a SymFloat's: a SymFloat)"""
+    return g.op("Abs", _operand(g, a, _dtype(g, a, 0)))
+
+
+@translates("torch::_sym_sqrt")
+def sym_sqrt(g, a):
+    """_sym_sqrt(SymFloat a) -> SymFloat (math.sqrt of a size)"""
+    return g.op("Sqrt", _operand(g, a, ir.DataType.DOUBLE))
+
+
+@translates("builtins::round")
+def sym_round(g, a, ndigits=None):
+    """round(SymFloat a) -> SymInt (half to even, as Python's)"""
+    if ndigits is not None:
+        raise TranslationError("round() of a symbolic float to digits is not translated; "
+                               "round(x) to an int is")
+    return g.op("Cast", g.op("Round", _operand(g, a, ir.DataType.DOUBLE)),
+                to_i=int(ir.DataType.INT64))
