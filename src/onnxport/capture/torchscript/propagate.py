@@ -305,6 +305,7 @@ class _FakeRun:
             return value
         guards = len(self.shape_env.guards)
         value = fake_call(node.target, args, kwargs)
+        _dtype_read(node, value)
         if node.target in _PIECE_COUNTING and len(self.shape_env.guards) > guards and \
                 len(value) > 1:
             # The number of pieces of a dynamic axis: translation computes the pieces at run
@@ -664,6 +665,20 @@ def _propagate_cond(shape_env: Any, pred: Any, true_branch: torch.fx.GraphModule
     return results
 
 
+def _dtype_read(node: torch.fx.Node, value: Any) -> bool:
+    """Whether ``node`` reads a tensor's dtype (``b.to(a.dtype)`` in scripted code), which its
+    users now take as the number it is, and is gone: no ExportedProgram holds the converter's
+    Python call (a while loop's body had one, and the graph was left to torch.export, which
+    cannot run a loop on a tensor's value)."""
+    from torch._export.converter import get_dtype_as_int
+
+    if node.target is not get_dtype_as_int or not isinstance(value, int):
+        return False
+    _replace_uses(node, value)
+    node.graph.erase_node(node)
+    return True
+
+
 def _run_subgraph(module: torch.fx.GraphModule, inputs: list) -> list:
     # The python dispatcher: composite ops (upsample to a size read from a tensor) take
     # symbolic sizes only through it.
@@ -716,6 +731,8 @@ def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
                 raise CaptureError(
                     f"in a loop body or branch, {node.format_node()} failed: "
                     f"{type(error).__name__}: {first_lines(str(error), 2)}") from error
+            if _dtype_read(node, value):
+                continue
         elif node.op == "get_attr":  # a constant the converter lifted
             value = _attribute(module, node.target)
         elif node.op == "output":
