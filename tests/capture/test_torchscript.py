@@ -1546,3 +1546,53 @@ def test_a_scripted_submodule_called_twice_has_its_weights_once(dynamo):
     for inputs in [(x, h), (torch.randn(3, 4), torch.randn(3, 5))]:
         for actual, expected in zip(program(*inputs), model(*inputs), strict=True):
             torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-4)
+
+
+class _WhileOnATensorCondition(torch.jit.ScriptModule):
+    # PyTorch's suite (test_while_cond): the condition is a bool tensor, and the body adds it
+    # in the input's dtype. The body's read of a.dtype was a Python call of torch's converter,
+    # which no ExportedProgram holds: the graph went to torch.export, which cannot loop on a
+    # tensor's value (GuardOnDataDependentSymNode on both paths).
+    @torch.jit.script_method
+    def forward(self, x, a):
+        b = a < 4
+        while b:
+            a += b.to(a.dtype)
+            b = a < 4
+        return x + a
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_while_loop_on_a_tensor_condition_whose_body_reads_a_dtype(dynamo):
+    x = torch.zeros(1, 2, 3, dtype=torch.long)
+    program = onnxport.export(_WhileOnATensorCondition(), (x, torch.tensor([0])), dynamo=dynamo)
+    assert "Loop" in [node.op_type for node in program.model.graph]
+    for start in (0, 2, 7):
+        a = torch.tensor([start])
+        torch.testing.assert_close(program(x, a.clone())[0],
+                                   _WhileOnATensorCondition()(x, a.clone()))
+
+
+class _IfView(torch.nn.Module):
+    def forward(self, x, y, cond):
+        bs, seq = y.shape[:2]
+        if cond:
+            res = x.view(bs, seq, -1)
+        else:
+            res = y
+        return res.transpose(1, 2)
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_branch_that_returns_an_input_unchanged(dynamo):
+    # PyTorch's suite (test_if_view): torch's converter looked the branch's result up among
+    # the values the branch makes ("Output y.1 not found"); every axis is dynamic.
+    model = torch.jit.script(_IfView())
+    x, y = torch.randn(2, 16, 2, 2), torch.randn(2, 16, 8)
+    program = onnxport.export(model, (x, y, torch.tensor([True])), dynamo=dynamo,
+                              input_names=["x", "y", "cond"],
+                              dynamic_axes={"x": [0, 1, 2, 3], "y": [0, 1, 2]})
+    assert "If" in [node.op_type for node in program.model.graph]
+    for inputs in [(x, y, torch.tensor([True])), (x, y, torch.tensor([False])),
+                   (torch.randn(3, 5, 2, 2), torch.randn(3, 5, 4), torch.tensor([True]))]:
+        torch.testing.assert_close(program(*inputs)[0], model(*inputs))

@@ -41,6 +41,30 @@ def decide_branches(graph: torch._C.Graph, distinct_inputs: bool = False) -> Non
         torch._C._jit_pass_dce(graph)
     if _drop_dead_control_flow(graph):
         torch._C._jit_pass_dce(graph)
+    _copy_outer_tensors_returned(graph, graph.block())
+
+
+def _copy_outer_tensors_returned(graph: torch._C.Graph, block: Any) -> None:
+    """A branch that returns a tensor of the enclosing code unchanged (``res = y`` in one
+    branch of ``if cond:``) returns a clone of it made in the branch: torch's converter looks
+    a branch's results up among the values the branch makes and uses ("Output y.1 not
+    found")."""
+    for node in block.nodes():
+        for sub_block in node.blocks():
+            _copy_outer_tensors_returned(graph, sub_block)
+            if node.kind() != "prim::If":
+                continue
+            returned = sub_block.returnNode()
+            for k, value in enumerate(list(returned.inputs())):
+                if value.type().kind() != "TensorType" or \
+                        value.node().owningBlock() == sub_block:
+                    continue
+                none = graph.insertConstant(None)
+                none.node().moveBefore(returned)
+                copy = graph.create("aten::clone", [value, none])
+                copy.insertBefore(returned)
+                copy.output().setType(value.type())
+                returned.replaceInput(k, copy.output())
 
 
 def _fold_known_ranks(graph: torch._C.Graph) -> bool:
