@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import onnxport
+from onnxport.errors import DynamicDimensionFixedWarning
 
 
 class PowersAndRoots(torch.nn.Module):
@@ -27,6 +28,18 @@ class Roundings(torch.nn.Module):
         return (x * math.ceil(n / 2), x * math.floor(n / 3), x * round(n / 3),
                 x * abs(n - 6), x * math.fabs(n - 6.5), x[: math.ceil(n / 2)],
                 x[: int(math.sqrt(n))], torch.ones(int(n ** 0.5)))
+
+
+class MoreMath(torch.nn.Module):
+    def forward(self, x):
+        n = x.size(0)
+        return (x * math.floor(n), x * math.ceil(n), x * math.log(n, 2), x * math.sin(n),
+                x * math.tanh(n / 10), x * float(n) // 2)
+
+
+class NoSymbolicForm(torch.nn.Module):
+    def forward(self, x):
+        return x * math.atan2(x.size(0), 3)
 
 
 SIZES = [(5, 3), (8, 4), (2, 3), (11, 2)]
@@ -46,7 +59,8 @@ def _matches_at_every_size(program, model):
             torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
 
 
-@pytest.mark.parametrize("model", [PowersAndRoots(), Roundings()], ids=["powers", "roundings"])
+@pytest.mark.parametrize("model", [PowersAndRoots(), Roundings(), MoreMath()],
+                         ids=["powers", "roundings", "more"])
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
 def test_scripted_math_on_a_dynamic_size_is_computed_at_run_time(dynamo, model):
     scripted = torch.jit.script(model)
@@ -77,3 +91,14 @@ def test_an_int_of_a_float_size_that_torch_export_guards_is_never_silently_wrong
             continue
         for a, e in zip(actual, model(x), strict=True):
             torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "dynamo=False"])
+def test_scripted_math_on_a_size_without_a_symbolic_form_keeps_the_axis_static(dynamo):
+    # (math.atan2 of a size: the example's number would be a constant of the file)
+    scripted = torch.jit.script(NoSymbolicForm())
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 0"):
+        program = _exported(scripted, dynamo)
+    assert program.model.graph.inputs[0].shape[0] == 5
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(program(x)[0], scripted(x))

@@ -14,9 +14,13 @@ import torch.utils._pytree as pytree
 
 def fake_call(target: Any, args: tuple, kwargs: dict) -> Any:
     """``target(*args, **kwargs)`` on fake values, as the helpers below need."""
-    if target in SCALAR_TWINS and any(isinstance(a, (torch.SymInt, torch.SymFloat))
-                                      for a in args):
-        return SCALAR_TWINS[target](*args)
+    if any(isinstance(a, (torch.SymInt, torch.SymFloat)) for a in args):
+        if target in SCALAR_TWINS:
+            return SCALAR_TWINS[target](*args)
+        if _returns_a_number(target):
+            # Run on the example's sizes, its number would be a constant of the file: the
+            # graph is left to torch.export, which fixes the sizes it reads, with a warning.
+            raise NotImplementedError(f"{target} of a symbolic size has no symbolic form")
     if target in ARANGE_OUTS and isinstance(kwargs.get("out"), torch.Tensor):
         target, kwargs = functional_arange(target, kwargs, kwargs["out"].dtype)
     if target in _ARANGES and (value := _symbolic_arange(target, args, kwargs)) is not None:
@@ -87,7 +91,25 @@ SCALAR_TWINS = {
     torch.ops.prim.abs.int: abs,
     torch.ops.prim.abs.float: abs,
     _aten.fabs.float: lambda a: abs(_float(a)),
+    _aten.floor.int: lambda a: a,
+    _aten.ceil.int: lambda a: a,
+    _aten.round.int: _float,
+    **{log: (lambda a, b: _log2(a) / _log2(b)) for log in (
+        _aten.log.int_int, _aten.log.float_float, _aten.log.int_float, _aten.log.float_int)},
+    **{getattr(_aten, name).int: (lambda a, f=function: f(_float(a)))
+       for name, function in (("sin", torch._sym_sin), ("cos", torch._sym_cos),
+                              ("tanh", torch._sym_tanh))},
+    **{getattr(_aten, name).float: (lambda a, f=function: f(_float(a)))
+       for name, function in (("sin", torch._sym_sin), ("cos", torch._sym_cos),
+                              ("tanh", torch._sym_tanh))},
 }
+
+
+@functools.lru_cache(maxsize=None)
+def _returns_a_number(target: Any) -> bool:
+    schema = getattr(target, "_schema", None)
+    return schema is not None and len(schema.returns) == 1 and \
+        schema.returns[0].real_type.kind() in ("IntType", "FloatType", "NumberType", "BoolType")
 
 
 def _max_pool1d(*args: Any, **kwargs: Any) -> torch.Tensor:

@@ -204,6 +204,24 @@ _unary_double("Log", "aten::log.int", "aten::log.float")
 _unary_double("Exp", "aten::exp.int", "aten::exp.float")
 _unary_double("Round", "aten::round.float")  # (half to even, as TorchScript's)
 _unary_double("Abs", "prim::abs.float", "aten::fabs.float")
+_unary_double("Identity", "aten::round.int")
+_unary_double("Sin", "aten::sin.int", "aten::sin.float")
+_unary_double("Cos", "aten::cos.int", "aten::cos.float")
+_unary_double("Tanh", "aten::tanh.int", "aten::tanh.float")
+
+
+@translates("aten::floor.int", "aten::ceil.int")
+def scalar_int_rounding(g, a):
+    """floor.int(int a) -> int (an int is its own floor and ceiling)"""
+    return _operand(g, a, ir.DataType.INT64)
+
+
+@translates("aten::log.int_int", "aten::log.float_float", "aten::log.int_float",
+            "aten::log.float_int")
+def scalar_log_base(g, a, b):
+    """log.int_int(int a, int b) -> float (math.log(a, base))"""
+    return g.op("Div", g.op("Log", _operand(g, a, ir.DataType.DOUBLE)),
+                g.op("Log", _operand(g, b, ir.DataType.DOUBLE)))
 
 
 @translates("aten::log10.int", "aten::log10.float")
