@@ -96,12 +96,9 @@ SCALAR_TWINS = {
     _aten.round.int: _float,
     **{log: (lambda a, b: _log2(a) / _log2(b)) for log in (
         _aten.log.int_int, _aten.log.float_float, _aten.log.int_float, _aten.log.float_int)},
-    **{getattr(_aten, name).int: (lambda a, f=function: f(_float(a)))
+    **{getattr(getattr(_aten, name), kind): (lambda a, f=function: f(_float(a)))
        for name, function in (("sin", torch._sym_sin), ("cos", torch._sym_cos),
-                              ("tanh", torch._sym_tanh))},
-    **{getattr(_aten, name).float: (lambda a, f=function: f(_float(a)))
-       for name, function in (("sin", torch._sym_sin), ("cos", torch._sym_cos),
-                              ("tanh", torch._sym_tanh))},
+                              ("tanh", torch._sym_tanh)) for kind in ("int", "float")},
 }
 
 
