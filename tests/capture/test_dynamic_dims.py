@@ -997,3 +997,22 @@ def test_sizes_made_a_tensor_from_an_example_of_one_keep_the_axes_static_when_tr
                                   dynamic_axes={"x": [0, 1, 2, 3], "y": [0, 1, 2, 3]},
                                   dynamo=False)
     torch.testing.assert_close(program(x, y)[0], _SizesAsATensor()(x, y))
+
+
+class _ScaledHeads(torch.nn.Module):
+    def forward(self, x):
+        b, s, d = x.shape
+        return x.view(b, s, 2, d // 2).transpose(1, 2) * (float(d // 2) ** -0.5)
+
+
+def test_a_fixed_scale_is_checked_at_doubled_sizes_where_the_model_fails_at_others():
+    # The scale is a Python float of the trace (a TracingWarning), fixed to the example's
+    # 1/2. The check grew the width from 8 to 13, where the model's view fails, and so
+    # checked nothing: the file was silently wrong at every other even width. Doubled (16),
+    # the model runs and the check sees it: the width is static, with a warning.
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 2 .*kept at its example's size"):
+        program = onnxport.export(_ScaledHeads(), (torch.randn(2, 3, 8),), input_names=["x"],
+                                  dynamic_axes={"x": [0, 1, 2]}, dynamo=False)
+    assert program.model.graph.inputs[0].shape[2] == 8
+    x = torch.randn(3, 5, 8)
+    torch.testing.assert_close(program(x)[0], _ScaledHeads()(x))

@@ -24,7 +24,7 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
                    program: CapturedProgram, *, distinct: bool = False,
                    differences_only: bool = False, smallest: int = 0,
                    failing_graph_differs: bool = False, shapes: bool = False,
-                   values: bool = True) -> str | None:
+                   values: bool = True, doubled: bool = False) -> str | None:
     """Why ``program`` does not compute what ``model`` does with every dynamic axis of
     ``dim_names`` grown by about half, to ``smallest`` at least (None when it does); where
     the model returns only empty tensors there, one larger (up to 5), which have something
@@ -36,21 +36,28 @@ def grown_mismatch(model: Any, args: tuple, kwargs: dict, dim_names: dict,
     fails where the model runs does not (its sizes hold at the example only: ONNX, which
     broadcasts where torch refuses, may answer there). ``shapes``: each node's size there
     must also be the one its recorded symbolic shape gives (:func:`run_program`), which
-    translation builds on. ``values`` False: only the outputs' shapes are compared."""
+    translation builds on. ``values`` False: only the outputs' shapes are compared.
+    ``doubled``: the axes grown to twice their size; tried where the model fails at the
+    first sizes (a view to ``d // 2`` heads of an odd length), which checked nothing."""
     grown, (grown_args, grown_kwargs) = _grown_inputs(args, kwargs, dim_names, smallest,
-                                                      distinct)
+                                                      distinct, doubled)
     try:
         with torch.no_grad():
             expected = [t for t in pytree.tree_leaves(model(*grown_args, **grown_kwargs))
                         if isinstance(t, torch.Tensor)]
     except Exception as error:  # noqa: BLE001 - the model itself fails there
+        if not doubled:
+            return grown_mismatch(model, args, kwargs, dim_names, program, distinct=distinct,
+                                  differences_only=differences_only, smallest=smallest,
+                                  failing_graph_differs=failing_graph_differs, shapes=shapes,
+                                  values=values, doubled=True)
         return None if differences_only else f"eager failed: {type(error).__name__}"
     if smallest and smallest < 5 and expected and all(t.numel() == 0 for t in expected):
         # (x.chunk(3)[-1][1:] of 3 rows is empty, as the first chunk's is: at 4 they differ)
         return grown_mismatch(model, args, kwargs, dim_names, program, distinct=distinct,
                               differences_only=differences_only, smallest=smallest + 1,
                               failing_graph_differs=failing_graph_differs, shapes=shapes,
-                              values=values)
+                              values=values, doubled=doubled)
     try:
         with torch.no_grad():
             actual = run_program(program.exported_program, grown, shapes=shapes)
@@ -142,7 +149,8 @@ def _model_runs(model: Any, args: tuple, kwargs: dict, dims: dict, smallest: int
     return True
 
 
-def _grown_inputs(args: tuple, kwargs: dict, dims: dict, smallest: int, distinct: bool = False):
+def _grown_inputs(args: tuple, kwargs: dict, dims: dict, smallest: int, distinct: bool = False,
+                  doubled: bool = False):
     """The tensor inputs with their ``dims`` (position, axis) grown (:func:`grown_sizes`),
     and (args, kwargs) holding them."""
     leaves, spec = pytree.tree_flatten((args, kwargs))
@@ -150,7 +158,7 @@ def _grown_inputs(args: tuple, kwargs: dict, dims: dict, smallest: int, distinct
     dynamic = [{axis for (k, axis) in dims if k == position} or None
                for position in range(len(positions))]
     grown = grown_sizes(tuple(leaves[i] for i in positions), dynamic, distinct=distinct,
-                        smallest=smallest)
+                        smallest=smallest, doubled=doubled)
     for i, tensor in zip(positions, grown):
         leaves[i] = tensor
     return grown, pytree.tree_unflatten(leaves, spec)

@@ -102,10 +102,11 @@ def ones_as_twos(tensors: tuple, dynamic: list) -> tuple | None:
 
 
 def grown_sizes(tensors: tuple, dynamic: list, distinct: bool = False,
-                smallest: int = 0) -> tuple:
+                smallest: int = 0, doubled: bool = False) -> tuple:
     """The example inputs grown by about half along each dynamic axis, to ``smallest`` at
     least (repeating their values, so that data-dependent steps see alike data;
     ``distinct``: values that differ, :func:`differing_values`, each repeat from the last).
+    ``doubled``: to twice their size, which every divisor of the example's divides too.
     An empty axis stays empty: it has no values to repeat."""
     grown = []
     shuffle = torch.Generator().manual_seed(0)
@@ -114,7 +115,8 @@ def grown_sizes(tensors: tuple, dynamic: list, distinct: bool = False,
             size = tensor.shape[axis]
             if size == 0:
                 continue
-            target, parts = max(size + size // 2 + 1, smallest), [tensor]
+            target = max(2 * size if doubled else size + size // 2 + 1, smallest)
+            parts = [tensor]
             while sum(part.shape[axis] for part in parts) < target:
                 parts.append(differing_values(parts[-1], shuffle) if distinct else tensor)
             tensor = torch.cat(parts, axis).narrow(axis, 0, target)
