@@ -11,7 +11,7 @@ import functools
 import operator
 import os
 import re
-from typing import Any, Mapping
+from typing import Any
 
 import onnx_ir as ir
 import sympy
@@ -27,6 +27,7 @@ from onnxport.errors import TranslationError, UnsupportedOpsError
 from onnxport.translate import decompose
 from onnxport.translate.builder import (GIVEN_SIZES, RECORDED_SIZES_DOUBTFUL,
                                         SHAPE_AT_THE_EXAMPLE, GraphBuilder, Provenance)
+from onnxport.translate.number_inputs import unique_name
 from onnxport.translate.ops._helpers import fail_unless
 from onnxport.translate.registry import Registry, aten_name
 
@@ -195,7 +196,7 @@ class _Translator:
                 if _same_tensor(first_tensor, tensor):
                     self.env[node] = first
                     continue
-                onnx_name = _unused_name(onnx_name, named)
+                onnx_name = unique_name(onnx_name, set(named))
             if export_params:
                 value = g.initializer(onnx_name, tensor)
                 if keep_initializers_as_inputs:
@@ -737,10 +738,3 @@ _ONNXPORT_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) +
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a is b or (a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
                       and a.device.type != "meta" and bool(torch.equal(a, b)))
-
-
-def _unused_name(name: str, taken: Mapping[str, Any]) -> str:
-    k = 1
-    while f"{name}_{k}" in taken:
-        k += 1
-    return f"{name}_{k}"

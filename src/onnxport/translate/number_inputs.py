@@ -99,7 +99,7 @@ def add_number_inputs(model: ir.Model, arguments: NumberArguments,
     taken = _value_names(graph)
     inserted = []
     for number in sorted(numbers, key=lambda n: n.position):
-        name = _unique(number.name, taken)
+        name = unique_name(number.name, taken)
         value = ir.Value(name=name, type=ir.TensorType(_DTYPES[type(number.value)]),
                          shape=ir.Shape([]))
         graph.inputs.insert(number.position, value)
@@ -114,7 +114,7 @@ def _value_names(graph: ir.Graph) -> set[str]:
     return names
 
 
-def _unique(name: str, taken: set[str]) -> str:
+def unique_name(name: str, taken: set[str]) -> str:
     candidate, k = name, 1
     while candidate in taken:
         candidate = f"{name}_{k}"

@@ -139,7 +139,7 @@ def sym_float(g, a):
     return _operand(g, a, ir.DataType.DOUBLE)
 
 
-@translates("torch::sym_int", "math::floor", "math::trunc")
+@translates("torch::sym_int", "math::floor", "math::trunc", "aten::floor.float")
 def sym_int(g, a):
     """sym_int(SymFloat a) -> SymInt"""
     if isinstance(a, ir.Value) and a.dtype != ir.DataType.INT64:
@@ -147,7 +147,7 @@ def sym_int(g, a):
     return _operand(g, a, ir.DataType.INT64)
 
 
-@translates("math::ceil")
+@translates("math::ceil", "aten::ceil.float")
 def sym_ceil(g, a):
     """ceil(SymFloat a) -> SymInt"""
     return g.op("Cast", g.op("Ceil", _operand(g, a, ir.DataType.DOUBLE)), to_i=int(ir.DataType.INT64))
@@ -199,11 +199,10 @@ def _unary_double(onnx_op: str, *names: str):
     translates(*names)(translation)
 
 
-_unary_double("Sqrt", "aten::sqrt.int", "aten::sqrt.float")
+_unary_double("Sqrt", "aten::sqrt.int", "aten::sqrt.float", "torch::_sym_sqrt")
 _unary_double("Log", "aten::log.int", "aten::log.float")
 _unary_double("Exp", "aten::exp.int", "aten::exp.float")
 _unary_double("Round", "aten::round.float")  # (half to even, as TorchScript's)
-_unary_double("Abs", "prim::abs.float", "aten::fabs.float")
 _unary_double("Identity", "aten::round.int")
 _unary_double("Sin", "aten::sin.int", "aten::sin.float")
 _unary_double("Cos", "aten::cos.int", "aten::cos.float")
@@ -231,30 +230,10 @@ def scalar_log10(g, a):
                 g.const([math.log(10.0)], ir.DataType.DOUBLE))
 
 
-@translates("aten::ceil.float", "aten::floor.float")
-def scalar_ceil_floor(g, a):
-    """ceil.float(float a) -> int (floor.float alike)"""
-    onnx_op = "Ceil" if "ceil" in g.provenance.aten else "Floor"
-    return g.op("Cast", g.op(onnx_op, _operand(g, a, ir.DataType.DOUBLE)),
-                to_i=int(ir.DataType.INT64))
-
-
-@translates("prim::abs.int")
-def scalar_abs_int(g, a):
-    """abs.int(int a) -> int"""
-    return g.op("Abs", _operand(g, a, ir.DataType.INT64))
-
-
-@translates("_operator::abs")
+@translates("_operator::abs", "prim::abs.int", "prim::abs.float", "aten::fabs.float")
 def sym_abs(g, a):
-    """abs(SymInt a) -> SymInt (a SymFloat's: a SymFloat)"""
+    """abs(SymInt a) -> SymInt (a SymFloat's, and fabs: a SymFloat)"""
     return g.op("Abs", _operand(g, a, _dtype(g, a, 0)))
-
-
-@translates("torch::_sym_sqrt")
-def sym_sqrt(g, a):
-    """_sym_sqrt(SymFloat a) -> SymFloat (math.sqrt of a size)"""
-    return g.op("Sqrt", _operand(g, a, ir.DataType.DOUBLE))
 
 
 @translates("builtins::round")
