@@ -232,27 +232,37 @@ def with_axes_the_trace_fixes_static(model: Any, args: tuple, kwargs: dict, opti
     a trace that fixed a value (a TracingWarning says where) may have fixed a size, and its
     graph then answers wrongly at other sizes, silently (torch.onnx's too).
     ``grown_together``, ``values``: see :func:`axes_the_trace_fixes`, :func:`grown_mismatch`."""
-    dim_names = options["dim_names"]
-    fixed = axes_the_trace_fixes(model, args, kwargs, dim_names, traced, grown_together,
-                                 values)
+    fixed = axes_the_trace_fixes(model, args, kwargs, options["dim_names"], traced,
+                                 grown_together, values)
     if not fixed:
         return traced
+    why = "see the TracingWarning" if values else \
+        "a count of a tensor's pieces, len() or a loop, which gives no TracingWarning"
+    return traced_with_static_axes(
+        model, args, kwargs, options, fixed,
+        "other sizes, as the model used a size as a Python number ("
+        f"{why}). Export with dynamo=True, or compute that size with tensor ops "
+        "(x.size(0) stays computed), to keep the axis dynamic.")[0]
+
+
+def traced_with_static_axes(model: Any, args: tuple, kwargs: dict, options: dict,
+                            fixed: list[tuple[int, int]], why: str,
+                            ) -> tuple[CapturedProgram, dict]:
+    """The model traced again with the dynamic axes ``fixed`` static, and the options of that
+    trace; each axis named in a warning that the traced graph computes other results than
+    the model at ``why`` (where, why, and what to do)."""
+    dim_names = options["dim_names"]
+    options = {**options, "dim_names": {k: v for k, v in dim_names.items() if k not in fixed}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (the first trace's warnings were given)
-        traced = capture_tracing(model, args, kwargs, **{
-            **options, "dim_names": {k: v for k, v in dim_names.items() if k not in fixed}})
+        traced = capture_tracing(model, args, kwargs, **options)
     leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs))
               if isinstance(leaf, torch.Tensor)]
     names = list(traced.input_names)
-    why = "see the TracingWarning" if values else \
-        "a count of a tensor's pieces, len() or a loop, which gives no TracingWarning"
     for k, axis in fixed:
         which = f"input {names[k]!r}" if k < len(names) else f"tensor input {k}"
         warn_at_caller(
             f"axis {axis} ({dim_names[(k, axis)]!r}) of {which} is kept at its "
             f"example's size, {leaves[k].shape[axis]}: the traced graph computes other results "
-            "than the model at other sizes, as the model used a size as a Python number ("
-            f"{why}). Export with dynamo=True, or compute that size with tensor ops "
-            "(x.size(0) stays computed), to keep the axis dynamic.",
-            DynamicDimensionFixedWarning)
-    return traced
+            f"than the model at {why}", DynamicDimensionFixedWarning)
+    return traced, options

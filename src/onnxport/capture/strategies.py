@@ -15,6 +15,7 @@ from onnxport.capture.common import warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
 from onnxport.capture.grown_check import (bounds_that_bite, grown_mismatch,
+                                         traced_with_static_axes,
                                          with_axes_the_trace_fixes_static)
 from onnxport.capture.specialization import static_size
 from onnxport.errors import (CaptureError, DynamicDimensionFixedWarning, FallbackWarning,
@@ -150,30 +151,6 @@ def _small_dims_the_trace_fixes(model: Any, args: tuple, kwargs: dict, dim_names
     return ([], "") if why is None else (small, why)
 
 
-def _keeping_small_dims_static(model: Any, args: tuple, kwargs: dict, options: dict,
-                               small: list, why: str) -> tuple[CapturedProgram, dict]:
-    """The model traced again with the axes ``small`` static, each named in a warning, and
-    the options of that trace: the file then refuses other sizes where the first trace
-    answered wrongly at them (torch.onnx's exporter answers wrongly)."""
-    dim_names = options["dim_names"]
-    options = {**options, "dim_names": {k: v for k, v in dim_names.items() if k not in small}}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # (the first trace's warnings were given)
-        traced = capture_tracing(model, args, kwargs, **options)
-    leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
-    names = list(traced.input_names)
-    for k, axis in small:
-        which = f"input {names[k]!r}" if k < len(names) else f"tensor input {k}"
-        warn_at_caller(
-            f"axis {axis} ({dim_names[(k, axis)]!r}) of {which} is kept at its example's "
-            f"size, {leaves[k].shape[axis]}: the traced graph computes other results than "
-            f"the model at larger sizes ({why}), as tracing records what holds at the "
-            "example's size only. Export from an example whose dynamic axes have size 2 or "
-            "more, or with dynamo=True, to keep the axis dynamic.",
-            DynamicDimensionFixedWarning)
-    return traced, options
-
-
 def _replay(caught: list[warnings.WarningMessage]) -> None:
     for record in caught:
         warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)
@@ -253,8 +230,11 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
             fixed, why = small or ([], "")
             checked = small is not None and not fixed
             if fixed:
-                traced, traced_options = _keeping_small_dims_static(model, args, kwargs,
-                                                                    options, fixed, why)
+                traced, traced_options = traced_with_static_axes(
+                    model, args, kwargs, options, fixed,
+                    f"larger sizes ({why}), as tracing records what holds at the example's "
+                    "size only. Export from an example whose dynamic axes have size 2 or "
+                    "more, or with dynamo=True, to keep the axis dynamic.")
             names = traced_options.get("dim_names") or {}
             if names and any(issubclass(w.category, TracingWarning) for w in held):
                 traced = with_axes_the_trace_fixes_static(model, args, kwargs, traced_options,
