@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.errors import UnsupportedOpsError
+from onnxport.errors import DynamicDimensionFixedWarning, UnsupportedOpsError
 from onnxport.translate.registry import default_registry
 
 
@@ -216,3 +216,31 @@ def test_a_decomposition_that_writes_into_views_of_its_own_tensors(dynamo):
     program = onnxport.export(_Vander(), (torch.randn(5),), dynamo=dynamo)
     for inputs in (torch.randn(5), torch.randn(5) * 3):
         torch.testing.assert_close(program(inputs)[0], _Vander()(inputs), rtol=1e-3, atol=1e-4)
+
+
+class _Bucketize(torch.nn.Module):
+    def forward(self, v, boundaries):
+        return torch.bucketize(v, boundaries)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_decomposition_that_fixes_a_dynamic_size_is_named_in_a_warning(dynamo):
+    # bucketize's decomposition (the op has a translation now: taken out here) searches a
+    # length it reads as a number. The capture had kept the boundaries' length dynamic; the
+    # file took only the example's, with no warning, and ONNX Runtime refused other lengths.
+    registry = default_registry()
+    saved = registry.lookup("aten::bucketize.Tensor", 18)
+    registry.unregister("aten::bucketize.Tensor")
+    boundaries = torch.tensor([-1.0, 0.0, 0.5, 2.0, 3.0])
+    try:
+        with pytest.warns(DynamicDimensionFixedWarning,
+                          match=r"axis 0 of input 'b' is dynamic, but the decomposition of "
+                                r"aten::bucketize.Tensor at .* only size 5 there"):
+            program = onnxport.export(_Bucketize(), (torch.randn(3), boundaries),
+                                      input_names=["v", "b"], dynamic_axes={"v": [0], "b": [0]},
+                                      dynamo=dynamo)
+    finally:
+        registry.register("aten::bucketize.Tensor", saved.function, saved.since_opset)
+    assert program.model.graph.inputs[1].shape[0] == 5
+    for v in (torch.randn(3), torch.randn(7) * 2):
+        torch.testing.assert_close(program(v, boundaries)[0], torch.bucketize(v, boundaries))

@@ -11,6 +11,7 @@ import functools
 import operator
 import os
 import re
+import warnings
 from typing import Any
 
 import onnx_ir as ir
@@ -23,7 +24,7 @@ from onnxport import diagnostics
 from onnxport.dtypes import QUANTIZED_AS_INTEGER
 from onnxport._version import __version__
 from onnxport.diagnostics.recorder import relative_path
-from onnxport.errors import TranslationError, UnsupportedOpsError
+from onnxport.errors import DynamicDimensionFixedWarning, TranslationError, UnsupportedOpsError
 from onnxport.translate import decompose
 from onnxport.translate.builder import (GIVEN_SIZES, RECORDED_SIZES_DOUBTFUL,
                                         SHAPE_AT_THE_EXAMPLE, GraphBuilder, Provenance)
@@ -150,6 +151,7 @@ class _Translator:
                     place if lowest is None else
                     f"{place}: translated from opset_version {lowest} on")
                 continue
+            dynamic = self._dynamic_input_dims()
             try:
                 traced = self._decomposition(node)
             except Exception as error:  # torch raises many kinds; all mean "cannot decompose"
@@ -157,8 +159,35 @@ class _Translator:
                 missing.setdefault(name, []).append(
                     f"{place}: decomposing it failed ({type(error).__name__}: {first_line})")
                 continue
+            self._warn_fixed_by(name, place, dynamic)
             _adopt(node, traced.module, decomposition=True)
             self._find_missing(traced.module.graph.nodes, decomposing + (name,), missing)
+
+    def _dynamic_input_dims(self) -> list[tuple[str, int, torch.SymInt]]:
+        """(ONNX input name, axis, size) of each input dim the program keeps symbolic."""
+        placeholders = {n.name: n for n in self.context.graph_module.graph.nodes
+                        if n.op == "placeholder"}
+        found = []
+        for fx_name, onnx_name in zip(self.context.user_inputs, self.context.onnx_input_names):
+            value = placeholders[fx_name].meta.get("val")
+            for axis, size in enumerate(getattr(value, "shape", ())):
+                if isinstance(size, torch.SymInt) and not size.node.expr.is_number:
+                    found.append((onnx_name, axis, size))
+        return found
+
+    @staticmethod
+    def _warn_fixed_by(name: str, place: str,
+                       dynamic: list[tuple[str, int, torch.SymInt]]) -> None:
+        """Warn for each dim of ``dynamic`` that tracing the decomposition of ``name`` made a
+        number (torch's bucketize searches a length it reads as an int): the file then takes
+        only the example's size there, which the capture did not know."""
+        for onnx_name, axis, size in dynamic:
+            if size.node.expr.is_number:
+                warnings.warn(
+                    f"axis {axis} of input '{onnx_name}' is dynamic, but the decomposition of "
+                    f"{name} at {place} reads its size as a number: the ONNX model takes only "
+                    f"size {int(size.node.expr)} there", DynamicDimensionFixedWarning,
+                    stacklevel=2)
 
     @staticmethod
     def _needs_translation(node: torch.fx.Node) -> bool:

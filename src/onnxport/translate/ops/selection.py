@@ -118,6 +118,25 @@ def searchsorted(g, sorted_sequence, self, *, out_int32=False, right=False, side
     return cast(g, count, ir.DataType.INT32 if out_int32 else _I64)
 
 
+@translates("aten::bucketize.Tensor")
+def bucketize(g, self, boundaries, *, out_int32=False, right=False):
+    """bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor"""
+    # searchsorted of each value in the one sorted row: torch's decomposition searches a
+    # length it reads as a number, which fixed a dynamic length of the boundaries.
+    return searchsorted(g, boundaries, self, out_int32=out_int32, right=right)
+
+
+@translates("aten::bucketize.Scalar")
+def bucketize_scalar(g, self, boundaries, *, out_int32=False, right=False):
+    """bucketize.Scalar(Scalar self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor"""
+    if isinstance(self, float) and boundaries.dtype not in FLOAT_TYPES:
+        shape = boundaries.shape
+        boundaries = cast(g, boundaries, ir.DataType.DOUBLE)  # (2.5 among int boundaries)
+        boundaries.shape = shape
+    value = self if isinstance(self, ir.Value) else g.const(self, boundaries.dtype)
+    return searchsorted(g, boundaries, value, out_int32=out_int32, right=right)
+
+
 def _cumulative_extreme(g, self, dim, largest: bool):
     """cummax/cummin for a length n along ``dim``: an n x n lower-triangular mask
     picks the prefix of each position; the index is the last position holding the extreme
