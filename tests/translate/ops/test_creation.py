@@ -235,3 +235,18 @@ def test_one_hot_of_a_dynamic_class_count():
     check(lambda i, x: F.one_hot(i, x.size(0)).float() @ x, labels, torch.randn(5, 2),
           dynamo=False, input_names=["i", "x"], dynamic_axes={"x": {0: "n"}},
           run_with=[(labels, torch.randn(7, 2))])
+
+
+class _TriangleOfASize(torch.nn.Module):
+    def forward(self, x):
+        n = x.size(0)
+        return torch.tril(x, n - 4), torch.triu(x, 2 - n)
+
+
+@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("opset", [13, 14])
+def test_tril_triu_by_a_diagonal_computed_from_a_dynamic_size(dynamo, opset):
+    # The diagonal came as a value of the graph: int() of it failed the translation.
+    check(_TriangleOfASize(), torch.randn(5, 5), opset=opset, dynamo=dynamo,
+          input_names=["x"], dynamic_axes={"x": [0, 1]},
+          run_with=[(torch.randn(7, 4),), (torch.randn(3, 6),)])

@@ -210,11 +210,14 @@ def _causal_mask(g, query, key):
 
 
 def lower_triangle(g, rows, columns, diagonal=0):
-    """A bool [rows, columns] mask, true where column - row <= diagonal (1-D [1] sizes)."""
+    """A bool [rows, columns] mask, true where column - row <= diagonal (1-D [1] sizes;
+    ``diagonal`` an int or a 1-D [1] value: a size the model computed)."""
     zero, one = g.const(0, ir.DataType.INT64), g.const(1, ir.DataType.INT64)
     row = g.op("Range", zero, g.op("Squeeze", rows, g.const([0])), one)
     column = g.op("Range", zero, g.op("Squeeze", columns, g.const([0])), one)
     row = g.op("Unsqueeze", row, g.const([1]))
-    if diagonal:
+    if isinstance(diagonal, ir.Value):
+        row = g.op("Add", row, diagonal)
+    elif diagonal:
         row = g.op("Add", row, g.const(diagonal, ir.DataType.INT64))
     return g.op("LessOrEqual", column, row)

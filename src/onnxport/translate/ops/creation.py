@@ -107,7 +107,10 @@ def arange(g, *args, **kwargs):
 def tril(g, self, diagonal=0):
     """tril(Tensor self, int diagonal=0) -> Tensor"""
     upper = "triu" in g.provenance.aten
-    k = g.const(diagonal, ir.DataType.INT64) if diagonal else None
+    if isinstance(diagonal, ir.Value):  # a size the model computed (n - 4): a 0-d k
+        k = g.op("Reshape", cast(g, diagonal, ir.DataType.INT64), g.const([], ir.DataType.INT64))
+    else:
+        k = g.const(diagonal, ir.DataType.INT64) if diagonal else None
     return g.op("Trilu", self, k, upper_i=int(upper))
 
 
@@ -120,7 +123,9 @@ def tril_before_14(g, self, diagonal=0):
     r = len(self.shape)
     rows, columns = size_of(g, self, r - 2), size_of(g, self, r - 1)
     if "triu" in g.provenance.aten:  # triu(k) keeps what tril(k - 1) drops
-        keep = g.op("Not", lower_triangle(g, rows, columns, diagonal - 1))
+        below = g.op("Sub", diagonal, g.const([1], ir.DataType.INT64)) \
+            if isinstance(diagonal, ir.Value) else diagonal - 1
+        keep = g.op("Not", lower_triangle(g, rows, columns, below))
     else:
         keep = lower_triangle(g, rows, columns, diagonal)
     return g.op("Where", keep, self, g.const(0, self.dtype))
