@@ -261,3 +261,19 @@ def test_grid_sample_of_an_image_is_one_grid_sample(opset, mode, padding_mode, a
                     dynamic_shapes={"x": {0: Dim("batch")}, "grid": {0: Dim("batch")}},
                     run_with=[(torch.randn(4, 3, 5, 6), torch.rand(4, 3, 4, 2) * 2 - 1)])
     assert op_types(program) == ["GridSample"]
+
+
+class _GridSampleOfDefaultCorners(torch.nn.Module):
+    def forward(self, x, grid):
+        return F.grid_sample(x, grid, padding_mode="reflection")
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_scripted_grid_sample_that_warns_of_its_default_corners(dynamo):
+    # Scripting decides the branch on align_corners=None, which leaves F.grid_sample's
+    # warnings.warn outside any branch: torch's converter refused the aten::warn.
+    with pytest.warns(UserWarning, match="align_corners"):
+        model = torch.jit.script(_GridSampleOfDefaultCorners())
+        check(model, torch.randn(1, 2, 5, 6), torch.rand(1, 3, 4, 2) * 2 - 1, dynamo=dynamo,
+              input_names=["x", "grid"], dynamic_axes={"x": [2, 3], "grid": [1, 2]},
+              run_with=[(torch.randn(1, 2, 7, 4), torch.rand(1, 5, 2, 2) * 2 - 1)])

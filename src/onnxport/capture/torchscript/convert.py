@@ -63,8 +63,11 @@ def _converted(state: _ConverterState) -> torch.fx.GraphModule:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # (A traced graph has no branch: walking its nodes in Python is then time lost.)
-            if state.ts_graph.findNode("prim::If", True) is not None:
+            # (A traced graph has no branch: walking its nodes in Python is then time lost. A
+            # warning left where scripting decided its branch, F.grid_sample's on a default
+            # align_corners, goes there too.)
+            if state.ts_graph.findNode("prim::If", True) is not None or \
+                    state.ts_graph.findNode("aten::warn", True) is not None:
                 decide_branches(state.ts_graph, state.distinct_inputs)
             paths = _lift_attributes(state)
             blocks, attribute_names = _lifted_attributes(state.ts_graph)
