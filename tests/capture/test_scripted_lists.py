@@ -280,3 +280,53 @@ def test_a_loop_torch_export_would_fix_is_refused(dynamo, monkeypatch):
     model = torch.jit.script(_WritesInALoopOfARunTimeCount())
     with pytest.raises(CaptureError, match="run-time count"):
         _run(model, (R(4),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+
+
+class _ListsExtendedClearedReversed(nn.Module):
+    def forward(self, x):
+        a = [x, x + 1]
+        a.extend([x * 2, x * 5])
+        a.reverse()
+        b = [x - 1]
+        b.clear()
+        b.append(x * 7)
+        return torch.cat(a), b[0]
+
+
+class _ClearedAfterALoop(nn.Module):
+    def forward(self, x):
+        rows: List[Tensor] = []
+        for i in range(x.size(0)):
+            rows.append(x[i] * i)
+        first = rows[0] + rows[-1]
+        rows.clear()
+        rows.append(first)
+        return torch.stack(rows)
+
+
+class _ListCopied(nn.Module):
+    def forward(self, x):
+        columns: List[Tensor] = list(torch.unbind(x, 1))
+        return torch.stack(columns[::-1], 1) + columns[0].unsqueeze(1)
+
+
+@PATHS
+@pytest.mark.parametrize("model", [_ListsExtendedClearedReversed, _ListCopied],
+                         ids=["extend clear reverse", "list() copy"])
+def test_edits_of_a_list_of_known_items(model, dynamo):
+    # torch's converter called aten::extend, clear and reverse on its immutable list of the
+    # items: they are done on the items, as insert and pop were. It failed on aten::list too,
+    # which copies a list nothing else reads: that list itself.
+    model = torch.jit.script(model())
+    program = _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+    for x in (R(4, 3), R(6, 3)):
+        _compare(program, model, x)
+
+
+@PATHS
+def test_a_list_a_loop_appends_to_cleared_after_it(dynamo):
+    # The loop is unrolled (its count is static), as for edits other than appends inside it:
+    # the scan output a loop leaves takes no clear.
+    model = torch.jit.script(_ClearedAfterALoop())
+    x = R(4, 3)
+    _compare(_run(model, (x,), dynamo), model, x)

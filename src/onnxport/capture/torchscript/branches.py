@@ -105,7 +105,7 @@ def _drop_dead_control_flow(block: Any) -> bool:
 
 
 _LIST_EDITS = {"aten::append", "aten::insert", "aten::_set_item", "aten::pop",
-               "aten::Delete", "aten::extend", "aten::clear"}
+               "aten::Delete", "aten::extend", "aten::clear", "aten::reverse"}
 _SIDE_EFFECTS = {"prim::RaiseException", "prim::Print", "prim::SetAttr", "aten::warn",
                  *_LIST_EDITS}
 

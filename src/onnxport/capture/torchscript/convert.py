@@ -16,7 +16,8 @@ import torch
 from onnxport.capture.common import first_lines, source_line
 from onnxport.capture.torchscript.branches import decide_branches
 from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_arange
-from onnxport.capture.torchscript.list_scans import (LIST_EDITS, StackedList, refuse_returned,
+from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_EDITS,
+                                                     StackedList, refuse_returned,
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
@@ -511,10 +512,15 @@ def _convert_call(self, node):
             (argument.name, argument.kwarg_only) for argument in target._schema.arguments))
     target, arguments = found
     args, kwargs = _split_arguments(self, node, arguments)
-    if target in LIST_EDITS and isinstance(args[0], list) and \
-            all(isinstance(a, int) for a in args[1:2]):
+    if target in LIST_EDITS and isinstance(args[0], list) and (
+            all(isinstance(a, int) for a in args[1:2]) if target in INDEXED_LIST_EDITS
+            else all(isinstance(a, list) for a in args[1:])):
         # An edit of a list the converter holds as a Python list (``outs[0] = y`` after
-        # ``outs = [a, b]``): done on that list, which the reads after it take their items from.
+        # ``outs = [a, b]``): done on that list, which the reads after it take their items from
+        # (FX's immutable list of a node's arguments first made a list of its own).
+        if type(args[0]) is not list:
+            args[0] = list(args[0])
+            self.name_to_node[node.inputsAt(0).debugName()] = args[0]
         result = LIST_EDITS[target](*args)
         if node.outputsSize() == 1:
             self.name_to_node[node.output().debugName()] = result

@@ -55,7 +55,13 @@ def _delete(items: list, index: int) -> None:
 # place as TorchScript's shared lists are; each returns what the op returns.
 LIST_EDITS = {torch.ops.aten._set_item.t: _set_item, torch.ops.aten.insert.t: _insert,
               torch.ops.aten.Delete.t: _delete,
-              torch.ops.aten.pop.t: lambda items, index=-1: items.pop(index)}
+              torch.ops.aten.pop.t: lambda items, index=-1: items.pop(index),
+              torch.ops.aten.extend.t: lambda items, other: items.extend(other),
+              torch.ops.aten.clear.t: lambda items: items.clear(),
+              torch.ops.aten.reverse.t: lambda items: items.reverse()}
+# Those of them that take an index (an int) after the list; the others take a list or nothing.
+INDEXED_LIST_EDITS = {torch.ops.aten._set_item.t, torch.ops.aten.insert.t,
+                      torch.ops.aten.Delete.t, torch.ops.aten.pop.t}
 
 
 def lists_as_scans(body: torch.fx.GraphModule, carried: list, names: list, outer: list,

@@ -63,6 +63,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
         if graph.findNode("prim::If", True) is not None:
             decide_branches(graph, distinct)
     _fold_split_counts(graph)
+    _drop_sole_list_copies(graph)
     if static_sizes is not None:
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
         if not _unroll_branching_list_loops(graph) and not folded:
@@ -309,6 +310,16 @@ def _fold_split_counts(graph: torch._C.Graph) -> None:
             fold_to_constant(graph, length, len(sizes.output().toIValue()))
 
 
+def _drop_sole_list_copies(graph: torch._C.Graph) -> None:
+    """``list(torch.unbind(x))``: the copy of a list nothing else reads is that list (torch's
+    converter fails on ``aten::list``)."""
+    for copy in graph.findAllNodes("aten::list"):
+        source = copy.input()
+        if len(source.uses()) == 1 and source.type().kind() == "ListType":
+            copy.output().replaceAllUsesWith(source)
+            copy.destroy()
+
+
 def _fold_sizes(graph: torch._C.Graph, tensors: list, first: int, dynamic: set) -> bool:
     """Reads of the tensor inputs' rank and of the sizes of their static axes become constants
     of the example's; whether there was one."""
@@ -358,7 +369,7 @@ def _fold_piece_count(graph: torch._C.Graph, node: torch._C.Node, tensor: torch.
 
 
 _LIST_EDITS = {"aten::append", "aten::insert", "aten::_set_item", "aten::pop", "aten::Delete",
-               "aten::add_", "aten::extend", "aten::clear"}
+               "aten::add_", "aten::extend", "aten::clear", "aten::reverse"}
 
 
 def _unroll_branching_list_loops(graph: torch._C.Graph) -> bool:
@@ -371,14 +382,42 @@ def _unroll_branching_list_loops(graph: torch._C.Graph) -> bool:
     Whether there was such a loop."""
     loops = [loop for loop in graph.findAllNodes("prim::Loop")
              if loop.inputsAt(0).node().kind() == "prim::Constant"
-             and any(_edits_in_branch(block) or _edits_list(block, _LIST_EDITS - {"aten::append"})
-                     for block in loop.blocks())]
+             and (any(_edits_in_branch(block) or _edits_list(block, _LIST_EDITS - {"aten::append"})
+                      for block in loop.blocks()) or _list_edited_after(loop))]
     if not loops:
         return False
     torch._C._jit_pass_constant_loop_unrolling(graph)
     for _ in range(3):  # one pass leaves comparisons of constants it made itself
         torch._C._jit_pass_constant_propagation(graph)
     return True
+
+
+def _list_edited_after(loop: torch._C.Node) -> bool:
+    """Whether a list the loop appends to is edited after it other than by appending
+    (``ys.clear()``, ``ys.pop()``): the scan output the loop would leave takes no such edit."""
+    for node in _nodes_within(loop):
+        if node.kind() != "aten::append" or _within(node.inputsAt(0).node(), loop):
+            continue
+        if any(use.user.kind() in _LIST_EDITS - {"aten::append"} and
+               not _within(use.user, loop) for use in node.inputsAt(0).uses()):
+            return True
+    return False
+
+
+def _nodes_within(node: torch._C.Node):
+    for block in node.blocks():
+        for inner in block.nodes():
+            yield inner
+            yield from _nodes_within(inner)
+
+
+def _within(node: torch._C.Node, loop: torch._C.Node) -> bool:
+    while node is not None:
+        if node == loop:
+            return True
+        block = node.owningBlock()
+        node = block.owningNode() if block is not None else None
+    return False
 
 
 def _edits_in_branch(block) -> bool:
