@@ -114,3 +114,21 @@ def test_small_integer_ops_outside_onnx_types_or_kernels(operand):
     x = OPERANDS[operand] * 3
     check(lambda t: (t * t, t.square(), t ** 2, t @ t.transpose(0, 1), t.tril(),
                      torch.nn.functional.pad(t, (1, 2), value=5), torch.unique(t)), x)
+
+
+class _IntegersTimesFloats(torch.nn.Module):
+    def forward(self, i, h):
+        return (i * 2.5, 1.5 + i, i - 0.25, torch.where(i > 0, i, 1.5), i / 0.5,
+                torch.remainder(i, 2.5), h * 0.1, torch.pow(i.clamp(0, 4), 0.5))
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_python_floats_with_integer_tensors_on_the_torchscript_path(dynamic):
+    # The tracer records 2.5 as a 0-d double constant; with dynamic axes the fake run took it
+    # as a tensor, and i * 2.5 was float64 where torch gives float32 (a silent dtype change).
+    i = torch.randint(-9, 9, (3, 4))
+    h = torch.randn(3, 4).half()
+    axes = {"i": [0], "h": [0]} if dynamic else None
+    check(_IntegersTimesFloats(), i, h, dynamo=False, input_names=["i", "h"], dynamic_axes=axes,
+          rtol=1e-3, atol=1e-3,  # (h * 0.1 in float16)
+          run_with=[(torch.randint(-9, 9, (5, 4)), torch.randn(5, 4).half())] if dynamic else ())

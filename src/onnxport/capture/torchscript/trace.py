@@ -127,6 +127,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple, dynamic: bool = False) -> _
     if graph.findNode("prim::If", True) is not None:  # (scripted code: its quirks)
         quirks.in_scripted_graph(graph)
     functionalize_writes(graph)  # (writes in the scripted functions' branches and loops)
+    _numbers_of_the_result_dtype(graph)
     _inputs_read_through_data(graph, [*tensors, *state.values()])
     values = list(graph.inputs())[count:]
     for value, name in zip(values, state):
@@ -137,6 +138,45 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple, dynamic: bool = False) -> _
     parameters = {n: t for n, t in state.items() if isinstance(t, torch.nn.Parameter)}
     return _ConverterState(None, graph, parameters,
                            {n: t for n, t in state.items() if n not in parameters}, {}, {})
+
+
+# Ops whose result has the dtype they compute in, which a number among their arguments (a
+# wrapped number: int tensor * 2.5 is float32) does not decide as a tensor would.
+_ARITHMETIC = {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub",
+               "aten::true_divide", "aten::floor_divide", "aten::remainder", "aten::fmod",
+               "aten::pow", "aten::where", "aten::maximum", "aten::minimum", "aten::atan2"}
+_FLOAT_TYPES = {"Float", "Half", "BFloat16"}
+
+
+def _numbers_of_the_result_dtype(graph: torch._C.Graph) -> None:
+    """A Python float the tracer recorded as a 0-d double constant (``i * 2.5``) given the
+    dtype the tracer recorded for the result, float32: a double tensor there made the fake
+    run's result (and the file's output) float64 where the model's is float32."""
+    for node in graph.findAllNodes("prim::Constant", True):
+        output = node.output()
+        if not isinstance(output.type(), torch._C.TensorType) or \
+                output.type().scalarType() != "Double":
+            continue
+        value = output.toIValue()  # (a float: the tracer's record of a wrapped number)
+        if isinstance(value, torch.Tensor) and value.dim() == 0:
+            value = value.item()
+        if not isinstance(value, float):
+            continue
+        made: dict[torch.dtype, torch._C.Value] = {}  # (one constant per dtype)
+        for use in list(output.uses()):
+            user = use.user
+            if user.kind() not in _ARITHMETIC or user.outputsSize() != 1:
+                continue
+            result = user.output().type()
+            if not isinstance(result, torch._C.TensorType) or \
+                    result.scalarType() not in _FLOAT_TYPES:
+                continue
+            dtype = getattr(torch, {"Float": "float32", "Half": "float16",
+                                    "BFloat16": "bfloat16"}[result.scalarType()])
+            if dtype not in made:
+                with graph.insert_point_guard(node):
+                    made[dtype] = graph.insertConstant(torch.tensor(value, dtype=dtype))
+            user.replaceInput(use.offset, made[dtype])
 
 
 def _inputs_read_through_data(graph: torch._C.Graph, tensors: list) -> None:
