@@ -7,6 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import onnxport
+import onnxport.errors
+
 from op_check import (
     BOTH_PATHS, PATH_IDS, cases, check, check_opinfo, count, op_types, opinfo_cases,
 )
@@ -247,3 +250,44 @@ def test_adaptive_max_pooling_indices_of_run_time_sizes_are_refused():
     with pytest.raises(Exception, match="indices of adaptive max pooling from sizes known"):
         check(lambda x: F.adaptive_max_pool2d(x, 3, return_indices=True),
               torch.randn(1, 2, 7, 7), input_names=["x"], dynamic_axes={"x": {2: "h"}})
+
+
+class _Unpooled(torch.nn.Module):
+    def forward(self, x, v, s):
+        y, i = F.max_pool2d(x, 2, 2, return_indices=True)
+        y3, i3 = F.max_pool3d(v, 2, 2, return_indices=True)
+        y1, i1 = F.max_pool1d(s, 3, 2, return_indices=True)
+        return (F.max_unpool2d(y, i, 2, 2),
+                F.max_unpool2d(y, i, 2, 2, output_size=(x.size(2) + 1, x.size(3) + 1)),
+                F.max_unpool3d(y3, i3, 2, 2), F.max_unpool1d(y1, i1, 3, 2))
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_max_unpool_over_dynamic_sizes(dynamo):
+    # max_unpool had no translation; on the TorchScript path, torch's own check of the output
+    # size failed the tracer (torch.onnx fails there too): skipped while tracing.
+    check(_Unpooled(), torch.randn(1, 3, 8, 6), torch.randn(1, 2, 4, 6, 4), torch.randn(2, 3, 9),
+          dynamo=dynamo, input_names=["x", "v", "s"],
+          dynamic_axes={"x": [0, 2, 3], "v": [0, 2, 3, 4], "s": [0, 2]},
+          run_with=[(torch.randn(2, 3, 6, 10), torch.randn(2, 2, 6, 4, 8), torch.randn(1, 3, 11))])
+
+
+class _PoolsOfDynamicSizes(torch.nn.Module):
+    def forward(self, x):
+        return (F.avg_pool2d(x, 2, divisor_override=3), F.avg_pool2d(x, 3, 2, 1, divisor_override=5),
+                F.adaptive_avg_pool2d(x, (None, 2)), F.adaptive_max_pool2d(x, (3, None)))
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_divisor_override_and_adaptive_sizes_kept_over_dynamic_sizes(dynamo):
+    # divisor_override refused dynamic sizes; a None of adaptive pooling reached the
+    # translation as the input's size read at run time, which int() failed on.
+    check(_PoolsOfDynamicSizes(), torch.randn(1, 2, 7, 9), dynamo=dynamo, input_names=["x"],
+          dynamic_axes={"x": [0, 2, 3]}, run_with=[(torch.randn(2, 2, 8, 6),)])
+
+
+def test_divisor_override_in_ceil_mode_over_dynamic_sizes_is_a_clear_error():
+    with pytest.raises(onnxport.errors.TranslationError, match="ceil_mode=True over dynamic"):
+        onnxport.export(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, divisor_override=2),
+                        (torch.randn(1, 2, 7, 9),), input_names=["x"],
+                        dynamic_axes={"x": [2, 3]})

@@ -15,6 +15,7 @@
   conv_backends.py       the fake convolution's choice of backend, without a guard on the batch
   one_piece_splits.py    [-1] of a split's one piece at the example: the last piece at any size
   shape_as_tensor.py     torch._shape_as_tensor as a stack of the sizes (torch.export)
+  unpool_check.py        F.max_unpool's check of its output size skipped (tracing)
   (onnxport/hf_cache.py  transformers' KV cache classes as pytrees; verification reads it too)
 
 Capture applies them through one hook, :func:`applied`, naming the step it is in (a graph
@@ -84,8 +85,10 @@ def applied(step: str) -> Iterator[None]:
             stack.enter_context(last_of_one_piece())
         if step == "trace":  # (torch.export records the composed ops under no_grad too)
             from onnxport.capture.quirks.attention_fast_path import fast_path_off
+            from onnxport.capture.quirks.unpool_check import unpool_output_size_unchecked
 
             stack.enter_context(fast_path_off())
+            stack.enter_context(unpool_output_size_unchecked())
         if step != "functionalize":  # (the captured program has the biases by then)
             from onnxport.capture.quirks.fused_cells import zero_biases_for_fused_cells
 

@@ -8,7 +8,8 @@ import re
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import rank, reduce, result_read, squeeze, unsqueeze
+from onnxport.translate.ops._helpers import (cast, rank, reduce, result_read, shape_list, squeeze,
+                                              unsqueeze)
 from onnxport.translate.registry import translates
 
 
@@ -232,7 +233,7 @@ def avg_pool(g, self, kernel_size, stride=(), padding=0, ceil_mode=False, count_
     spatial = _spatial_rank(g)
     if divisor_override is not None:
         return _batched(g, self, spatial, lambda x: _sum_pool(
-            g, x, kernel_size, stride, padding, spatial, divisor_override))
+            g, x, kernel_size, stride, padding, spatial, divisor_override, ceil_mode))
     attrs = _floor_when_torch_drops(
         g, self, _pool_attrs(kernel_size, stride, padding, spatial, ceil_mode), spatial)
     if any(_tuple(padding, spatial)):
@@ -241,7 +242,7 @@ def avg_pool(g, self, kernel_size, stride=(), padding=0, ceil_mode=False, count_
     return _cut_to_torch(g, out, self, attrs, spatial)
 
 
-def _sum_pool(g, x, kernel_size, stride, padding, spatial, divisor):
+def _sum_pool(g, x, kernel_size, stride, padding, spatial, divisor, ceil_mode=False):
     """Window sums divided by ``divisor`` (avg_pool's divisor_override): zero-pad explicitly so
     that every window torch makes is whole, then a full-window average times the window size."""
     kernel = _tuple(kernel_size, spatial)
@@ -250,10 +251,17 @@ def _sum_pool(g, x, kernel_size, stride, padding, spatial, divisor):
     sizes = list(x.shape)[-spatial:]
     out_sizes = list(g.expected.shape)[-spatial:]
     if not all(isinstance(d, int) for d in sizes + out_sizes):
-        raise NotImplementedError("avg_pool with divisor_override needs static spatial sizes")
-    # The last window may hang past the padded input in ceil mode: pad up to its end.
-    ends = [max(p, (o - 1) * s + k - (n + p)) for n, o, s, k, p in
-            zip(sizes, out_sizes, strides, kernel, pads)]
+        if ceil_mode:
+            raise NotImplementedError(
+                "avg_pool with divisor_override and ceil_mode=True over dynamic spatial sizes "
+                "is not translated: keep those axes static, or use ceil_mode=False")
+        # Floor mode: every window ends within the padded input, which is padded as torch pads.
+        sizes = out_sizes = None
+        ends = pads
+    else:
+        # The last window may hang past the padded input in ceil mode: pad up to its end.
+        ends = [max(p, (o - 1) * s + k - (n + p)) for n, o, s, k, p in
+                zip(sizes, out_sizes, strides, kernel, pads)]
     padded = x
     if any(pads) or any(ends):
         padded = g.op("Pad", x, g.const([0, 0] + pads + [0, 0] + ends, ir.DataType.INT64))
@@ -269,8 +277,8 @@ def _sum_pool(g, x, kernel_size, stride, padding, spatial, divisor):
                                                            ir.DataType.FLOAT)))
         out = g.op("Div", g.op("Cast", total, to_i=int(x.dtype)), g.const(divisor, x.dtype))
     # Windows that start in the end padding are not windows for torch.
-    expected_full = [(n + p + e - k) // s + 1 for n, p, e, k, s in
-                     zip(sizes, pads, ends, kernel, strides)]
+    expected_full = sizes and [(n + p + e - k) // s + 1 for n, p, e, k, s in
+                               zip(sizes, pads, ends, kernel, strides)]
     if expected_full != out_sizes:
         out = g.op("Slice", out, g.const([0] * spatial), g.const(out_sizes),
                    g.const(list(range(2, 2 + spatial))))
@@ -281,8 +289,14 @@ def _adaptive(g, self, output_size, onnx_op, global_op, with_indices=False):
     """Adaptive pooling: global, whole windows, or (static sizes) torch's overlapping windows."""
     spatial = _spatial_rank(g)
     in_spatial = list(self.shape)[-spatial:]
-    # A None in output_size keeps that input size.
-    out = [i if o is None else o for o, i in zip(_tuple(output_size, spatial), in_spatial)]
+    # A None in output_size keeps that input size (as does the input's own size, read at run
+    # time: torch's F.adaptive_avg_pool2d puts x.size(2) in place of the None).
+    out = [i if o is None or isinstance(o, ir.Value) and o.meta.get("dim") == i else o
+           for o, i in zip(_tuple(output_size, spatial), in_spatial)]
+    if any(isinstance(o, ir.Value) for o in out):
+        raise NotImplementedError(
+            f"adaptive pooling to sizes computed at run time ({out}) is not translated: give "
+            "the output size as numbers, or None to keep an input size")
     static = all(isinstance(i, int) for i in in_spatial)
     if static and all(i % o == 0 for i, o in zip(in_spatial, out)):
         kernel = [i // o for i, o in zip(in_spatial, out)]
@@ -472,3 +486,27 @@ def conv_tbc(g, self, weight, bias, pad=0):
     w = g.op("Transpose", weight, perm_i=[2, 1, 0])
     out = g.op("Conv", x, w, bias, pads_i=[pad, pad])
     return g.op("Transpose", out, perm_i=[2, 0, 1])
+
+
+@translates("aten::max_unpool2d", "aten::max_unpool3d")
+def max_unpool(g, self, indices, output_size, stride=None, padding=None):
+    """max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor
+
+    (max_unpool2d takes self, indices and output_size.) Each value written at its index within
+    its plane of ``output_size`` (max_pool's indices), zeros elsewhere: a scatter into the
+    flattened planes."""
+    from onnxport.translate.ops.shape import size_of
+
+    spatial = len(output_size)
+    lead = rank(self) - spatial
+    leading = [size_of(g, self, axis) for axis in range(lead)]
+    planes = g.op("Concat", *leading, g.const([-1]), axis_i=0)
+    flat_values = g.op("Reshape", self, planes)
+    flat_indices = g.op("Reshape", cast(g, indices, ir.DataType.INT64), planes)
+    sizes = list(output_size)
+    out_shape = g.op("Concat", *leading, shape_list(g, sizes), axis_i=0)
+    plane = g.const([math.prod(sizes)]) if all(isinstance(s, int) for s in sizes) else \
+        g.op("ReduceProd", shape_list(g, sizes), keepdims_i=1)
+    zeros = g.op("Expand", g.const(0, self.dtype), g.op("Concat", *leading, plane, axis_i=0))
+    scattered = g.op("ScatterElements", zeros, flat_indices, flat_values, axis_i=lead)
+    return g.op("Reshape", scattered, out_shape)
