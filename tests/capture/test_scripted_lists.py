@@ -330,3 +330,32 @@ def test_a_list_a_loop_appends_to_cleared_after_it(dynamo):
     model = torch.jit.script(_ClearedAfterALoop())
     x = R(4, 3)
     _compare(_run(model, (x,), dynamo), model, x)
+
+
+class _CellsInALoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTMCell(4, 5)
+        self.gru = nn.GRUCell(4, 5)
+
+    def forward(self, x, h):
+        outs: List[Tensor] = []
+        state = (h, h)
+        for t in range(x.size(0)):
+            state = self.lstm(x[t], state)
+            outs.append(state[0] + self.gru(x[t], h))
+        return torch.stack(outs)
+
+
+@PATHS
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic batch"])
+def test_recurrent_cells_in_a_loop_of_a_static_count(dynamo, dynamic):
+    # The loop carries a tuple, so it is unrolled (its count is a static size); the weights
+    # of the cells, read only in the loop's body, were looked up outside it and not found.
+    model = torch.jit.script(_CellsInALoop())
+    x, h = R(5, 2, 4), R(2, 5)
+    axes = {"x": [1], "h": [0]} if dynamic else None
+    program = _run(model, (x, h), dynamo, input_names=["x", "h"], dynamic_axes=axes)
+    _compare(program, model, x, h)
+    if dynamic:
+        _compare(program, model, R(5, 3, 4), R(3, 5))

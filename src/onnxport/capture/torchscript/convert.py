@@ -19,7 +19,7 @@ from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_aran
 from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_EDITS,
                                                      StackedList, refuse_returned,
                                                      stacked_call)
-from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition
+from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition, outer_values
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.unrecorded_numbers import UnrecordedNumbers
 from onnxport.errors import CaptureError
@@ -424,7 +424,8 @@ def _unrolled_loop(self, node, count: int) -> None:
     updated = body_converter.name_update_from_subblock_to_parent
     if not self.is_top_level_graph():
         self.name_update_from_subblock_to_parent |= updated
-    values = [self.get_fx_value_by_fqn(name) for name in local + outer]
+    # (A weight only the body reads, an LSTMCell's called in the loop, is read here first.)
+    values = [self.get_fx_value_by_fqn(name) for name in local] + outer_values(self, outer)
     carried = node.outputsSize()
     for iteration in range(count):
         call = self.fx_graph.call_function(execute_subgraph_from_prim_loop,

@@ -37,8 +37,9 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
     if any(isinstance(value, (list, tuple)) for value in (*carried, *outer)) or any(
             isinstance(converter.name_to_node.get(name), (list, tuple)) for name in updated):
         raise CaptureError(
-            f"a loop ({where}) uses a list made before it other than by appending one tensor "
-            "to it per iteration, and ONNX Loop carries only tensors. Such a loop is unrolled "
+            f"a loop ({where}) carries a tuple, or uses a list made before it other than by "
+            "appending one tensor to it per iteration, and ONNX Loop carries only tensors. "
+            "Such a loop is unrolled "
             "when it runs a static number of times (a static size of an input, a constant "
             "range); this one's count is known only at run time (a dynamic axis or a tensor's "
             "value): collect the items in a tensor instead (torch.cat, or writes into a "
