@@ -348,14 +348,32 @@ class _CellsInALoop(nn.Module):
 
 
 @PATHS
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic batch"])
-def test_recurrent_cells_in_a_loop_of_a_static_count(dynamo, dynamic):
-    # The loop carries a tuple, so it is unrolled (its count is a static size); the weights
-    # of the cells, read only in the loop's body, were looked up outside it and not found.
+@pytest.mark.parametrize("axes", [None, {"x": [1], "h": [0]}, {"x": [0, 1], "h": [0]}],
+                         ids=["static", "dynamic batch", "dynamic count"])
+def test_recurrent_cells_in_a_loop(dynamo, axes):
+    # Of a static count, the loop is unrolled: the weights of the cells, read only in its
+    # body, were looked up outside it and not found. Of a dynamic count, it stays a loop,
+    # which carried the state (h, c) as a tuple: refused, it is carried as its tensors.
     model = torch.jit.script(_CellsInALoop())
     x, h = R(5, 2, 4), R(2, 5)
-    axes = {"x": [1], "h": [0]} if dynamic else None
     program = _run(model, (x, h), dynamo, input_names=["x", "h"], dynamic_axes=axes)
     _compare(program, model, x, h)
-    if dynamic:
-        _compare(program, model, R(5, 3, 4), R(3, 5))
+    if axes:
+        _compare(program, model, R(7 if 0 in axes["x"] else 5, 3, 4), R(3, 5))
+
+
+class _TupleCarried(nn.Module):
+    def forward(self, x):
+        state = (x[0], x[0])
+        for i in range(x.size(0)):
+            state = (state[0] + x[i], state[-1] * 0.5 + x[i])
+        first, second = state
+        return first * second
+
+
+@PATHS
+def test_a_tuple_carried_by_a_loop_of_a_dynamic_count(dynamo):
+    model = torch.jit.script(_TupleCarried())
+    program = _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+    for x in (R(4, 3), R(7, 3), R(1, 3)):
+        _compare(program, model, x)

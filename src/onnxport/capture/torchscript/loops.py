@@ -29,6 +29,11 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
     updated = list(body_converter.name_update_from_subblock_to_parent)
     outer = outer_values(converter, names)
     outer = stacked_lists_read(converter.subgraphs[body.target], outer)
+    # A tuple of tensors carried (an LSTMCell's (h, c)) as its tensors, one carried each.
+    tuples = [isinstance(value.type(), torch._C.TupleType) for value in inputs[2:]]
+    widths = _tuples_carried_flat(converter.subgraphs[body.target], carried, len(names), tuples)
+    carried = [item for value, width in zip(carried, widths)
+               for item in (value if width is not None else (value,))]
     slots = lists_as_scans(converter.subgraphs[body.target], carried, names, outer, updated)
     scanned = {slot.carried for slot in slots} | {slot.name for slot in slots}
     carried = [value for k, value in enumerate(carried) if k not in scanned]
@@ -63,17 +68,81 @@ def _convert_loop(converter: Any, node: torch._C.Node, trip_count: Any, conditio
             scans = [graph.call_function(torch.ops.aten.flip.default, (scans[0], [0]))]
         key = slot.carried if slot.carried is not None else slot.name
         stacked[key] = StackedList(scans[0], where)
-    kept = 0
-    for k, output in enumerate(node.outputs()):
+    kept, k = 0, 0  # (k: the position among the carried values made flat)
+    for output, width in zip(node.outputs(), widths):
+        if width is not None:
+            converter.name_to_node[output.debugName()] = tuple(
+                graph.call_function(operator.getitem, (loop, kept + j)) for j in range(width))
+            kept, k = kept + width, k + width
+            continue
         if k in stacked:
             converter.name_to_node[output.debugName()] = stacked[k]
+            k += 1
             continue
         converter.name_to_node[output.debugName()] = graph.call_function(
             operator.getitem, (loop, kept))
-        kept += 1
+        kept, k = kept + 1, k + 1
     for slot in slots:
         if slot.name is not None:
             converter.name_to_node[slot.name] = stacked[slot.name]
+
+
+def _tuples_carried_flat(body: torch.fx.GraphModule, carried: list, outer: int,
+                         tuples: list) -> list:
+    """Rewrite ``body`` so that each tuple of tensors it carries (``state = (h, c)`` updated
+    per iteration), whose placeholder it only indexes by constants, is carried as its tensors.
+    Returns, per carried value, its width once flat, or None where it is carried as it was."""
+    graph = body.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    output = next(n for n in graph.nodes if n.op == "output")
+    if not isinstance(output.args[0], (list, tuple)):
+        return [None] * len(carried)
+    results = list(output.args[0])
+    widths: list = []
+    flat_results = [results[0]]
+    for k, value in enumerate(carried):
+        placeholder = placeholders[outer + 1 + k]
+        result = results[1 + k]
+        if not tuples[k] or not _flattenable(value, placeholder, result):
+            widths.append(None)
+            flat_results.append(result)
+            continue
+        width = len(value)
+        with graph.inserting_after(placeholder):
+            items = []
+            for j in reversed(range(width)):  # (each inserted right after the placeholder)
+                items.insert(0, graph.placeholder(f"{placeholder.name}_{j}"))
+        for user in list(placeholder.users):
+            user.replace_all_uses_with(items[user.args[1]])
+            graph.erase_node(user)
+        graph.erase_node(placeholder)
+        if isinstance(result, (list, tuple)):
+            flat_results += list(result)
+        else:
+            with graph.inserting_before(output):
+                flat_results += [graph.call_function(operator.getitem, (result, j))
+                                 for j in range(width)]
+        widths.append(width)
+    if any(width is not None for width in widths):
+        output.args = (flat_results + results[1 + len(carried):],)
+        body.recompile()
+    return widths
+
+
+def _flattenable(value: Any, placeholder: torch.fx.Node, result: Any) -> bool:
+    """Whether a carried ``value`` (a tuple, which the converter holds as a list) is of
+    tensors, its ``placeholder`` read by the body only at constant indices, and its
+    ``result`` one of as many."""
+    if not isinstance(value, (list, tuple)) or not value or \
+            not all(isinstance(item, torch.fx.Node) for item in value):
+        return False
+    if not all(user.op == "call_function" and user.target is operator.getitem and
+               user.args[0] is placeholder and isinstance(user.args[1], int) and
+               -len(value) <= user.args[1] < len(value) for user in placeholder.users):
+        return False
+    if isinstance(result, (list, tuple)):
+        return len(result) == len(value) and all(isinstance(r, torch.fx.Node) for r in result)
+    return isinstance(result, torch.fx.Node)
 
 
 def outer_values(converter: Any, names: list) -> list:
