@@ -869,8 +869,9 @@ class _ListAppendInBranch(nn.Module):
 
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
 @pytest.mark.parametrize("model, axes, message", [
-    (_ListAppendInBranch, None, r"a loop \(.*test_torch_exporter_behaviours.py.*\) uses a list "
-                                r"made before it.*collect the items in a tensor"),
+    (_ListAppendInBranch, None, r"a loop \(.*test_torch_exporter_behaviours.py.*\) carries a "
+                                r"tuple, or uses a list made before it.*collect the items in a "
+                                r"tensor"),
     (_ListAdd, {"x": {0: "n"}}, r"returns the list that the loop \(.*"
                                 r"test_torch_exporter_behaviours.py.*\) appends to.*"
                                 r"return torch.stack\(items\) instead")],
