@@ -7,14 +7,15 @@ One module per phase, in the order an export runs them:
   trace.py       one run of the tracer over the model (script.py: a scripted model instead;
                  unrecorded_numbers.py: numbers the tracer keeps silently, warned of)
   branches.py    scripted branches the graph decides, decided (raises, warnings, ranks)
-                 (ranks.py: the ranks of scripted code's values, from the inputs')
+                 (ranks.py: the ranks of scripted code's values, from the inputs';
+                 uninitialized.py: the results a branch leaves unset, typed as the other's)
   convert.py     torch's TorchScript-to-FX converter (loops.py: scripted loops as prim_loop;
                  list_scans.py: lists they append to)
   aten_graph.py  the converted graph on ATen overloads, its weights made placeholders
   sizes.py       sizes the tracer read back from tensors: symbols, or this run's numbers
   constants.py   tensors filled through views with constants, folded to their values
   propagate.py   one fake-tensor pass that makes the graph an ExportedProgram (fake_calls.py:
-                 one call of it on fake values)
+                 one call of it on fake values; subgraphs.py: loop bodies and branches)
   replay.py      torch.export over the traced program, when that pass cannot
 (fx_helpers.py: small helpers over FX graphs that the phases share.)"""
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from onnxport.capture.torchscript import uninitialized
 from onnxport.capture.torchscript.ranks import known_ranks
 
 
@@ -41,6 +42,7 @@ def decide_branches(graph: torch._C.Graph, distinct_inputs: bool = False) -> Non
         torch._C._jit_pass_dce(graph)
     if _drop_dead_control_flow(graph):
         torch._C._jit_pass_dce(graph)
+    uninitialized.localize(graph)  # (before the copies: an outer one is no tensor to copy)
     _copy_outer_tensors_returned(graph, graph.block())
 
 
@@ -166,7 +168,7 @@ def _fold_identity_checks(graph: torch._C.Graph, distinct_inputs: bool = False) 
     converter has no conversion for these, and the cast cannot run on fake tensors."""
     folded = False
     for _ in range(4):  # a decided branch can make another value a plain tensor
-        changed = False
+        changed = _forward_unchanged_values(graph, graph.block())
         for node in [*graph.findAllNodes("aten::__is__", True),
                      *graph.findAllNodes("aten::__isnot__", True)]:
             same = _same_object(*node.inputs(), distinct_inputs)
@@ -184,6 +186,96 @@ def _fold_identity_checks(graph: torch._C.Graph, distinct_inputs: bool = False) 
         folded = True
         torch._C._jit_pass_constant_propagation(graph)
     return folded
+
+
+def _forward_unchanged_values(graph: torch._C.Graph, block: Any) -> bool:
+    """A value a loop carries unchanged, or a branch returns from before it in each of its
+    blocks (``if y is not None: ...`` in a loop over an Optional ``y``, which TorchScript
+    carries through the loop), or a None both branches return, read as that value itself:
+    an identity check on it is then decided by what the value is. Whether any was."""
+    changed = False
+    for node in block.nodes():
+        for sub_block in node.blocks():
+            changed = _forward_unchanged_values(graph, sub_block) or changed
+        if node.kind() == "prim::If":
+            changed = _tuples_returned_flat(graph, node) or changed
+            for k in reversed(range(node.outputsSize())):
+                if node.outputsAt(k).type().kind() == "NoneType":
+                    # (None from each branch: ``return y, None``, which ONNX has no form of)
+                    with graph.insert_point_guard(node):
+                        node.outputsAt(k).replaceAllUsesWith(graph.insertConstant(None))
+                    for sub_block in node.blocks():
+                        sub_block.returnNode().removeInput(k)
+                    node.eraseOutput(k)
+                    changed = True
+            for k, output in enumerate(node.outputs()):
+                sources = {_uncast(b.returnNode().inputsAt(k)).unique(): b.returnNode()
+                           for b in node.blocks()}
+                if len(sources) != 1 or not output.uses():
+                    continue
+                source = _uncast(next(node.blocks()).returnNode().inputsAt(k))
+                if _within(node, source) or str(source.type()) != str(output.type()):
+                    continue
+                output.replaceAllUsesWith(source)
+                changed = True
+        elif node.kind() == "prim::Loop":
+            body = next(node.blocks())
+            parameters, returned = list(body.inputs()), list(body.returnNode().inputs())
+            for k, output in enumerate(node.outputs()):
+                parameter = parameters[1 + k]  # (after the iteration; the condition first)
+                if returned[1 + k].unique() != parameter.unique() or \
+                        not parameter.uses() and not output.uses():
+                    continue
+                # (The body then returns the initial value: carried, and read by no one.)
+                parameter.replaceAllUsesWith(node.inputsAt(2 + k))
+                output.replaceAllUsesWith(node.inputsAt(2 + k))
+                changed = True
+    return changed
+
+
+def _tuples_returned_flat(graph: torch._C.Graph, node: torch._C.Node) -> bool:
+    """A tuple each branch of ``node`` builds and returns (``return x[:2], None``) returned
+    as its items, one result each, and built after the branch: whether there was one."""
+    found = False
+    for k in reversed(range(node.outputsSize())):
+        output = node.outputsAt(k)
+        builds = [b.returnNode().inputsAt(k).node() for b in node.blocks()]
+        if output.type().kind() != "TupleType" or \
+                any(b.kind() != "prim::TupleConstruct" for b in builds):
+            continue
+        items = []
+        for j, item_type in enumerate(output.type().elements()):
+            for block, build in zip(node.blocks(), builds):
+                block.returnNode().addInput(build.inputsAt(j))
+            items.append(node.addOutput().setType(item_type))
+        joined = graph.create("prim::TupleConstruct", items)
+        joined.insertAfter(node)
+        joined.output().setType(output.type())
+        output.replaceAllUsesWith(joined.output())
+        for block in node.blocks():
+            block.returnNode().removeInput(k)
+        node.eraseOutput(k)
+        found = True
+    return found
+
+
+def _uncast(value: torch._C.Value) -> torch._C.Value:
+    while value.node().kind() == "prim::unchecked_cast":
+        value = value.node().inputsAt(0)
+    return value
+
+
+def _within(node: Any, value: torch._C.Value) -> bool:
+    """Whether ``value`` is made inside ``node``'s blocks."""
+    block = value.node().owningBlock()
+    while block is not None:
+        owner = block.owningNode()
+        if owner is None:
+            return False
+        if owner == node:
+            return True
+        block = owner.owningBlock()
+    return False
 
 
 def _same_object(a: torch._C.Value, b: torch._C.Value,

@@ -21,6 +21,7 @@ from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_ED
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition, outer_values
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
+from onnxport.capture.torchscript.uninitialized import convert_uninitialized
 from onnxport.capture.torchscript.unrecorded_numbers import UnrecordedNumbers
 from onnxport.errors import CaptureError
 
@@ -169,6 +170,7 @@ def _converter_class():
         convert_prim_NumToTensor = _convert_num_to_tensor
         convert_aten_tensor = _convert_tensor
         convert_aten_allclose = _convert_allclose
+        convert_prim_Uninitialized = convert_uninitialized
 
     return Converter
 

@@ -18,10 +18,11 @@ from onnxport.capture.torchscript.aten_graph import _aten_graph, _aten_module, _
 from onnxport.capture.torchscript.constants import _fold_filled_constants
 from onnxport.capture.torchscript.convert import (VIEW, _TRACED_SHAPE, _TRACED_TYPE,
                                                   _shape_as_tensor)
-from onnxport.capture.torchscript.fake_calls import fake_call, run_keeping_inputs
+from onnxport.capture.torchscript.fake_calls import fake_call
 from onnxport.capture.torchscript.fx_helpers import (_attribute, _eliminate_dead_code,
                                                     _results_listed, _source_of)
 from onnxport.capture.torchscript.loops import prim_loop
+from onnxport.capture.torchscript.subgraphs import _dtype_read, _propagate_cond, _propagate_loop
 from onnxport.capture.torchscript.sizes import (
     _INDEX_TYPES, _NUMBER_READS, _ReadBackSizes, _fix_scalar_reads, _replace_uses, _shape_reads,
     _size_number, size_oblivious
@@ -86,7 +87,10 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     if len(inputs) != len(tensors):
         return None
     output = next(n for n in graph.nodes if n.op == "output")
-    results, out_spec = pytree.tree_flatten(output.args[0])
+    # A None among the results (scripted ``return y, None``) holds its place with no output,
+    # as the tensors alone are outputs.
+    results, out_spec = pytree.tree_flatten(pytree.tree_map(
+        lambda leaf: () if leaf is None else leaf, output.args[0]))
     if not all(isinstance(result, torch.fx.Node) for result in results):
         return None
     output.args = (tuple(results),)  # flat, as in any exported program; out_spec nests them
@@ -616,176 +620,3 @@ def _meta_like(tensor: torch.Tensor) -> torch.Tensor | None:
     meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
                                device="meta")
     return meta.requires_grad_(tensor.requires_grad) if tensor.requires_grad else meta
-
-
-def _propagate_loop(shape_env: Any, body: torch.fx.GraphModule, trip_count: Any,
-                    carried: tuple, outer: tuple, condition: Any = True) -> tuple:
-    """What :data:`prim_loop` returns, on fake tensors; each body node gets its
-    ``meta["val"]``. A dim of a carried tensor that the body changes (a tensor grown by one
-    row per iteration) is a new symbol, in the body and in the results."""
-    index = shape_env.create_unbacked_symint()
-    torch._check_is_size(index)
-
-    def run(state):
-        return _run_subgraph(body, [*outer, index, *state])
-
-    results = run(list(carried))
-    general = _generalized(shape_env, list(carried), results[1:1 + len(carried)], "a loop")
-    if any(g is not c for g, c in zip(general, carried)):
-        results = run(general)
-    scanned = results[1 + len(carried):]  # one item per iteration, stacked
-    if scanned:
-        count = trip_count if condition is True and isinstance(trip_count, (int, torch.SymInt)) \
-            and trip_count < 2 ** 63 - 1 else shape_env.create_unbacked_symint()
-        scanned = [item.new_empty((count, *item.shape)) for item in scanned]
-    return (*general, *scanned)
-
-
-def _propagate_cond(shape_env: Any, pred: Any, true_branch: torch.fx.GraphModule,
-                    false_branch: torch.fx.GraphModule, operands: tuple) -> tuple:
-    """What ``cond`` returns, on fake tensors, each branch's nodes given their
-    ``meta["val"]``: where the branches' results differ in size (an empty result for no
-    boxes), the size is a new symbol. A condition the sizes decide (``4 * s0 == 1``, of a
-    view of a batch by heads) gives its branch's results."""
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
-
-    decided = pred if isinstance(pred, bool) else None  # (by a branch before, on sizes)
-    if isinstance(pred, torch.SymBool):
-        decided = True if statically_known_true(pred) else \
-            False if statically_known_true(torch.sym_not(pred)) else None
-    if decided is None:
-        return tuple(_generalized(shape_env, _run_subgraph(true_branch, list(operands)),
-                                  _run_subgraph(false_branch, list(operands)), "a branch"))
-    taken, other = (true_branch, false_branch) if decided else (false_branch, true_branch)
-    results = tuple(_run_subgraph(taken, list(operands)))
-    # (The other's nodes get their values too, which the program's checks want; where it
-    # cannot run at these sizes, the program is left to torch.export, as before.)
-    with contextlib.suppress(Exception):
-        _run_subgraph(other, list(operands))
-    return results
-
-
-def _dtype_read(node: torch.fx.Node, value: Any) -> bool:
-    """Whether ``node`` reads a tensor's dtype (``b.to(a.dtype)`` in scripted code), which its
-    users now take as the number it is, and is gone: no ExportedProgram holds the converter's
-    Python call (a while loop's body had one, and the graph was left to torch.export, which
-    cannot run a loop on a tensor's value)."""
-    from torch._export.converter import get_dtype_as_int
-
-    if node.target is not get_dtype_as_int or not isinstance(value, int):
-        return False
-    _replace_uses(node, value)
-    node.graph.erase_node(node)
-    return True
-
-
-def _run_subgraph(module: torch.fx.GraphModule, inputs: list) -> list:
-    # The python dispatcher: composite ops (upsample to a size read from a tensor) take
-    # symbolic sizes only through it.
-    from torch._dispatch.python import enable_python_dispatcher
-
-    with enable_python_dispatcher():
-        return _run_nodes(module, inputs)
-
-
-def _run_nodes(module: torch.fx.GraphModule, inputs: list) -> list:
-    values: dict[torch.fx.Node, Any] = {}
-    inputs = iter(inputs)
-    for node in list(module.graph.nodes):
-        if node._erased:  # (an item of x.size() replaced below)
-            continue
-        if node.target is torch.ops.aten.sym_size.default and len(node.args) == 1:
-            # x.size() as a whole (torch.ones(x.shape) in scripted code): one size per dim,
-            # which is how translation knows sizes.
-            with module.graph.inserting_before(node):
-                sizes = [module.graph.call_function(torch.ops.aten.sym_size.int,
-                                                    (node.args[0], dim))
-                         for dim in range(values[node.args[0]].dim())]
-            for size in sizes:
-                values[size] = size.meta["val"] = values[node.args[0]].shape[size.args[1]]
-            for user in list(node.users):
-                if user.target is operator.getitem:
-                    user.replace_all_uses_with(sizes[user.args[1]])
-                    module.graph.erase_node(user)
-            for user in list(node.users):
-                user.args, user.kwargs = torch.fx.node.map_arg(
-                    (user.args, user.kwargs), lambda n: sizes if n is node else n)
-            module.graph.erase_node(node)
-            continue
-        if node.op == "placeholder":
-            value = next(inputs)
-        elif node.op == "call_function" and node.target in (prim_loop,
-                                                            torch.ops.higher_order.cond):
-            # A loop or branch inside the body: propagated as the outer ones are.
-            args = torch.fx.node.map_arg(node.args, lambda n: values[n])
-            shape_env = _shape_env_of(list(values.values()))
-            value = _propagate_loop(shape_env, *args) if node.target is prim_loop else \
-                _propagate_cond(shape_env, *args)
-        elif node.op == "call_function":
-            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
-            try:
-                value = run_keeping_inputs(node.target, args, kwargs)
-            except CaptureError:
-                raise
-            except Exception as error:
-                raise CaptureError(
-                    f"in a loop body or branch, {node.format_node()} failed: "
-                    f"{type(error).__name__}: {first_lines(str(error), 2)}") from error
-            if _dtype_read(node, value):
-                continue
-        elif node.op == "get_attr":  # a constant the converter lifted
-            value = _attribute(module, node.target)
-        elif node.op == "output":
-            results = torch.fx.node.map_arg(node.args[0], lambda n: values[n])
-            return list(results) if isinstance(results, (list, tuple)) else [results]
-        else:
-            raise CaptureError(f"a control-flow subgraph node {node.format_node()} is not "
-                               "supported")
-        values[node] = value
-        node.meta["val"] = value
-    raise CaptureError("a control-flow subgraph has no output")
-
-
-def _shape_env_of(values: list) -> Any:
-    """The shape environment of the fake tensors or symbols among ``values``."""
-    for value in values:
-        if isinstance(value, torch.SymInt | torch.SymBool | torch.SymFloat):
-            return value.node.shape_env
-        mode = getattr(value, "fake_mode", None)
-        if mode is not None and mode.shape_env is not None:
-            return mode.shape_env
-    raise CaptureError("a loop or branch inside a loop body or branch has no fake input to "
-                       "propagate with")
-
-
-def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
-    """``first``, with a new symbol for each dim where ``second`` has another size."""
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
-
-    general = []
-    for before, after in zip(first, second):
-        if not isinstance(before, torch.Tensor):
-            general.append(_generalized_number(shape_env, before, after))
-            continue
-        if before.dim() != after.dim() or before.dtype != after.dtype:
-            raise CaptureError(f"{what} changes the rank or dtype of a tensor, which ONNX "
-                               "cannot express")
-        # (A size known only as an expression of the iteration, as a tensor grown by cat,
-        # cannot be compared with a guard: it is another size unless provably the same.)
-        same = [statically_known_true(b == a) for b, a in zip(before.shape, after.shape)]
-        if all(same):
-            general.append(before)
-            continue
-        sizes = [b if known else shape_env.create_unbacked_symint()
-                 for b, known in zip(before.shape, same)]
-        general.append(torch.empty(sizes, dtype=before.dtype, device=before.device))
-    return general
-
-
-def _generalized_number(shape_env: Any, before: Any, after: Any) -> Any:
-    """A number carried by a loop (a counter) or chosen by a branch: a new symbol when the
-    two runs give different values, so that it is never taken as a constant."""
-    if type(before) is int and not isinstance(after, bool) and isinstance(after, (int, torch.SymInt)) \
-            and (isinstance(after, torch.SymInt) or after != before):
-        return shape_env.create_unbacked_symint()
-    return before

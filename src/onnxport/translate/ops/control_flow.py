@@ -16,7 +16,7 @@ from onnx_ir.tensor_adapters import from_torch_dtype
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import SYMBOLIC_DTYPES, as_1d, cast
+from onnxport.translate.ops._helpers import SYMBOLIC_DTYPES, as_1d, cast, filled
 from onnxport.translate.registry import translates
 
 
@@ -182,3 +182,16 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
     results = g.op("Loop", count, start, *carried, body_g=body.graph,
                    outputs=len(outputs) - 1)
     return (results,) if len(outputs) == 2 else results
+
+
+@translates("onnxport::uninitialized")
+def uninitialized(g):
+    """A branch's result the run never reads (capture/torchscript/uninitialized.py): an empty
+    tensor of the type the other branch gives it, so that If's branches agree."""
+    expected = g.expected
+    if not isinstance(expected, torch.Tensor):
+        return g.const(torch.zeros(0))
+    # Of the other's shape where it is static (a file declares it), else empty along the
+    # dims known at run time only.
+    sizes = [size if isinstance(size, int) else 0 for size in expected.shape]
+    return filled(g, sizes, 0, from_torch_dtype(expected.dtype))
