@@ -88,3 +88,50 @@ def test_a_tuple_with_none_returned_from_a_branch(dynamo):
                               dynamic_axes={"x": [0]}, dynamo=dynamo)
     for x in (torch.randn(3, 4), torch.randn(2, 4), torch.randn(6, 4)):
         _compare(program, model, x)
+
+
+class _SetOnAValue(nn.Module):
+    def forward(self, x):
+        y: Optional[Tensor] = None
+        if bool(x.max() > 1):
+            y = x * 3
+        if y is not None:
+            return y + 1
+        return x
+
+
+class _SetOnASize(nn.Module):
+    def forward(self, x):
+        y: Optional[Tensor] = None
+        if x.size(0) > 3:
+            y = x[:3]
+        if y is None:
+            return x * 2
+        return y - 1
+
+
+class _UnsetOnAValue(nn.Module):
+    def forward(self, x):
+        y: Optional[Tensor] = x
+        if bool(x.sum() < 0):
+            y = None
+        out = x
+        if y is not None:
+            out = out + y
+        return out
+
+
+@PATHS
+@pytest.mark.parametrize("model, inputs", [
+    (_SetOnAValue, [torch.randn(3, 4) * 3, torch.randn(5, 4) * 0.1]),
+    (_SetOnASize, [torch.randn(5, 4), torch.randn(2, 4), torch.randn(4, 4)]),
+    (_UnsetOnAValue, [torch.randn(3, 4).abs(), -torch.randn(5, 4).abs()])],
+    ids=["set on a value", "set on a size", "unset on a value"])
+def test_an_optional_one_branch_sets_and_a_later_branch_checks(model, inputs, dynamo):
+    # torch's branches must agree, and ONNX If returns tensors: a None in one branch was
+    # refused. The Optional is a tensor now, its check the first branch's condition.
+    model = torch.jit.script(model())
+    program = onnxport.export(model, (inputs[0],), input_names=["x"],
+                              dynamic_axes={"x": [0]}, dynamo=dynamo)
+    for x in inputs:
+        _compare(program, model, x)

@@ -356,6 +356,8 @@ def _call_target(node: torch.fx.Node) -> Any:
         # A tensor's value as an int (a box's size in torchvision's paste loop): on fake
         # tensors IntImplicit guards on the value, _local_scalar_dense makes it a symbol.
         return torch.ops.aten._local_scalar_dense.default
+    if node.target is operator.not_:  # ``not`` of a condition on sizes: a symbol's not
+        return torch.sym_not
     return target
 
 

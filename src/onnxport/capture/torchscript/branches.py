@@ -38,7 +38,7 @@ def decide_branches(graph: torch._C.Graph, distinct_inputs: bool = False) -> Non
         if not (dropped or decided):
             break
         changed = True
-    if changed:
+    if _optionals_set_in_one_branch(graph) or changed:
         torch._C._jit_pass_dce(graph)
     if _drop_dead_control_flow(graph):
         torch._C._jit_pass_dce(graph)
@@ -257,6 +257,70 @@ def _tuples_returned_flat(graph: torch._C.Graph, node: torch._C.Node) -> bool:
         node.eraseOutput(k)
         found = True
     return found
+
+
+def _optionals_set_in_one_branch(graph: torch._C.Graph) -> bool:
+    """An Optional tensor that one branch of ``if c:`` sets and the other leaves None (``y =
+    None`` then ``if x.sum() > 0: y = x * 2``), read only by checks against None and by casts,
+    as a tensor: ``y is not None`` is ``c`` itself (or ``not c``), and the branch that leaves
+    it None returns an uninitialized tensor (uninitialized.py). ONNX If returns tensors, and
+    torch's branches must agree: the capture was refused. Whether there was one."""
+    changed = False
+    for node in graph.findAllNodes("prim::If", True):
+        for k in range(node.outputsSize()):
+            output = node.outputsAt(k)
+            returned = [_uncast(b.returnNode().inputsAt(k)) for b in node.blocks()]
+            kinds = [value.type().kind() for value in returned]
+            if output.type().kind() != "OptionalType" or \
+                    sorted(kinds) != ["NoneType", "TensorType"] or \
+                    not all(_checks_or_casts(use) for use in output.uses()):
+                continue
+            unset = list(node.blocks())[kinds.index("NoneType")]
+            local = graph.create("prim::Uninitialized")
+            local.output().setType(torch._C.TensorType.get())
+            local.insertBefore(unset.returnNode())
+            unset.returnNode().replaceInput(k, local.output())
+            output.setType(torch._C.TensorType.get())
+            set_when_true = kinds.index("TensorType") == 0
+            for use in list(output.uses()):
+                user = use.user
+                if user.kind() == "prim::unchecked_cast":
+                    user.output().replaceAllUsesWith(output)
+                elif (user.kind() == "aten::__isnot__") == set_when_true:
+                    user.output().replaceAllUsesWith(node.inputsAt(0))
+                else:
+                    negated = _negated(graph, node.inputsAt(0), user)
+                    user.output().replaceAllUsesWith(negated)
+                user.destroy()
+            changed = True
+    return changed
+
+
+def _negated(graph: torch._C.Graph, condition: torch._C.Value,
+             before: torch._C.Node) -> torch._C.Value:
+    """``not condition``, made before ``before``: of ``bool(t)``, ``bool(logical_not(t))``,
+    a condition of the run as the original is (the converter's If takes those)."""
+    source = condition.node()
+    if source.kind() == "aten::Bool" and \
+            isinstance(source.inputsAt(0).type(), torch._C.TensorType):
+        flipped = graph.create("aten::logical_not", [source.inputsAt(0)])
+        flipped.output().setType(source.inputsAt(0).type())
+        flipped.insertBefore(before)
+        negated = graph.create("aten::Bool", [flipped.output()])
+    else:
+        negated = graph.create("aten::__not__", [condition])
+    negated.output().setType(torch._C.BoolType.get())
+    negated.insertBefore(before)
+    return negated.output()
+
+
+def _checks_or_casts(use: Any) -> bool:
+    """Whether ``use`` of an Optional is ``is None``/``is not None`` or a cast to Tensor."""
+    user = use.user
+    if user.kind() == "prim::unchecked_cast":
+        return True
+    return user.kind() in ("aten::__is__", "aten::__isnot__") and \
+        user.inputsAt(1 - use.offset).type().kind() == "NoneType"
 
 
 def _uncast(value: torch._C.Value) -> torch._C.Value:

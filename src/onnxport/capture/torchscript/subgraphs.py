@@ -64,7 +64,7 @@ def _propagate_cond(shape_env: Any, pred: Any, true_branch: torch.fx.GraphModule
         # cannot run at these sizes, the program is left to torch.export, as before.)
         with contextlib.suppress(Exception):
             others = _run_subgraph(other, list(operands))
-            results = [uninitialized.either(r, o) for r, o in zip(results, others)]
+            results = [uninitialized.either(r, o, shape_env) for r, o in zip(results, others)]
     if any(r is uninitialized.UNSET for r in results):
         raise CaptureError("neither branch of a scripted if sets one of its results")
     uninitialized.set_from((true_branch, false_branch), results)
@@ -174,7 +174,7 @@ def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
     general = []
     for before, after in zip(first, second):
         if before is uninitialized.UNSET or after is uninitialized.UNSET:
-            general.append(uninitialized.either(before, after))
+            general.append(uninitialized.either(before, after, shape_env))
             continue
         if not isinstance(before, torch.Tensor):
             general.append(_generalized_number(shape_env, before, after))

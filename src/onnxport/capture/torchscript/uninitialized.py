@@ -85,6 +85,14 @@ def set_from(branches: tuple, results: list) -> None:
                 node.meta["val"] = value
 
 
-def either(first: Any, second: Any) -> Any:
-    """The value of a result one of two branches leaves uninitialized: the other's."""
-    return second if first is UNSET else first
+def either(first: Any, second: Any, shape_env: Any) -> Any:
+    """The value of a result one of two branches may leave uninitialized: the other's, its
+    dims known at run time only made new symbols (the empty tensor the unset branch returns
+    has none of their sizes, and a file declaring them would be wrong when it runs)."""
+    if first is not UNSET and second is not UNSET:
+        return first
+    value = second if first is UNSET else first
+    if not isinstance(value, torch.Tensor) or all(isinstance(s, int) for s in value.shape):
+        return value
+    return value.new_empty([s if isinstance(s, int) else shape_env.create_unbacked_symint()
+                            for s in value.shape])
