@@ -21,7 +21,9 @@ from onnxport.errors import CaptureError
 
 
 # ... and the prefix of the module that replays the converted graph for torch.export.
-_REPLAY_PREFIX = "graph."
+# (Not "graph.": a program's module is a GraphModule, whose "graph" is its FX graph, and
+# unlifting a buffer of that path failed: "references nonexistent attribute".)
+_REPLAY_PREFIX = "replayed."
 
 
 def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
@@ -147,11 +149,11 @@ class _Replay(torch.nn.Module):
 
     def __init__(self, graph_module: torch.fx.GraphModule):
         super().__init__()
-        self.graph = graph_module
+        self.replayed = graph_module
 
     def forward(self, *tensors):
         with fx_traceback.preserve_node_meta():
-            return _Interpreter(self.graph).run(*tensors)
+            return _Interpreter(self.replayed).run(*tensors)
 
 
 class _Interpreter(torch.fx.Interpreter):
