@@ -141,7 +141,8 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple, dynamic: bool = False) -> _
 
 
 # Ops whose result has the dtype they compute in, which a number among their arguments (a
-# wrapped number: int tensor * 2.5 is float32) does not decide as a tensor would.
+# wrapped number: int tensor * 2.5 is float32) does not decide as a tensor would (with an
+# integer tensor: with a float one, the same category, the tensor's dtype wins either way).
 _ARITHMETIC = {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub",
                "aten::true_divide", "aten::floor_divide", "aten::remainder", "aten::fmod",
                "aten::pow", "aten::where", "aten::maximum", "aten::minimum", "aten::atan2"}
@@ -165,8 +166,9 @@ def _numbers_of_the_result_dtype(graph: torch._C.Graph) -> None:
         made: dict[torch.dtype, torch._C.Value] = {}  # (one constant per dtype)
         for use in list(output.uses()):
             user = use.user
-            if user.kind() not in _ARITHMETIC or user.outputsSize() != 1:
-                continue
+            if user.kind() not in _ARITHMETIC or user.outputsSize() != 1 or \
+                    not any(_integral(other) for other in user.inputs() if other != output):
+                continue  # (with a float tensor, the tensor's dtype wins as it is)
             result = user.output().type()
             if not isinstance(result, torch._C.TensorType) or \
                     result.scalarType() not in _FLOAT_TYPES:
@@ -177,6 +179,13 @@ def _numbers_of_the_result_dtype(graph: torch._C.Graph) -> None:
                 with graph.insert_point_guard(node):
                     made[dtype] = graph.insertConstant(torch.tensor(value, dtype=dtype))
             user.replaceInput(use.offset, made[dtype])
+
+
+def _integral(value: torch._C.Value) -> bool:
+    """Whether ``value`` is a tensor of integers or bools, as the tracer recorded it."""
+    kind = value.type()
+    return isinstance(kind, torch._C.TensorType) and kind.scalarType() in (
+        "Long", "Int", "Short", "Char", "Byte", "Bool")
 
 
 def _inputs_read_through_data(graph: torch._C.Graph, tensors: list) -> None:
