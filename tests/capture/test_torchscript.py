@@ -1616,3 +1616,55 @@ def test_traced_masked_writes_into_a_view_replayed_by_torch_export(axes):
     others = [(x, m)] + ([(torch.randn(6, 3), torch.randn(6, 3) > 0)] if axes else [])
     for a, b in others:
         torch.testing.assert_close(program(a, b)[0], model(a, b))
+
+
+class _TracedLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(10, 20)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class _TracedInBothBranches(torch.jit.ScriptModule):
+    def __init__(self):
+        super().__init__()
+        self.traced = torch.jit.trace(_TracedLinear(), torch.randn(2, 10))
+
+    @torch.jit.script_method
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            return self.traced(x)
+        return self.traced(x) * 2
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_traced_submodule_called_only_in_scripted_branches(dynamo):
+    # Its weights are read only inside the branches: torch's converter looked them up in the
+    # top-level graph and failed ("Attribute traced.lin.weight not found").
+    model = _TracedInBothBranches()
+    program = onnxport.export(model, (torch.randn(2, 10).abs(),), input_names=["x"],
+                              dynamic_axes={"x": [0]}, dynamo=dynamo)
+    for x in (torch.randn(2, 10).abs(), -torch.randn(5, 10).abs()):
+        torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-4)
+
+
+class _SizesReturned(torch.jit.ScriptModule):
+    @torch.jit.script_method
+    def forward(self, x):
+        return x.size(0) * 2, x.shape[1] + 0.5
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_numbers_computed_from_sizes_returned(dynamo, dynamic):
+    # With dynamic axes the float had no declared shape (the checker refused the file) and
+    # was float64 where the static export, as torch.tensor(2.5), gives float32.
+    axes = {"x": [0, 1]} if dynamic else None
+    program = onnxport.export(_SizesReturned(), (torch.randn(4, 3),), input_names=["x"],
+                              dynamic_axes=axes, dynamo=dynamo)
+    x = torch.randn(7, 2) if dynamic else torch.randn(4, 3)
+    count, half = program(x)
+    assert count.shape == () and count.dtype == torch.int64 and int(count) == 2 * x.shape[0]
+    assert half.shape == () and half.dtype == torch.float32 and float(half) == x.shape[1] + 0.5

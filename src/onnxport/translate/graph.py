@@ -293,10 +293,13 @@ class _Translator:
                 or value.is_graph_output()
             )
             meta = item.meta.get("val") if isinstance(item, torch.fx.Node) else None
+            # (of an unknown shape: a number computed with a float, x.shape[1] + 0.5)
             number = isinstance(meta, (torch.SymInt, torch.SymFloat, torch.SymBool)) and \
-                value.shape is not None and list(value.shape) == [1]
+                (value.shape is None or list(value.shape) == [1])
             if number:  # a number the model returns: 0-d, as torch.tensor(number)
                 value = g.op("Reshape", value, g.const([], ir.DataType.INT64))
+                if isinstance(meta, torch.SymFloat):  # (float32, torch's default dtype)
+                    value = g.op("Cast", value, to_i=int(ir.DataType.FLOAT))
             elif needs_identity:
                 if value.name == onnx_name:  # a constant returned as it is: its name is taken
                     onnx_name = f"{onnx_name}_output"
@@ -307,6 +310,8 @@ class _Translator:
                 self._set_meta(value, meta)
             if number:
                 value.shape = ir.Shape([])
+                if isinstance(meta, torch.SymFloat):
+                    value.dtype = ir.DataType.FLOAT
             g.graph.outputs.append(value)
 
     def _translate_node(self, node: torch.fx.Node) -> None:

@@ -19,7 +19,8 @@ from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_aran
 from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_EDITS,
                                                      StackedList, refuse_returned,
                                                      stacked_call)
-from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition, outer_values
+from onnxport.capture.torchscript.loops import (_convert_loop, _loop_condition, convert_if,
+                                                outer_values)
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.uninitialized import convert_uninitialized
 from onnxport.capture.torchscript.unrecorded_numbers import UnrecordedNumbers
@@ -154,6 +155,7 @@ def _converter_class():
         __init__ = _init_converter
         convert = _convert
         convert_prim_Loop = _convert_loop_node
+        convert_prim_If = convert_if
         convert_aten_len = _convert_len
         convert_aten_list = _convert_list
         convert_call_function_op = _convert_call

@@ -193,3 +193,16 @@ class _PrimLoop(torch._ops.HigherOrderOperator):
 
 
 prim_loop = _PrimLoop()
+
+
+def convert_if(converter: Any, node: torch._C.Node) -> None:
+    """TS2FXGraphConverter.convert_prim_If, the weights only its branches read (a traced
+    submodule called in both branches of a scripted ``if``) read first by the top-level graph,
+    as :func:`outer_values` does for a loop's body: torch's looked them up and failed."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    names = set(converter._identify_inputs_as_arguments(node))
+    for block in node.blocks():
+        names |= set(converter.blocks_to_lifted_attrs[block])
+    outer_values(converter, sorted(names))
+    TS2FXGraphConverter.convert_prim_If(converter, node)
