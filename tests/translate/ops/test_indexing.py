@@ -419,3 +419,21 @@ def test_unfold_by_a_size_and_step_read_at_run_time(dynamo):
     check(lambda x: (x.unfold(2, x.shape[1], x.shape[1] - 1), x.unfold(2, x.shape[1], 1)),
           torch.randn(4, 2, 4), dynamo=dynamo, input_names=["x"],
           dynamic_axes={"x": [0, 1, 2]}, run_with=[(torch.randn(3, 3, 7),), (torch.randn(2, 4, 9),)])
+
+
+class _Combinations(torch.nn.Module):
+    def forward(self, x):
+        return torch.combinations(x, 2), torch.combinations(x, 3, with_replacement=True)
+
+
+_TORCH = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+
+
+@pytest.mark.xfail(_TORCH < (2, 14), strict=False,
+                   reason="torch 2.11's combinations kernel reads numel() of symbolic sizes: "
+                          "the capture fails in torch itself")
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_combinations_of_a_dynamic_length(dynamo):
+    # Its decomposition calls nonzero_static with the run's count as the size: a TypeError.
+    check(_Combinations(), torch.randn(4), dynamo=dynamo, input_names=["x"],
+          dynamic_axes={"x": [0]}, run_with=[(torch.randn(6),), (torch.randn(3),)])

@@ -380,6 +380,12 @@ def nonzero(g, self):
 def nonzero_static(g, self, *, size, fill_value=-1):
     """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor"""
     positions = nonzero(g, self)
+    if isinstance(size, ir.Value):  # a size of the run (torch.combinations of a dynamic length)
+        size = g.op("Reshape", cast(g, size, ir.DataType.INT64), g.const([1]))
+        padding = g.op("Expand", g.const(fill_value, ir.DataType.INT64),
+                       g.op("Concat", size, g.const([rank(self)]), axis_i=0))
+        both = g.op("Concat", positions, padding, axis_i=0)
+        return g.op("Slice", both, g.const([0]), size, g.const([0]))
     if size == 0 or rank(self) == 0:
         return g.const(torch.full((size, rank(self)), fill_value, dtype=torch.int64))
     # The positions, then rows of fill_value, cut to ``size`` rows.
