@@ -253,3 +253,31 @@ def test_a_trace_that_computes_other_results_at_other_sizes_is_not_taken():
         program = onnxport.export(_WindowAndParity(), (torch.randn(5),), input_names=["x"],
                                   dynamic_axes={"x": {0: "n"}})
     assert program.capture_strategy.startswith("torch.export")
+
+
+@torch.jit.script
+def _first_rows_when_long(x):
+    if x.size(0) > 3:
+        return x[:3]
+    return x * 2
+
+
+class _ScriptedBranchOnASize(torch.nn.Module):
+    def forward(self, x):
+        return _first_rows_when_long(x) + 1
+
+
+def test_a_scripted_branch_on_a_size_inside_a_model_with_dynamic_axes():
+    # torch.export ran the scripted branch of the example's size and recorded no guard: the
+    # file returned x[:3] + 1 at every size, silently wrong where the model returns x * 2 + 1.
+    # Such a model is traced first, which keeps the branch an If.
+    model = _ScriptedBranchOnASize()
+    program = onnxport.export(model, (torch.randn(5, 4),), input_names=["x"],
+                              dynamic_axes={"x": {0: "rows"}})
+    assert program.capture_strategy == "tracing"
+    assert "a branch on a size (_first_rows_when_long)" in program.capture_attempts[0][1]
+    for rows in (5, 2, 3, 8):
+        x = torch.randn(rows, 4)
+        _close(program(x)[0], model(x))
+    static = onnxport.export(model, (torch.randn(5, 4),))  # (static: torch.export is right)
+    assert static.capture_strategy != "tracing"

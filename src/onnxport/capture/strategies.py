@@ -250,13 +250,18 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
 
     if export is not None and fallback:
         loop = scripted_loop_called(model)
-        if loop is not None:
+        # A scripted branch on a size, with dynamic dims: torch.export runs the branch of the
+        # example's size and records no guard for it (silently wrong at sizes taking the
+        # other); tracing keeps it an If.
+        branch = scripted_loop_called(model, _branches_on_sizes) if dim_names else None
+        if loop is not None or branch is not None:
             # torch.export runs a scripted loop step by step, each step's ops into the graph
             # (ProphetNet's 2 x 512-step mask: five minutes); tracing keeps it a loop.
+            what = f"a loop ({loop}), which tracing keeps a loop" if loop is not None else \
+                f"a branch on a size ({branch}), which tracing keeps a branch"
             with contextlib.suppress(CaptureError):
                 return trace(), "tracing", [("torch.export", f"not tried: the model calls "
-                                             f"scripted code with a loop ({loop}), which "
-                                             "tracing keeps a loop")]
+                                             f"scripted code with {what}")]
     try:
         return capture_with_fallback(
             export, trace, fallback=fallback,
@@ -276,14 +281,16 @@ def _capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallb
             + str(error)) from error
 
 
-def scripted_loop_called(model: Any) -> str | None:
-    """The name of a scripted function or module with a loop that ``model`` calls (a scripted
-    submodule, or a scripted function its modules' forward names), or None."""
+def scripted_loop_called(model: Any, has: Callable[[Any], bool] | None = None) -> str | None:
+    """The name of a scripted function or module with a loop (or of which ``has(graph)``
+    holds) that ``model`` calls (a scripted submodule, or a scripted function its modules'
+    forward names), or None."""
     if not isinstance(model, torch.nn.Module):
         return None
+    has = has or _has_loop
     for name, module in model.named_modules():
         if isinstance(module, torch.jit.ScriptModule):
-            if _has_loop(module):
+            if _holds(module, has):
                 return name or type(module).__name__
             continue
         forward = getattr(type(module), "forward", None)
@@ -291,18 +298,29 @@ def scripted_loop_called(model: Any) -> str | None:
         names = getattr(forward, "__globals__", {})
         for called in (code.co_names if code is not None else ()):
             function = names.get(called)
-            if isinstance(function, torch.jit.ScriptFunction) and _has_loop(function):
+            if isinstance(function, torch.jit.ScriptFunction) and _holds(function, has):
                 return called
     return None
 
 
-def _has_loop(scripted: Any) -> bool:
+def _holds(scripted: Any, has: Callable[[Any], bool]) -> bool:
     try:
         graph = scripted.inlined_graph if isinstance(scripted, torch.jit.ScriptModule) \
             else scripted.graph
     except (AttributeError, RuntimeError):  # (a ScriptModule with no forward)
         return False
+    return has(graph)
+
+
+def _has_loop(graph: Any) -> bool:
     return graph.findNode("prim::Loop", True) is not None
+
+
+def _branches_on_sizes(graph: Any) -> bool:
+    """Whether ``graph`` has a branch and reads a size (``if x.size(0) > 3:``)."""
+    return graph.findNode("prim::If", True) is not None and any(
+        graph.findNode(kind, True) is not None
+        for kind in ("aten::size", "aten::len", "aten::numel", "aten::sym_size"))
 
 
 def eager_failure(model: Any, args: tuple, kwargs: dict) -> str | None:
