@@ -209,8 +209,7 @@ def _forward_unchanged_values(graph: torch._C.Graph, block: Any) -> bool:
                     node.eraseOutput(k)
                     changed = True
             for k, output in enumerate(node.outputs()):
-                sources = {_uncast(b.returnNode().inputsAt(k)).unique(): b.returnNode()
-                           for b in node.blocks()}
+                sources = {_uncast(b.returnNode().inputsAt(k)).unique() for b in node.blocks()}
                 if len(sources) != 1 or not output.uses():
                     continue
                 source = _uncast(next(node.blocks()).returnNode().inputsAt(k))
