@@ -267,6 +267,36 @@ class _ScriptedBranchOnASize(torch.nn.Module):
         return _first_rows_when_long(x) + 1
 
 
+class _ScriptedBranchInAHelper(torch.nn.Module):
+    def helper(self, x):
+        return _first_rows_when_long(x)
+
+    def forward(self, x):
+        return self.helper(x) + 1
+
+
+class _ScriptedBranchAsAnAttribute(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rows = _first_rows_when_long
+
+    def forward(self, x):
+        return self.rows(x) + 1
+
+
+@pytest.mark.parametrize("model", [_ScriptedBranchInAHelper, _ScriptedBranchAsAnAttribute],
+                         ids=["called by a helper method", "held as an attribute"])
+def test_a_scripted_branch_on_a_size_called_other_than_by_forward(model):
+    # Only the names forward reads were looked at: these were silently wrong as above.
+    model = model()
+    program = onnxport.export(model, (torch.randn(5, 4),), input_names=["x"],
+                              dynamic_axes={"x": {0: "rows"}})
+    assert program.capture_strategy == "tracing"
+    for rows in (5, 2):
+        x = torch.randn(rows, 4)
+        _close(program(x)[0], model(x))
+
+
 def test_a_scripted_branch_on_a_size_inside_a_model_with_dynamic_axes():
     # torch.export ran the scripted branch of the example's size and recorded no guard: the
     # file returned x[:3] + 1 at every size, silently wrong where the model returns x * 2 + 1.

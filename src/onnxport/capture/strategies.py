@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from typing import Any, Callable
 
@@ -293,14 +294,35 @@ def scripted_loop_called(model: Any, has: Callable[[Any], bool] | None = None) -
             if _holds(module, has):
                 return name or type(module).__name__
             continue
-        forward = getattr(type(module), "forward", None)
-        code = getattr(forward, "__code__", None)
-        names = getattr(forward, "__globals__", {})
-        for called in (code.co_names if code is not None else ()):
-            function = names.get(called)
-            if isinstance(function, torch.jit.ScriptFunction) and _holds(function, has):
+        for called, function in _script_functions_named(module):
+            if _holds(function, has):
                 return called
     return None
+
+
+def _script_functions_named(module: torch.nn.Module):
+    """(name, function) of each scripted function ``module`` holds as an attribute or that a
+    method of its class (forward or a helper it calls) names among its globals."""
+    for name, value in vars(module).items():
+        if isinstance(value, torch.jit.ScriptFunction):
+            yield name, value
+    yield from _script_functions_of_class(type(module))
+
+
+@functools.lru_cache(maxsize=256)
+def _script_functions_of_class(cls: type) -> tuple:
+    found = []
+    for base in cls.__mro__:
+        if base.__module__.startswith("torch."):
+            break  # (torch's own modules call no scripted function of the model's)
+        for method in vars(base).values():
+            code = getattr(method, "__code__", None)
+            names = getattr(method, "__globals__", {})
+            for called in (code.co_names if code is not None else ()):
+                function = names.get(called)
+                if isinstance(function, torch.jit.ScriptFunction):
+                    found.append((called, function))
+    return tuple(found)
 
 
 def _holds(scripted: Any, has: Callable[[Any], bool]) -> bool:
