@@ -57,15 +57,19 @@ def _functional_kind(node: torch._C.Node) -> str | None:
     return functional
 
 
-def _outside(value: torch._C.Value, owner: torch._C.Node) -> bool:
-    """Whether ``value`` is made outside ``owner`` (not by a node within it)."""
-    node = value.node()
+def within(node: torch._C.Node, owner: torch._C.Node) -> bool:
+    """Whether ``node`` is ``owner`` or a node in its blocks, at any depth."""
     while node is not None:
         if node == owner:
-            return False
+            return True
         block = node.owningBlock()
         node = block.owningNode() if block is not None else None
-    return True
+    return False
+
+
+def _outside(value: torch._C.Value, owner: torch._C.Node) -> bool:
+    """Whether ``value`` is made outside ``owner`` (not by a node within it)."""
+    return not within(value.node(), owner)
 
 
 def _ancestor_in(node: torch._C.Node, block) -> torch._C.Node | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from onnxport.capture.script_mutations import within
 from onnxport.capture.torchscript import uninitialized
 from onnxport.capture.torchscript.ranks import known_ranks
 
@@ -213,7 +214,7 @@ def _forward_unchanged_values(graph: torch._C.Graph, block: Any) -> bool:
                 if len(sources) != 1 or not output.uses():
                     continue
                 source = _uncast(next(node.blocks()).returnNode().inputsAt(k))
-                if _within(node, source) or str(source.type()) != str(output.type()):
+                if within(source.node(), node) or str(source.type()) != str(output.type()):
                     continue
                 output.replaceAllUsesWith(source)
                 changed = True
@@ -326,19 +327,6 @@ def _uncast(value: torch._C.Value) -> torch._C.Value:
     while value.node().kind() == "prim::unchecked_cast":
         value = value.node().inputsAt(0)
     return value
-
-
-def _within(node: Any, value: torch._C.Value) -> bool:
-    """Whether ``value`` is made inside ``node``'s blocks."""
-    block = value.node().owningBlock()
-    while block is not None:
-        owner = block.owningNode()
-        if owner is None:
-            return False
-        if owner == node:
-            return True
-        block = owner.owningBlock()
-    return False
 
 
 def _same_object(a: torch._C.Value, b: torch._C.Value,

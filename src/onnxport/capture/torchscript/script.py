@@ -7,7 +7,7 @@ import torch
 
 from onnxport.capture import quirks
 from onnxport.compat.jit_scalar_type import JitScalarType
-from onnxport.capture.script_mutations import functionalize_writes, nodes_within
+from onnxport.capture.script_mutations import functionalize_writes, nodes_within, within
 from onnxport.capture.torchscript.branches import (decide_branches, fold_to_constant,
                                                    unpacked_item)
 from onnxport.capture.torchscript.trace import _ConverterState
@@ -395,28 +395,12 @@ def _unroll_branching_list_loops(graph: torch._C.Graph) -> bool:
 def _list_edited_after(loop: torch._C.Node) -> bool:
     """Whether a list the loop appends to is edited after it other than by appending
     (``ys.clear()``, ``ys.pop()``): the scan output the loop would leave takes no such edit."""
-    for node in _nodes_within(loop):
-        if node.kind() != "aten::append" or _within(node.inputsAt(0).node(), loop):
+    for node in (inner for block in loop.blocks() for inner in nodes_within(block)):
+        if node.kind() != "aten::append" or within(node.inputsAt(0).node(), loop):
             continue
         if any(use.user.kind() in _LIST_EDITS - {"aten::append"} and
-               not _within(use.user, loop) for use in node.inputsAt(0).uses()):
+               not within(use.user, loop) for use in node.inputsAt(0).uses()):
             return True
-    return False
-
-
-def _nodes_within(node: torch._C.Node):
-    for block in node.blocks():
-        for inner in block.nodes():
-            yield inner
-            yield from _nodes_within(inner)
-
-
-def _within(node: torch._C.Node, loop: torch._C.Node) -> bool:
-    while node is not None:
-        if node == loop:
-            return True
-        block = node.owningBlock()
-        node = block.owningNode() if block is not None else None
     return False
 
 
