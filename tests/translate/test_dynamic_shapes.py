@@ -51,6 +51,7 @@ BATCH_CASES = {
     "new_ones": (lambda x: x.new_ones(x.shape), (3, 8)),
     "zeros_like": (lambda x: torch.zeros_like(x), (3, 8)),
     "full_like": (lambda x: torch.full_like(x, 2.5), (3, 8)),
+    "full_like of a value": (lambda x: torch.full_like(x, x.max()), (3, 8)),
     "full of the batch size": (lambda x: torch.full((x.shape[0], 2), 0.5), (3, 8)),
     "split": (lambda x: x.split(3, dim=2), (3, 9)),
     "split with sizes": (lambda x: x.split([2, 6], dim=-1), (3, 8)),

@@ -44,6 +44,11 @@ def zeros_like(g, self, *rest, **__):
     shape = g.static_shape(self)
     if shape is not None:
         return filled(g, shape, fill, dtype)
+    if isinstance(fill, ir.Value) or dtype == ir.DataType.BFLOAT16 and g.opset < 20:
+        # a fill read from the model's values (x.max()), or a bfloat16 one ConstantOfShape
+        # cannot hold before opset 20: one element spread over self's shape
+        one = filled(g, [], fill, dtype)
+        return g.op("Expand", one, g.op("Shape", self))
     from onnx_ir.tensor_adapters import to_torch_dtype
 
     out = g.op("ConstantOfShape", g.op("Shape", self),
