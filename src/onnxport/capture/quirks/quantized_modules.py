@@ -251,6 +251,17 @@ def _reference(module: torch.nn.Module) -> torch.nn.Module | None:
 
             relu = isinstance(module, (nniq.ConvReLU1d, nniq.ConvReLU2d, nniq.ConvReLU3d))
             return WeightedReference(module, conv, relu)
+    transposed = {nnq.ConvTranspose1d: F.conv_transpose1d, nnq.ConvTranspose2d: F.conv_transpose2d,
+                  nnq.ConvTranspose3d: F.conv_transpose3d}
+    for kind, function in transposed.items():
+        if isinstance(module, kind):
+            stride, padding, output_padding = module.stride, module.padding, module.output_padding
+            groups, dilation = module.groups, module.dilation
+
+            def conv_transpose(x, w, b, function=function):
+                return function(x, w, b, stride, padding, output_padding, groups, dilation)
+
+            return WeightedReference(module, conv_transpose, False)
     if isinstance(module, nnq.Linear):
         return WeightedReference(module, F.linear, isinstance(module, nniq.LinearReLU))
     float_type = _float_base(module)
