@@ -151,3 +151,65 @@ def test_a_split_of_an_axis_sized_by_a_read_back_size_stays_dynamic(dynamo):
     for a, n in ((6, 3), (10, 5), (8, 2)):
         x, y = torch.randn(a, 4), torch.randn(n)
         torch.testing.assert_close(program(x, y)[0], model(x, y), rtol=1e-3, atol=1e-4)
+
+
+class _ProposalsOfFeatures(torch.nn.Module):
+    """torchvision's region proposal network on a dict of feature maps (its anchors, top-k
+    and batched NMS read sizes back from tensors)."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.detection.rpn import (AnchorGenerator, RegionProposalNetwork,
+                                                      RPNHead)
+
+        torch.manual_seed(0)
+        anchors = AnchorGenerator(((32,), (128,)), ((0.5, 1.0, 2.0),) * 2)
+        head = RPNHead(4, 3)
+        with torch.no_grad():  # (untied scores: torchvision's init makes many equal)
+            for parameter in head.parameters():
+                parameter.normal_(0, 0.1)
+            head.conv[0][0].weight.uniform_(0, 0.1)  # (no position ReLU zeroes whole)
+        self.rpn = RegionProposalNetwork(anchors, head, 0.7, 0.3, 256, 0.5,
+                                         dict(training=100, testing=100),
+                                         dict(training=100, testing=100), 0.7)
+
+    def forward(self, images, features: dict[str, torch.Tensor]):
+        from torchvision.models.detection.image_list import ImageList
+
+        sizes = [(image.shape[-1], image.shape[-2]) for image in images]
+        return self.rpn(ImageList(images, sizes), features)[0]
+
+
+def _images_and_features(size, generator):
+    images = torch.rand(2, 3, size, size, generator=generator)
+    return images, {name: torch.rand(2, 4, size // step, size // step, generator=generator)
+                    for name, step in (("0", 8), ("1", 64))}
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_region_proposals_with_every_axis_named_dynamic(dynamo):
+    # Every axis of every input named dynamic, as a test suite does: the channels meet the
+    # head's weights and the images' batch a Python loop over them, both fixed, with a
+    # warning; the rest stay dynamic, the last level's too, 1x1 in the example. dynamo=False
+    # refused ("computes sizes with tensor ops and reads them back"), torch.export failing
+    # on the NMS's read back numel.
+    pytest.importorskip("torchvision")
+    model = _ProposalsOfFeatures().eval()
+    generator = torch.Generator().manual_seed(0)
+    images, features = _images_and_features(64, generator)
+    names = ["images", "f0", "f1"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(model, (images, features, {}), dynamo=dynamo,
+                                  input_names=names, opset_version=14,
+                                  dynamic_axes={name: [0, 1, 2, 3] for name in names})
+    fixed = [str(w.message) for w in caught if "fixed to 4" in str(w.message)]
+    assert fixed, [str(w.message) for w in caught]
+    for size in (64, 128):
+        images, features = _images_and_features(size, generator)
+        expected = model(images, features)
+        actual = program(images, features)
+        assert len(actual) == len(expected) == 2
+        for a, e in zip(actual, expected):
+            assert a.shape == e.shape and a.shape[0] > 30
+            _close(a, e)

@@ -34,7 +34,8 @@ from onnxport.capture.torch_export import CapturedProgram, capture_torch_export,
 from onnxport.capture.torchscript.convert import KEPT_LOOPS, _to_fx, unrolling_every_loop
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.propagate import SCRIPTED, _propagated, _propagated_static
-from onnxport.capture.torchscript.replay import _REPLAY_PREFIX, _export_traced
+from onnxport.capture.torchscript.replay import (_REPLAY_PREFIX, _export_traced,
+                                              _warn_fixed_or_bounded)
 from onnxport.capture.torchscript.script import (_NUMBERS, _frozen, _script_state,
                                                 is_tensor_sequence)
 from onnxport.capture.torchscript.sizes import (_drop_runtime_asserts, _read_back_hints,
@@ -120,10 +121,16 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
     fake_log.addFilter(_critical_only)
     try:
         with quirks.applied("replay"):
-            program = _propagated_program(graph_module, tensors, dynamic)
+            fixed: list = []
+            program = _propagated_program(graph_module, tensors, dynamic, fixed)
             if program is None:
                 _refuse_run_time_loops(graph_module)
-                program = _export_traced(graph_module, tensors, dynamic)
+                try:
+                    program = _export_traced(graph_module, tensors, dynamic)
+                except CaptureError:
+                    program = _propagated_fixing_dims(graph_module, tensors, dynamic, fixed)
+                    if program is None:
+                        raise
                 _drop_runtime_asserts(program)
     finally:
         fake_log.removeFilter(_critical_only)
@@ -145,14 +152,14 @@ def _program_keeping_loops(convert: Callable[[], torch.fx.GraphModule], tensors:
         return _program(convert(), tensors, dynamic)
 
 
-def _propagated_program(graph_module: torch.fx.GraphModule, tensors: tuple,
-                        dynamic: list) -> torch.export.ExportedProgram | None:
+def _propagated_program(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: list,
+                        fixed: list) -> torch.export.ExportedProgram | None:
     """The converted graph propagated on fake tensors, or None where torch.export must
-    take it."""
+    take it; the dynamic dims its last run fixed are put in ``fixed``."""
     if not any(dynamic):
         return _propagated_static(graph_module, tensors, dynamic)
     program = _propagated(graph_module, tensors, dynamic,
-                          hints=_read_back_hints(graph_module, tensors))
+                          hints=_read_back_hints(graph_module, tensors), fixed=fixed)
     twos = ones_as_twos(tensors, dynamic) if program is None else None
     if twos is not None:
         # A batch of 1: a guard of the fake run (on a layout: bart's copy into a slice of its
@@ -164,7 +171,32 @@ def _propagated_program(graph_module: torch.fx.GraphModule, tensors: tuple,
             hints = _read_back_hints(graph_module, twos)
         except Exception:  # noqa: BLE001 - torch raises many kinds: the graph fails at 2
             return None
-        program = _propagated(graph_module, twos, dynamic, hints=hints)
+        fixed.clear()
+        program = _propagated(graph_module, twos, dynamic, hints=hints, fixed=fixed)
+    return program
+
+
+def _propagated_fixing_dims(graph_module: torch.fx.GraphModule, tensors: tuple,
+                            dynamic: list, fixed: list) -> torch.export.ExportedProgram | None:
+    """Where neither propagation nor torch.export took the graph with its dynamic dims (sizes
+    read back from values, torchvision's region proposals): propagated with the dims the
+    graph ``fixed`` (a weight of 4 channels, a batch a Python loop unrolled) static, with a
+    warning, as the default path leaves them, the others dynamic; None when that fails too.
+    Run from the inputs the last propagation took: with a dim of 1 in the example grown to 2
+    (:func:`ones_as_twos`), as the run specializes such a dim, not the graph."""
+    inputs = ones_as_twos(tensors, dynamic) or tensors
+    fixed = [(k, axis) for k, axis in fixed if inputs[k].shape[axis] > 1]
+    if not fixed:
+        return None
+    narrowed = [{axis: dim for axis, dim in axes.items() if (k, axis) not in fixed} or None
+                if axes else axes for k, axes in enumerate(dynamic)]
+    try:
+        program = _propagated(graph_module, inputs, narrowed,
+                              hints=_read_back_hints(graph_module, inputs))
+    except Exception:  # noqa: BLE001 - a last try: the caller raises its own error
+        return None
+    if program is not None:
+        _warn_fixed_or_bounded(program, dynamic)
     return program
 
 

@@ -59,7 +59,7 @@ class _ReadsValues(Exception):
 
 def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: list,
                 hints: Mapping[str, Any] | None = None, trust_trace: bool = True,
-                ) -> torch.export.ExportedProgram | None:
+                fixed: list | None = None) -> torch.export.ExportedProgram | None:
     """The converted graph as an ExportedProgram without exporting it again: each node is run
     once on fake tensors whose dynamic dims are symbols, which gives every node its
     ``meta["val"]`` as torch.export would (the traced program is straight-line ATen calls
@@ -71,7 +71,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
 
     Returns None when the graph needs what only torch.export does (Python helpers to trace
     through, sizes read back from tensors, a dynamic dim that the graph fixes or equates to
-    another), so that :func:`_export_traced` decides, with its errors.
+    another), so that :func:`_export_traced` decides, with its errors. The (input, axis) of
+    each dynamic dim the run fixed to a number are added to ``fixed``.
     """
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -107,7 +108,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     try:
         values = run.run(graph, tensors, dynamic)
     except _ReadsValues:
-        return _propagated(graph_module, tensors, dynamic, hints, trust_trace=False)
+        return _propagated(graph_module, tensors, dynamic, hints, trust_trace=False,
+                           fixed=fixed)
     except _FailedAt as failure:  # torch.export tells what is wrong, or copes
         if bodies:  # torch.export cannot run a prim_loop: say what failed here
             node, error = failure.node, failure.error
@@ -123,6 +125,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.
     shape_env.pending_fresh_unbacked_symbols.clear()
+    if fixed is not None:
+        fixed += _fixed_dims(shape_env, values, inputs, dynamic, run.piece_counts)
     symbols = _input_symbols(shape_env, values, inputs, dynamic,
                              bool(bodies) or graph_module.meta.get(SCRIPTED, False),
                              run.piece_counts)
@@ -397,6 +401,46 @@ def _input_symbols(shape_env, values: dict, inputs: list, dynamic: list,
     if _fixed_by_a_guard(shape_env, symbols, piece_counts):
         return None
     return symbols
+
+
+def _fixed_dims(shape_env, values: dict, inputs: list, dynamic: list,
+                piece_counts: set[int] = frozenset()) -> list:
+    """The (input, axis) of each dynamic dim the run fixed to a number (a weight it meets, a
+    Python loop over it that the trace unrolled), or that a guard holds at its example's
+    size only (features batched as the images, whose count the trace unrolled)."""
+    fixed, dims_of = [], {}
+    for k, axes in enumerate(dynamic):
+        for axis in axes or {}:
+            size = values[inputs[k]].shape[axis]
+            if not isinstance(size, torch.SymInt) or shape_env.replace(size.node.expr).is_number:
+                fixed.append((k, axis))
+            elif size.node.expr.is_Symbol:
+                dims_of.setdefault(size.node.expr, []).append((k, axis))
+    for symbol in _pinned_by_guards(shape_env, set(dims_of), piece_counts):
+        fixed += dims_of[symbol]
+    return fixed
+
+
+def _pinned_by_guards(shape_env, wanted: set, piece_counts: set[int]) -> set:
+    """The symbols of ``wanted`` that a guard of the run pins to their example's value: the
+    guard fails at large sizes of all its symbols (:func:`_fixed_by_a_guard`) and holds with
+    that one at its example's value and the others large."""
+    import sympy
+
+    pinned = set()
+    for guard in shape_env.guards:
+        expr, free = guard.expr, guard.expr.free_symbols
+        if id(guard) in piece_counts or not isinstance(expr, sympy.Eq) or not free or \
+                not free <= wanted or any(_holds(expr, dict.fromkeys(free, size))
+                                          for size in _LARGE_SIZES):
+            continue
+        for symbol in free:
+            example = shape_env.var_to_val.get(symbol)
+            if example is not None and all(
+                    _holds(expr, {**dict.fromkeys(free, size), symbol: example})
+                    for size in _LARGE_SIZES):
+                pinned.add(symbol)
+    return pinned
 
 
 # Splits whose number of pieces depends on the size split (fake_call guards on it).
