@@ -90,3 +90,22 @@ def test_bernoulli_with_a_probability_argument(dynamo, opset):
     assert abs(half.mean() - 0.5) < 0.016
     assert abs(per_element.mean() - p.mean().item()) < 0.015
     assert np.corrcoef(per_element, p.numpy())[0, 1] > 0.3  # drawn with each element's p
+
+
+def _in_place_draws(x):
+    return x.uniform_(2.0, 5.0) * 1, torch.empty_like(x).normal_(3.0, 0.5)
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+@pytest.mark.parametrize("opset", [18, 23])
+def test_in_place_uniform_and_normal(dynamo, opset):
+    # aten::uniform of a 2-D input with dynamic axes (x.uniform_(a, b)) was an unsupported
+    # op on both paths: its decomposition reads strides (sym_stride), and aten::normal_functional
+    # was one with torch 2.11. (The input is the model's to fill: each run gets a fresh one.)
+    program = onnxport.export(as_module(_in_place_draws), (torch.rand(10, N // 10),),
+                              opset_version=opset, dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0, 1]})
+    uniform, normal = (a.numpy() for a in program(torch.rand(20, N // 10 + 1)))
+    assert uniform.shape == normal.shape == (20, N // 10 + 1) and uniform.dtype == np.float32
+    assert 2.0 <= uniform.min() and uniform.max() < 5.0 and abs(uniform.mean() - 3.5) < 0.03
+    assert abs(normal.mean() - 3.0) < 0.02 and abs(normal.std() - 0.5) < 0.015

@@ -135,6 +135,20 @@ def prims_normal(g, shape, *, mean, std, dtype=None, device=None, requires_grad=
     return cast(g, _normal(g, shape_list(g, list(shape)), mean, std, out), out)
 
 
+@translates("aten::uniform", "aten::uniform_")
+def uniform(g, self, low=0.0, high=1.0, **_):
+    """uniform(Tensor self, float from=0, float to=1, *, Generator? generator=None) -> Tensor"""
+    dtype = expected_dtype(g)
+    return cast(g, _uniform(g, g.op("Shape", self), low, high, dtype), dtype)
+
+
+@translates("aten::normal_", "aten::normal_functional")
+def normal_(g, self, mean=0.0, std=1.0, **_):
+    """normal_(Tensor(a!) self, float mean=0, float std=1, *, Generator? generator=None) -> Tensor(a!)"""
+    dtype = expected_dtype(g)
+    return cast(g, _normal(g, g.op("Shape", self), mean, std, dtype), dtype)
+
+
 @translates("aten::randint")
 def randint(g, high, size, *_, **__):
     """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
