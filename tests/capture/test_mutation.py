@@ -74,3 +74,26 @@ def test_a_write_is_seen_through_every_alias_and_other_views_are_kept(dynamo):
     want = model(x.clone())
     for got, expected in zip(program(x), want):
         torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_export_leaves_the_models_state_as_it_was(dynamo):
+    # Tracing runs forward: dynamo=False moved a training-mode BatchNorm's statistics and
+    # counter, and renormalized an embedding's rows in place (max_norm), in the user's model.
+    torch.manual_seed(0)
+    norm = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1), torch.nn.BatchNorm2d(3))
+    before = {k: v.clone() for k, v in norm.state_dict().items()}
+    x = torch.randn(2, 3, 4, 4)
+    program = onnxport.export(norm, (x,), dynamo=dynamo,
+                              training=onnxport.TrainingMode.TRAINING)
+    for key, value in norm.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    torch.testing.assert_close(program(x)[0], norm.train()(x), rtol=1e-3, atol=1e-4)
+
+    embedding = torch.nn.Embedding(10, 4, max_norm=1.0)
+    weight = embedding.weight.detach().clone()
+    ids = torch.tensor([1, 2, 7])
+    program = onnxport.export(embedding, (ids,), dynamo=dynamo)
+    assert torch.equal(embedding.weight, weight)
+    with torch.no_grad():
+        torch.testing.assert_close(program(ids)[0], embedding(ids), rtol=1e-3, atol=1e-4)

@@ -1,13 +1,15 @@
 """Helpers that both front ends (capture/torch_export/, capture/torchscript/) use: the
 aliases of an FX node, the first lines of an error for a message, a warning at the user's
-call, the values of a grown part of an axis."""
+call, the values of a grown part of an axis, the model's state kept through capture."""
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import sys
 import warnings
+from typing import Iterator
 
 import torch
 
@@ -71,3 +73,32 @@ def repeated_to(tensor: torch.Tensor, axis: int, size: int) -> torch.Tensor:
 def source_line(node: torch._C.Node) -> str:
     """The first line of the model code a TorchScript node was made from ("?" without one)."""
     return (node.sourceRange().splitlines() or ["?"])[0].strip()
+
+
+@contextlib.contextmanager
+def state_kept(model) -> Iterator[None]:
+    """Put back, after capture, the state that running the model changes: its buffers (a
+    training-mode BatchNorm's statistics and counter, which a trace moves) and the weights of
+    embeddings with ``max_norm`` (renormalized in place). Other parameters are not copied:
+    a model's forward does not write them, and copying would double the export's memory."""
+    if not isinstance(model, torch.nn.Module):
+        yield
+        return
+    saved = []
+    for owner in model.modules():
+        tables = [owner._buffers]
+        if isinstance(owner, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and \
+                owner.max_norm is not None:
+            tables.append(owner._parameters)
+        for table in tables:
+            for key, tensor in table.items():
+                # (plain tensors only: a fake tensor, made under a fake mode, has no data)
+                if type(tensor) in (torch.Tensor, torch.nn.Parameter) and not tensor.is_meta:
+                    saved.append((table, key, tensor, tensor.detach().clone()))
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for table, key, tensor, copy in saved:
+                table[key] = tensor  # (a forward may rebind it: self.count = ...)
+                tensor.copy_(copy)  # (batch_norm's kernel moves its statistics unversioned)

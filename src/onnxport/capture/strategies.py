@@ -12,7 +12,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from onnxport.capture import quirks
-from onnxport.capture.common import warn_at_caller
+from onnxport.capture.common import state_kept, warn_at_caller
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export
 from onnxport.capture.torchscript import capture_tracing
 from onnxport.capture.grown_check import (bounds_that_bite, grown_mismatch,
@@ -186,7 +186,7 @@ def capture_model(model: Any, args: tuple, kwargs: dict, *, dynamo: bool, fallba
 
     keeping = contextlib.nullcontext() if keep_functions is None else \
         quirks.keeping_autograd_functions(keep_functions)
-    with keeping:
+    with keeping, state_kept(model):
         result = _capture_model(model, args, kwargs, dynamo=dynamo, fallback=fallback,
                                 dynamic_shapes=dynamic_shapes,
                                 warn_on_fallback=warn_on_fallback, **options)
