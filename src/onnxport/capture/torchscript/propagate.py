@@ -71,8 +71,8 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
 
     Returns None when the graph needs what only torch.export does (Python helpers to trace
     through, sizes read back from tensors, a dynamic dim that the graph fixes or equates to
-    another), so that :func:`_export_traced` decides, with its errors. The (input, axis) of
-    each dynamic dim the run fixed to a number are added to ``fixed``.
+    another), so that :func:`_export_traced` decides, with its errors; then the (input, axis)
+    of each dynamic dim the run fixed to a number are added to ``fixed``.
     """
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -125,12 +125,12 @@ def _propagated(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: lis
     # Symbols read from tensors are bound to the nodes that made them; translation's
     # decompositions trace with this shape env again and must not find them pending.
     shape_env.pending_fresh_unbacked_symbols.clear()
-    if fixed is not None:
-        fixed += _fixed_dims(shape_env, values, inputs, dynamic, run.piece_counts)
     symbols = _input_symbols(shape_env, values, inputs, dynamic,
                              bool(bodies) or graph_module.meta.get(SCRIPTED, False),
                              run.piece_counts)
     if symbols is None:
+        if fixed is not None:
+            fixed += _fixed_dims(shape_env, values, inputs, dynamic, run.piece_counts)
         return None
     program = _exported_program(graph, bodies, weights, inputs, list(output.args[0]),
                                 tensors, out_spec, shape_env, symbols)
