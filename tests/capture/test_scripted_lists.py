@@ -126,8 +126,61 @@ def test_sizes_sliced_and_joined(dynamo):
     _compare(program, model, R(2, 3, 6, 7), R(1, 2, 3, 8, 9))
 
 
+class _AppendedUnderALengthCheck(nn.Module):
+    def forward(self, x):
+        res = [x[0]]
+        if len(res) > 0:
+            res.append(x[1] * 2)
+        return res
+
+
+class _AppendedInALoopUnderALengthCheck(nn.Module):
+    def forward(self, x):
+        res = [x[0][0]]
+        twice: List[Tensor] = []
+        for i in range(x.size(0)):
+            if len(res) > 2 * i:
+                for j in range(x.size(1)):
+                    res.append(x[i][j] * j)
+                twice.append(res[-1] * 2)
+        for k in range(3):  # (a constant count: unrolled in the converter)
+            if len(twice) > k + 1:
+                twice.append(twice[k] + 1)
+        return res, twice
+
+
+class _AppendedInALoopOverAListsLength(nn.Module):
+    def forward(self, x):
+        res = [x[0], x[1]]
+        for i in range(len(res)):  # (a count known while converting: unrolled there)
+            if len(res) < 3:
+                res.append(x[i] * 3)
+        return res
+
+
+class _NestedLoopsStackedInner(nn.Module):
+    def forward(self, x, y):
+        res = []
+        for i in range(x.size(0)):
+            inner = []
+            for j in range(x.size(1)):
+                inner.append(torch.matmul(x[i][j], y))
+            res.append(torch.stack(inner))
+        return res
+
+
 # Static shapes, compared at the example.
 STATIC = {
+    # The branch on a known length was a torch.cond whose appends were lost: the outputs
+    # went missing with no error (1 of 2; 1 of 25 below).
+    "appended under a length check": (
+        lambda: torch.jit.script(_AppendedUnderALengthCheck()), R(4, 3)),
+    "appended in loops under a length check": (
+        lambda: torch.jit.script(_AppendedInALoopUnderALengthCheck()), R(4, 3, 2)),
+    # Unrolled as one subgraph called per iteration, the first iteration's length held for
+    # every one: 2 outputs of 3.
+    "appended in a loop over a list's length": (
+        lambda: torch.jit.script(_AppendedInALoopOverAListsLength()), R(4, 3)),
     "rows of a static axis returned in a tuple": (
         lambda: torch.jit.script(_RowsReturnedInATuple()), R(4, 3)),
     "dict built by item": (lambda: torch.jit.script(_DictBuiltByItem()), R(4, 3)),
@@ -142,6 +195,15 @@ def test_static(name, dynamo):
     make, x = STATIC[name]
     model = make()
     _compare(_run(model, (x,), dynamo), model, x)
+
+
+@PATHS
+def test_nested_loops_whose_inner_list_is_stacked(dynamo):
+    # The suite's test_list_append_nested: the inner loop's list, made in the outer body,
+    # was taken for one of the outer loop's updated values (refused).
+    model = torch.jit.script(_NestedLoopsStackedInner())
+    x, y = R(4, 3, 2, 4), R(4, 5)
+    _compare(_run(model, (x, y), dynamo), model, x, y)
 
 
 @PATHS

@@ -10,7 +10,7 @@ One module per phase, in the order an export runs them:
                  (ranks.py: the ranks of scripted code's values, from the inputs';
                  uninitialized.py: the results a branch leaves unset, typed as the other's)
   convert.py     torch's TorchScript-to-FX converter (loops.py: scripted loops as prim_loop;
-                 list_scans.py: lists they append to)
+                 list_scans.py: lists they append to; unrolling.py: loops of a known count)
   aten_graph.py  the converted graph on ATen overloads, its weights made placeholders
   sizes.py       sizes the tracer read back from tensors: symbols, or this run's numbers
   constants.py   tensors filled through views with constants, folded to their values
@@ -31,7 +31,7 @@ import torch.utils._pytree as pytree
 from onnxport.capture import quirks
 from onnxport.capture.dynamic import onnx_input_names, tensor_input_slots
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
-from onnxport.capture.torchscript.convert import KEPT_LOOPS, _to_fx, unrolling_every_loop
+from onnxport.capture.torchscript.convert import _to_fx
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.propagate import SCRIPTED, _propagated, _propagated_static
 from onnxport.capture.torchscript.replay import (_REPLAY_PREFIX, _export_traced,
@@ -41,6 +41,7 @@ from onnxport.capture.torchscript.script import (_NUMBERS, _frozen, _script_stat
 from onnxport.capture.torchscript.sizes import (_drop_runtime_asserts, _read_back_hints,
                                               ones_as_twos)
 from onnxport.capture.torchscript.trace import _PREFIX, _TracedCall, _trace
+from onnxport.capture.torchscript.unrolling import KEPT_LOOPS, unrolling_every_loop
 from onnxport.errors import CaptureError, InvalidExportOptionsError, TracingWarning
 
 # TracingWarning lives in onnxport.errors; it is imported from here too.
@@ -140,7 +141,7 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
 def _program_keeping_loops(convert: Callable[[], torch.fx.GraphModule], tensors: tuple,
                            dynamic: list) -> torch.export.ExportedProgram:
     """:func:`_program` of the graph ``convert`` makes; where that graph kept a long loop of a
-    known count as a loop (convert.LONGEST_UNROLLED) and fails, of the graph converted again
+    known count as a loop (unrolling.LONGEST_UNROLLED) and fails, of the graph converted again
     with every such loop unrolled."""
     graph_module = convert()
     try:

@@ -3,8 +3,6 @@ type the tracer recorded for it."""
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import operator
 import re
@@ -19,32 +17,12 @@ from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_aran
 from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_EDITS,
                                                      StackedList, refuse_returned,
                                                      stacked_call)
-from onnxport.capture.torchscript.loops import (_convert_loop, _loop_condition, convert_if,
-                                                outer_values)
+from onnxport.capture.torchscript.loops import convert_if
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.uninitialized import convert_uninitialized
+from onnxport.capture.torchscript.unrolling import KEPT_LOOPS, _KEPT, _convert_loop_node
 from onnxport.capture.torchscript.unrecorded_numbers import UnrecordedNumbers
 from onnxport.errors import CaptureError
-
-
-# A loop of a known count of more iterations than this stays a loop (ONNX Loop) instead of
-# being unrolled: ProphetNet's ngram mask, 2 x 512 steps, took half a minute unrolled. Capture
-# unrolls it after all where the loop kept fails (:func:`unrolling_every_loop`).
-LONGEST_UNROLLED = 64
-# The meta key of a converted graph that kept such a loop.
-KEPT_LOOPS = "onnxport.kept_loops"
-_UNROLL_EVERY_LOOP = contextvars.ContextVar("onnxport_unroll_every_loop", default=False)
-_KEPT = contextvars.ContextVar("onnxport_kept_loops", default=None)
-
-
-@contextlib.contextmanager
-def unrolling_every_loop():
-    """Within this block, loops of a known count are unrolled however long."""
-    token = _UNROLL_EVERY_LOOP.set(True)
-    try:
-        yield
-    finally:
-        _UNROLL_EVERY_LOOP.reset(token)
 
 
 def _to_fx(state: _ConverterState) -> torch.fx.GraphModule:
@@ -384,65 +362,6 @@ def _convert_float(self, node):
         self.name_to_node[name] = graph.call_function(torch.sym_float, (value,))
 
 
-def _convert_loop_node(self, node):
-    from torch._export.converter import TS2FXGraphConverter
-
-    condition = _loop_condition(self, node)
-    trip_count = self.get_fx_value_by_ir_value(next(iter(node.inputs())))
-    if isinstance(trip_count, int) and condition is None:
-        TS2FXGraphConverter._check_prim_loop_support(self, node)
-        if trip_count <= LONGEST_UNROLLED or _UNROLL_EVERY_LOOP.get() or \
-                not _kept_as_a_loop(self, node, trip_count):
-            _unrolled_loop(self, node, trip_count)
-        return
-    _convert_loop(self, node, trip_count, True if condition is None else condition)
-
-
-def _kept_as_a_loop(self, node, trip_count: int) -> bool:
-    """Convert a long loop of a known count as a loop of a run-time count is; False where
-    it cannot be one (a list it edits, a write to a tensor made before it)."""
-    try:
-        _convert_loop(self, node, trip_count, True)
-    except CaptureError:
-        return False
-    kept = _KEPT.get()
-    if kept is not None:
-        kept.append(node)
-    return True
-
-
-def _unrolled_loop(self, node, count: int) -> None:
-    """A loop of a known count as one call of its body per iteration, as torch's converter
-    unrolls it; each call takes the carried values and the outer values the body updates in
-    place (``res.append(y)`` of a list made before the loop) from the call before. (torch's
-    own puts the second and later updated values in the wrong places: an IndexError, or the
-    next iteration reading another value.)"""
-    from torch._export.converter import execute_subgraph_from_prim_loop
-
-    local = [value.debugName() for value in list(node.inputs())[2:]]
-    outer = set(self._identify_inputs_as_arguments(node))
-    for block in node.blocks():
-        outer |= set(self.blocks_to_lifted_attrs[block])
-    outer = list(outer)
-    (body,), (body_converter,) = self._convert_block_to_subgraph(node, outer)
-    updated = body_converter.name_update_from_subblock_to_parent
-    if not self.is_top_level_graph():
-        self.name_update_from_subblock_to_parent |= updated
-    # (A weight only the body reads, an LSTMCell's called in the loop, is read here first.)
-    values = [self.get_fx_value_by_fqn(name) for name in local] + outer_values(self, outer)
-    carried = node.outputsSize()
-    for iteration in range(count):
-        call = self.fx_graph.call_function(execute_subgraph_from_prim_loop,
-                                           (body, iteration, len(local), *values))
-        for k, output in enumerate(node.outputs()):  # (result 0 is the condition)
-            values[k] = self.name_to_node[output.debugName()] = self.fx_graph.call_function(
-                operator.getitem, (call, 1 + k))
-        for k, name in enumerate(updated):
-            self.name_to_node[name] = self.fx_graph.call_function(
-                operator.getitem, (call, 1 + carried + k))
-            values[len(local) + outer.index(name)] = self.name_to_node[name]
-
-
 def _convert_len(self, node):
     """The length of a list the graph built (a scripted model's list input) is known: a
     number, so a loop over the list is unrolled as torch's converter unrolls one of a known
@@ -456,11 +375,25 @@ def _convert_len(self, node):
         self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
             torch.ops.aten.sym_size.int, (items.node, 0))
         return
-    if isinstance(items, (list, tuple)):
+    length = _known_length(items)
+    if length is not None:
         name = node.output().debugName()
-        self.name_to_node[name] = self.name_to_constant[name] = len(items)
+        self.name_to_node[name] = self.name_to_constant[name] = length
         return
     self._convert_standard_operators(node)
+
+
+def _known_length(items: Any) -> int | None:
+    """The length of a list the converter holds, as a Python list or as torch's converter's
+    ``list_append`` calls on one (``res.append(y)``), or None."""
+    from torch._export.converter import list_append
+
+    if isinstance(items, (list, tuple)):
+        return len(items)
+    if isinstance(items, torch.fx.Node) and items.target is list_append:
+        before = _known_length(items.args[0])
+        return None if before is None else before + 1
+    return None
 
 
 def _traced_dtype(node: torch._C.Node) -> torch.dtype | None:

@@ -195,12 +195,41 @@ class _PrimLoop(torch._ops.HigherOrderOperator):
 prim_loop = _PrimLoop()
 
 
+def _known(value: Any) -> bool | int | float | None:
+    """``value`` as a number where the converter made it from numbers only (``operator.gt(1,
+    0)`` of a list's known length), else None."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    target = getattr(value, "target", None)
+    if isinstance(value, torch.fx.Node) and value.op == "call_function" and not value.kwargs \
+            and (getattr(target, "__module__", None) in ("_operator", "operator") or
+                 isinstance(target, torch._ops.OpOverload) and target.namespace == "aten" and
+                 all(not isinstance(a.type, torch.TensorType) for a in target._schema.returns)):
+        args = [_known(arg) for arg in value.args]
+        if all(arg is not None for arg in args):
+            result = target(*args)
+            return result if isinstance(result, (bool, int, float)) else None
+    return None
+
+
 def convert_if(converter: Any, node: torch._C.Node) -> None:
     """TS2FXGraphConverter.convert_prim_If, the weights only its branches read (a traced
     submodule called in both branches of a scripted ``if``) read first by the top-level graph,
     as :func:`outer_values` does for a loop's body: torch's looked them up and failed."""
     from torch._export.converter import TS2FXGraphConverter
 
+    predicate = _known(converter.get_fx_value_by_ir_value(next(iter(node.inputs()))))
+    if predicate is not None:
+        # A condition known here (``if len(res) > 0:`` of a list the graph built): the branch
+        # taken runs in this graph. As a torch.cond, what it appends to a list made before
+        # was lost: the model's outputs went missing with no error.
+        block = list(node.blocks())[0 if predicate else 1]
+        for inner in block.nodes():
+            converter.convert_node(inner)
+        for output, value in zip(node.outputs(), block.returnNode().inputs()):
+            converter.name_to_node[output.debugName()] = \
+                converter.get_fx_value_by_ir_value(value)
+        return
     names = set(converter._identify_inputs_as_arguments(node))
     for block in node.blocks():
         names |= set(converter.blocks_to_lifted_attrs[block])
