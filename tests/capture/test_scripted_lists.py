@@ -439,3 +439,50 @@ def test_a_tuple_carried_by_a_loop_of_a_dynamic_count(dynamo):
     program = _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
     for x in (R(4, 3), R(7, 3), R(1, 3)):
         _compare(program, model, x)
+
+
+class _ItemSetInADataBranch(nn.Module):
+    def forward(self, x):
+        res = [x[0], x[1]]
+        if bool(x.sum() > 0):
+            res[0] = x[2] * 5
+        return res
+
+
+class _KeySetInADataBranch(nn.Module):
+    def forward(self, x):
+        d = {"a": x[0]}
+        if bool(x.sum() > 0):
+            d["a"] = x[1]
+        return d["a"] * 3
+
+
+class _AppendedInBothBranches(nn.Module):
+    def forward(self, x):
+        res = [x[0]]
+        if bool(x.sum() > 0):
+            res.append(x[1])
+        else:
+            res.append(x[2] * 3)
+        return res
+
+
+@PATHS
+def test_the_same_append_in_both_branches_on_data(dynamo):
+    model = torch.jit.script(_AppendedInBothBranches())
+    x = R(4, 3).abs()
+    program = _run(model, (x,), dynamo)
+    _compare(program, model, x)
+    _compare(program, model, -x)
+
+
+@PATHS
+@pytest.mark.parametrize("model", [_ItemSetInADataBranch, _KeySetInADataBranch],
+                         ids=["list item", "dict key"])
+def test_an_edit_in_a_branch_on_data_is_refused_by_line(model, dynamo):
+    # Refused before too, with an error about torch.cond's propagation (the same append in
+    # both branches exports: the test above).
+    with pytest.raises(CaptureError, match=r"branch on a value known at run time only edits "
+                                           r"a list or dict made before it \(aten::_set_item at "
+                                           r".*test_scripted_lists.py"):
+        _run(torch.jit.script(model()), (R(4, 3),), dynamo)

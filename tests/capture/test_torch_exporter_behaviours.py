@@ -869,15 +869,17 @@ class _ListAppendInBranch(nn.Module):
 
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
 @pytest.mark.parametrize("model, axes, message", [
-    (_ListAppendInBranch, None, r"a loop \(.*test_torch_exporter_behaviours.py.*\) carries a "
-                                r"tuple, or uses a list made before it.*collect the items in a "
-                                r"tensor"),
+    (_ListAppendInBranch, None, r"a scripted branch on a value known at run time only edits "
+                                r"a list or dict made before it \(aten::append at .*"
+                                r"test_torch_exporter_behaviours.py.*build the container after "
+                                r"the branch"),
     (_ListAdd, {"x": {0: "n"}}, r"returns the list that the loop \(.*"
                                 r"test_torch_exporter_behaviours.py.*\) appends to.*"
                                 r"return torch.stack\(items\) instead")],
     ids=["append in a branch", "a list of a dynamic length returned"])
 def test_a_list_a_loop_cannot_unroll_is_refused_naming_the_loop(model, axes, message, dynamo):
-    # ONNX Loop carries tensors only: the loop's line and the way out, not torch's error.
+    # ONNX Loop carries tensors only, and ONNX If edits nothing: the line and the way out,
+    # not torch's error.
     inputs = (R(4, 3, 4), R(4, 5)) if model is _ListAdd else (R(4, 3, 5),)
     with pytest.raises(onnxport.errors.CaptureError, match=message):
         onnxport.export(torch.jit.script(model()), inputs, input_names=["x"],

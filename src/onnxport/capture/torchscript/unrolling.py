@@ -10,7 +10,8 @@ import operator
 
 import torch
 
-from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition, outer_values
+from onnxport.capture.torchscript.loops import (_convert_loop, _loop_condition, _nodes_of,
+                                                outer_values)
 from onnxport.errors import CaptureError
 
 # A loop of a known count of more iterations than this stays a loop (ONNX Loop) instead of
@@ -69,13 +70,6 @@ def _reads_list_lengths(node) -> bool:
     return any(inner.kind() == "aten::len" and
                isinstance(inner.input().type(), torch._C.ListType)
                for block in node.blocks() for inner in _nodes_of(block))
-
-
-def _nodes_of(block):
-    for inner in block.nodes():
-        yield inner
-        for nested in inner.blocks():
-            yield from _nodes_of(nested)
 
 
 def _inlined_loop(self, node, count: int) -> None:
