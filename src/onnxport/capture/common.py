@@ -4,12 +4,10 @@ call, the values of a grown part of an axis, the model's state kept through capt
 
 from __future__ import annotations
 
-import contextlib
 import operator
 import os
 import sys
 import warnings
-from typing import Iterator
 
 import torch
 
@@ -75,30 +73,24 @@ def source_line(node: torch._C.Node) -> str:
     return (node.sourceRange().splitlines() or ["?"])[0].strip()
 
 
-@contextlib.contextmanager
-def state_kept(model) -> Iterator[None]:
+def state_kept(model):
     """Put back, after capture, the state that running the model changes: its buffers (a
     training-mode BatchNorm's statistics and counter, which a trace moves) and the weights of
     embeddings with ``max_norm`` (renormalized in place). Other parameters are not copied:
     a model's forward does not write them, and copying would double the export's memory."""
-    if not isinstance(model, torch.nn.Module):
-        yield
-        return
-    saved = []
-    for owner in model.modules():
-        tables = [owner._buffers]
-        if isinstance(owner, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and \
-                owner.max_norm is not None:
-            tables.append(owner._parameters)
-        for table in tables:
-            for key, tensor in table.items():
-                # (plain tensors only: a fake tensor, made under a fake mode, has no data)
-                if type(tensor) in (torch.Tensor, torch.nn.Parameter) and not tensor.is_meta:
-                    saved.append((table, key, tensor, tensor.detach().clone()))
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for table, key, tensor, copy in saved:
-                table[key] = tensor  # (a forward may rebind it: self.count = ...)
-                tensor.copy_(copy)  # (batch_norm's kernel moves its statistics unversioned)
+    from onnxport.verification.compare import preserved_state
+
+    module = model if isinstance(model, torch.nn.Module) else None
+    return preserved_state(module, _written_by_forward, _with_data)
+
+
+def _written_by_forward(owner: torch.nn.Module) -> tuple[dict, ...]:
+    if isinstance(owner, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and \
+            owner.max_norm is not None:
+        return owner._buffers, owner._parameters
+    return (owner._buffers,)
+
+
+def _with_data(tensor: torch.Tensor | None) -> bool:
+    # (plain tensors only: a fake tensor, made under a fake mode, has no data)
+    return type(tensor) in (torch.Tensor, torch.nn.Parameter) and not tensor.is_meta

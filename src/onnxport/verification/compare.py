@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import math
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -80,18 +80,29 @@ def _compare_value(name: str, expected: bool | int | float, actual: torch.Tensor
                             passed, (), tuple(actual.shape))
 
 
+def _parameters_and_buffers(owner: torch.nn.Module) -> tuple[dict, ...]:
+    return owner._parameters, owner._buffers
+
+
+def _present(tensor: torch.Tensor | None) -> bool:
+    return tensor is not None
+
+
 @contextlib.contextmanager
-def preserved_state(module: torch.nn.Module | None):
+def preserved_state(module: torch.nn.Module | None,
+                    tables: Callable[[torch.nn.Module], tuple[dict, ...]] = _parameters_and_buffers,
+                    kept: Callable[[torch.Tensor | None], bool] = _present):
     """Put the module's parameters and buffers back as they were after running it: the
-    eager run of verification must not move a counter or a running statistic."""
+    eager run of verification must not move a counter or a running statistic. ``tables``
+    gives the tables of each submodule to keep, ``kept`` which of their tensors."""
     if module is None:
         yield
         return
     saved = []
     for owner in module.modules():
-        for table in (owner._parameters, owner._buffers):
+        for table in tables(owner):
             for key, tensor in table.items():
-                if tensor is not None:
+                if kept(tensor):
                     saved.append((table, key, tensor, tensor.detach().clone()))
     try:
         yield
@@ -99,7 +110,7 @@ def preserved_state(module: torch.nn.Module | None):
         with torch.no_grad():
             for table, key, tensor, copy in saved:
                 table[key] = tensor  # in case the forward rebound it (self.count = ...)
-                tensor.copy_(copy)
+                tensor.copy_(copy)  # (batch_norm's kernel moves its statistics unversioned)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,8 @@ from typing import Any
 import torch
 
 from onnxport.capture.common import source_line
+from onnxport.capture.script_mutations import nodes_within, within
+from onnxport.capture.torchscript.branches import _LIST_EDITS
 from onnxport.capture.torchscript.list_scans import (StackedList, lists_as_scans,
                                                      stacked_lists_read)
 from onnxport.errors import CaptureError
@@ -238,19 +240,13 @@ def convert_if(converter: Any, node: torch._C.Node) -> None:
     TS2FXGraphConverter.convert_prim_If(converter, node)
 
 
-_CONTAINER_EDITS = {"aten::append", "aten::insert", "aten::_set_item", "aten::pop",
-                    "aten::Delete", "aten::extend", "aten::clear", "aten::reverse"}
-
-
 def _refuse_edits_of_outer_containers(node: torch._C.Node) -> None:
     """A branch on a value known at run time only that edits a list or dict made before it
     (``if x.sum() > 0: res[0] = y``): an ONNX If returns values and edits nothing, and the
     capture failed later with an error about an operator. Named here, with the line."""
-    from onnxport.capture.script_mutations import within
-
     for block in node.blocks():
-        for inner in _nodes_of(block):
-            if inner.kind() in _CONTAINER_EDITS and not within(inner.inputsAt(0).node(), node):
+        for inner in nodes_within(block):
+            if inner.kind() in _LIST_EDITS and not within(inner.inputsAt(0).node(), node):
                 raise CaptureError(
                     f"a scripted branch on a value known at run time only edits a list or dict "
                     f"made before it ({inner.kind()} at `{source_line(inner)}`); ONNX If "
@@ -258,10 +254,3 @@ def _refuse_edits_of_outer_containers(node: torch._C.Node) -> None:
                     "values they compute (`item = y if c else z; res.append(item)`), or build "
                     "the container after the branch from its results")
 
-
-def _nodes_of(block: Any):
-    """The nodes of ``block`` and of the blocks in them, at any depth."""
-    for inner in block.nodes():
-        yield inner
-        for nested in inner.blocks():
-            yield from _nodes_of(nested)

@@ -425,15 +425,9 @@ def _pinned_by_guards(shape_env, wanted: set, piece_counts: set[int]) -> set:
     """The symbols of ``wanted`` that a guard of the run pins to their example's value: the
     guard fails at large sizes of all its symbols (:func:`_fixed_by_a_guard`) and holds with
     that one at its example's value and the others large."""
-    import sympy
-
     pinned = set()
-    for guard in shape_env.guards:
-        expr, free = guard.expr, guard.expr.free_symbols
-        if id(guard) in piece_counts or not isinstance(expr, sympy.Eq) or not free or \
-                not free <= wanted or any(_holds(expr, dict.fromkeys(free, size))
-                                          for size in _LARGE_SIZES):
-            continue
+    for expr in _equations_failing_at_large_sizes(shape_env, wanted, piece_counts):
+        free = expr.free_symbols
         for symbol in free:
             example = shape_env.var_to_val.get(symbol)
             if example is not None and all(
@@ -456,9 +450,15 @@ def _fixed_by_a_guard(shape_env, symbols: list, piece_counts: set[int] = frozens
     torch then flattened the wrong axes at every size). Tried at large sizes, every dynamic
     dim alike (so that dims it equates stay equal): it fails at each. A parity holds at some
     of them; a bound (positions up to 512) is no equation."""
+    return next(_equations_failing_at_large_sizes(shape_env, set(symbols), piece_counts),
+                None) is not None
+
+
+def _equations_failing_at_large_sizes(shape_env, wanted: set, piece_counts: set[int]):
+    """The equations among the run's guards, over ``wanted`` symbols only, that fail at each
+    of the large sizes taken by all their symbols alike (:func:`_fixed_by_a_guard`)."""
     import sympy
 
-    wanted = set(symbols)
     for guard in shape_env.guards:
         if id(guard) in piece_counts:
             continue  # (a split's count of pieces: see _PIECE_COUNTING)
@@ -466,10 +466,8 @@ def _fixed_by_a_guard(shape_env, symbols: list, piece_counts: set[int] = frozens
         free = expr.free_symbols
         if not isinstance(expr, sympy.Eq) or not free or not free <= wanted:
             continue  # (a bound; none of the dims; or sizes read from values as well)
-        if not any(_holds(expr, {symbol: size for symbol in free})
-                   for size in _LARGE_SIZES):
-            return True
-    return False
+        if not any(_holds(expr, dict.fromkeys(free, size)) for size in _LARGE_SIZES):
+            yield expr
 
 
 _LARGE_SIZES = (64, 65, 1000, 1001)

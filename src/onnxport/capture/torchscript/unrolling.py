@@ -10,8 +10,8 @@ import operator
 
 import torch
 
-from onnxport.capture.torchscript.loops import (_convert_loop, _loop_condition, _nodes_of,
-                                                outer_values)
+from onnxport.capture.script_mutations import nodes_within
+from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition, outer_values
 from onnxport.errors import CaptureError
 
 # A loop of a known count of more iterations than this stays a loop (ONNX Loop) instead of
@@ -69,7 +69,7 @@ def _reads_list_lengths(node) -> bool:
     differ from one iteration to the next as the body appends to it."""
     return any(inner.kind() == "aten::len" and
                isinstance(inner.input().type(), torch._C.ListType)
-               for block in node.blocks() for inner in _nodes_of(block))
+               for block in node.blocks() for inner in nodes_within(block))
 
 
 def _inlined_loop(self, node, count: int) -> None:
