@@ -490,6 +490,26 @@ def test_a_number_carried_by_a_scripted_loop_is_a_value_of_the_run(dynamo):
         _close(program(x)[0], model(x))
 
 
+class _LoopReturningAnOuterValue(torch.nn.Module):
+    def forward(self, x):
+        y = x * 0
+        for _ in range(x.size(0)):
+            y = x
+        return y
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_loop_whose_body_returns_a_value_made_before_it(dynamo):
+    # The body's result is x itself, which no node of the body reads: torch's converter did
+    # not make it an argument of the body ("Output x.1 not found"), and the capture failed.
+    model = torch.jit.script(_LoopReturningAnOuterValue())
+    program = onnxport.export(model, (torch.randn(3),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}})
+    for n in (0, 3, 6):
+        x = torch.randn(n)
+        _close(program(x)[0], model(x))
+
+
 class SizeArithmetic(torch.nn.Module):
     """Slices by sizes computed as the transformers do (rotate_half, a cache's past length)
     and as swin's window padding does: the tracer keeps each as a 0-d tensor, then reads it

@@ -17,7 +17,7 @@ from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_aran
 from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_EDITS,
                                                      StackedList, refuse_returned,
                                                      stacked_call)
-from onnxport.capture.torchscript.loops import convert_if
+from onnxport.capture.torchscript.loops import block_arguments, convert_if
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.uninitialized import convert_uninitialized
 from onnxport.capture.torchscript.unrolling import KEPT_LOOPS, _KEPT, _convert_loop_node
@@ -134,6 +134,7 @@ def _converter_class():
         convert = _convert
         convert_prim_Loop = _convert_loop_node
         convert_prim_If = convert_if
+        _identify_inputs_as_arguments = block_arguments
         convert_aten_len = _convert_len
         convert_aten_list = _convert_list
         convert_call_function_op = _convert_call

@@ -214,6 +214,30 @@ def _known(value: Any) -> bool | int | float | None:
     return None
 
 
+def block_arguments(converter: Any, node: torch._C.Node) -> set[str]:
+    """TS2FXGraphConverter._identify_inputs_as_arguments, with the values made before ``node``
+    that one of its blocks returns as they are (``for _ in range(n): y = x``, a branch's
+    ``y = x``): torch's counts the inputs of the blocks' nodes only, and the block's
+    conversion failed ("Output x.1 not found")."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    arguments = TS2FXGraphConverter._identify_inputs_as_arguments(converter, node)
+    blocks = [*node.blocks(), *(inner for n in nodes_within_all(node) for inner in n.blocks())]
+    for block in blocks:
+        returned = block.returnNode()
+        for k in range(returned.inputsSize()):
+            name = returned.inputsAt(k).debugName()
+            if name in converter.name_to_node and name not in converter.name_to_attribute_fqn:
+                arguments.add(name)
+    return arguments
+
+
+def nodes_within_all(node: torch._C.Node):
+    """The nodes in ``node``'s blocks, nested ones too."""
+    for block in node.blocks():
+        yield from nodes_within(block)
+
+
 def convert_if(converter: Any, node: torch._C.Node) -> None:
     """TS2FXGraphConverter.convert_prim_If, the weights only its branches read (a traced
     submodule called in both branches of a scripted ``if``) read first by the top-level graph,
