@@ -6,6 +6,7 @@ command line) comes here; no other module calls a stage."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import logging
@@ -31,6 +32,7 @@ from onnxport.program import ONNXProgram
 from onnxport.translate import TranslationContext, translate_graph
 from onnxport.translate.graph import missing_translations
 from onnxport.translate.number_inputs import add_number_inputs
+from onnxport.translate.ops.control_flow import OPTIONAL_OPSET, gives_optionals
 from onnxport.translate.unread_inputs import drop_unread_inputs, without
 from onnxport.translate.registry import aten_name
 from onnxport.verification.validity import check_model, check_structure
@@ -89,6 +91,7 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
     captured, strategy, attempts = _capture(plan.model, plan.args, plan.kwargs, plan.capture,
                                             translation, stage)
     session.exported_program = captured.exported_program
+    translation = _opset_for_optionals(captured, translation)
     _name_weights(captured, plan.model, plan.capture.input_names)
     if hasattr(translation.registry, "prepare"):  # operator_export_type's FallbackRegistry
         translation.registry.prepare(captured.exported_program.graph_module, translation.opset)
@@ -145,6 +148,23 @@ def _capture(model: Any, args: tuple, kwargs: dict, settings: CaptureSettings,
             keep_functions=kept_autograd_functions(opset, translation.operator_export_type),
             keep_op=lambda op: registry.lookup(aten_name(op), opset) is not None)
     return captured, strategy, attempts
+
+
+def _opset_for_optionals(captured, translation: TranslationSettings) -> TranslationSettings:
+    """The settings at opset 16 where scripted code gives a tensor or None (an Optional output
+    of a branch or loop) and an older opset was asked for, with a warning: ONNX If and Loop
+    take optional types from opset 16 (torch.onnx writes them at the opset asked, a model
+    onnx.checker and ONNX Runtime refuse)."""
+    if translation.opset >= OPTIONAL_OPSET or \
+            not gives_optionals(captured.exported_program.graph_module):
+        return translation
+    warnings.warn(
+        f"the model's scripted code gives a tensor or None (an Optional[Tensor] set in a branch "
+        f"or loop), which ONNX If and Loop take from opset {OPTIONAL_OPSET}: the model is "
+        f"exported at opset {OPTIONAL_OPSET}, not {translation.opset}. To keep opset "
+        f"{translation.opset}, give the value a tensor on every path instead of None",
+        UserWarning, stacklevel=_arguments._caller_level())
+    return dataclasses.replace(translation, opset=OPTIONAL_OPSET)
 
 
 def _translation_context(captured) -> TranslationContext:

@@ -208,8 +208,10 @@ class ONNXProgram:
             )
         feeds = {name: as_numpy(t) for name, t in zip(names, flat)}
         outputs = session.run(None, feeds)
-        # ONNX Runtime gives uint64 as numpy's ulonglong, which torch.from_numpy refuses.
-        return [torch.from_numpy(np.asarray(o).view(np.uint64) if np.asarray(o).dtype.char == "Q"
+        # ONNX Runtime gives uint64 as numpy's ulonglong, which torch.from_numpy refuses; an
+        # empty optional output (scripted code's None) as None.
+        return [None if o is None else
+                torch.from_numpy(np.asarray(o).view(np.uint64) if np.asarray(o).dtype.char == "Q"
                                  else np.asarray(o)) for o in outputs]
 
     def input_tensors(self, args: tuple, kwargs: dict,

@@ -135,3 +135,126 @@ def test_an_optional_one_branch_sets_and_a_later_branch_checks(model, inputs, dy
                               dynamic_axes={"x": [0]}, dynamo=dynamo)
     for x in inputs:
         _compare(program, model, x)
+
+
+class _IfSets(nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        y: Optional[Tensor] = None
+        if x.size(0) > 1:
+            y = x
+        return y
+
+
+class _IfUnsets(nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        y: Optional[Tensor] = x
+        if x.size(0) > 1:
+            y = None
+        return y
+
+
+class _LoopSets(nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        y: Optional[Tensor] = None
+        for _ in range(x.size(0)):
+            y = x
+        return y
+
+
+class _LoopUnsets(nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        y: Optional[Tensor] = x
+        for _ in range(x.size(0)):
+            y = None
+        return y
+
+
+def _optional_of(dim: str):
+    import onnx
+
+    return onnx.helper.make_optional_type_proto(
+        onnx.helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, (dim,)))
+
+
+@PATHS
+@pytest.mark.parametrize("size", [0, 4])
+@pytest.mark.parametrize("module", [_IfSets, _IfUnsets, _LoopSets, _LoopUnsets],
+                         ids=["if sets", "if unsets", "loop sets", "loop unsets"])
+def test_an_optional_output_of_a_branch_or_loop_on_a_size(module, size, dynamo, tmp_path):
+    # A tensor or None, chosen at run time by a dynamic axis: translation failed on the None
+    # (or the capture on the loop). It is an ONNX optional now, as torch.onnx writes it: the
+    # If's branches and the graph's output of one type, empty where torch gives None.
+    import onnx
+
+    model = torch.jit.script(module())
+    path = tmp_path / "optional.onnx"
+    onnxport.export(model, (torch.ones(size),), str(path), opset_version=16,
+                    input_names=["x"], dynamic_axes={"x": {0: "condition"}}, dynamo=dynamo)
+    exported = onnx.load(str(path))
+    assert exported.graph.output[0].type == _optional_of("condition")
+    ifs = [node for node in exported.graph.node if node.op_type == "If"]
+    assert len(ifs) == (1 if module in (_IfSets, _IfUnsets) else 0)
+    for node in ifs:
+        assert [a.g.output[0].type for a in node.attribute] == [_optional_of("condition")] * 2
+    program = onnxport.export(model, (torch.ones(size),), opset_version=16, input_names=["x"],
+                              dynamic_axes={"x": {0: "condition"}}, dynamo=dynamo)
+    for rows in (0, 1, 3):
+        x = torch.randn(rows)
+        expected, (actual,) = model(x), program(x)
+        if expected is None:
+            assert actual is None
+        else:
+            torch.testing.assert_close(actual, expected)
+
+
+def test_an_optional_output_at_an_older_opset_is_exported_at_16():
+    # ONNX If and Loop take optional types from opset 16 (torch.onnx writes them at 15, a
+    # model onnx.checker and ONNX Runtime refuse): the export moves to 16 and says so.
+    model = torch.jit.script(_IfSets())
+    with pytest.warns(UserWarning, match="exported at opset 16, not 15"):
+        program = onnxport.export(model, (torch.ones(4),), opset_version=15,
+                                  input_names=["x"], dynamic_axes={"x": {0: "n"}})
+    assert program.model_proto.opset_import[0].version == 16
+    assert program(torch.ones(1)) == [None]
+    torch.testing.assert_close(program(torch.ones(3))[0], torch.ones(3))
+
+
+class _TupleWithAnOptional(nn.Module):
+    def forward(self, x):
+        y: Optional[Tensor] = None
+        if x.size(0) > 2:
+            y = x * 2
+        return x + 1, y
+
+
+@PATHS
+def test_an_optional_in_a_tuple_output(dynamo):
+    model = torch.jit.script(_TupleWithAnOptional())
+    program = onnxport.export(model, (torch.randn(4, 2),), input_names=["x"],
+                              dynamic_axes={"x": {0: "n"}}, dynamo=dynamo)
+    for rows in (2, 5):
+        x = torch.randn(rows, 2)
+        (first, second), (a, b) = model(x), program(x)
+        torch.testing.assert_close(a, first)
+        assert (b is None) == (second is None)
+        if second is not None:
+            torch.testing.assert_close(b, second)
+
+
+class _LoopReadsItsOptional(nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        y: Optional[Tensor] = None
+        for _ in range(x.size(0)):
+            if y is None:
+                y = x
+            else:
+                y = y + x
+        return y
+
+
+@PATHS
+def test_a_loop_of_a_run_time_count_reading_its_optional_is_refused(dynamo):
+    model = torch.jit.script(_LoopReadsItsOptional())
+    with pytest.raises(onnxport.errors.OnnxExporterError, match="loop"):
+        onnxport.export(model, (torch.randn(4, 2),), input_names=["x"],
+                        dynamic_axes={"x": {0: "n"}}, dynamo=dynamo)

@@ -5,7 +5,9 @@ onnx_ir treats RandomUniform/RandomNormal(Like) and Multinomial as random but no
 Bernoulli, so two training-mode dropouts of one tensor became one node and shared one mask.
 Each such node gets a numbered attribute for the duration of the pass, which makes it unequal
 to every other. A graph output that onnx_ir's pass replaces by an Identity of its twin keeps
-its shape and type (the Identity it makes has none, which onnx.checker refuses)."""
+its shape and type (the Identity it makes has none, which onnx.checker refuses). A type
+attribute (an empty ``Optional``'s) is a string for the duration of the pass: onnx_ir's pass
+hashes attribute values, and a type is not hashable."""
 
 from __future__ import annotations
 
@@ -22,12 +24,21 @@ class CommonSubexpressions(ir.passes.InPlacePass):
         draws = [node for node in model.graph if node.op_type in _RANDOM and node.domain == ""]
         for number, node in enumerate(draws):
             node.attributes[_TAG] = ir.AttrInt64(_TAG, number)
+        typed = {}
+        for node in ir.traversal.RecursiveGraphIterator(model.graph):
+            for name, attribute in node.attributes.items():
+                if attribute.type == ir.AttributeType.TYPE_PROTO:
+                    typed[node, name] = attribute
+        for (node, name), attribute in typed.items():
+            node.attributes[name] = ir.AttrString(name, repr(attribute.value))
         types = [(value.shape, value.type) for value in model.graph.outputs]
         try:
             result = common.CommonSubexpressionEliminationPass()(model)
         finally:
             for node in draws:
                 node.attributes.pop(_TAG, None)
+            for (node, name), attribute in typed.items():
+                node.attributes[name] = attribute
         for value, (shape, type_) in zip(model.graph.outputs, types):
             if value.shape is None:
                 value.shape = shape

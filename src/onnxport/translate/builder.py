@@ -358,6 +358,8 @@ def _make_attribute(key: str, value: Any) -> ir.Attr:
         return ir.Attr(name, single, value)
     if isinstance(value, torch.Tensor):
         return ir.Attr(key, ir.AttributeType.TENSOR, _as_tensor(value))
+    if isinstance(value, ir.TypeAndShape):
+        return ir.AttrTypeProto(key, value)
     return ir.convenience.convert_attribute(key, value)
 
 

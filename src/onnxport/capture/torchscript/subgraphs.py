@@ -176,6 +176,11 @@ def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
         if before is uninitialized.UNSET or after is uninitialized.UNSET:
             general.append(uninitialized.either(before, after, shape_env))
             continue
+        if (before is None) != (after is None):
+            # An Optional that one branch leaves None (translation makes it an ONNX
+            # optional): the tensor the other gives, whose sizes the optional declares.
+            general.append(after if before is None else before)
+            continue
         if not isinstance(before, torch.Tensor):
             general.append(_generalized_number(shape_env, before, after))
             continue

@@ -38,21 +38,41 @@ def _condition(g, pred: Any) -> ir.Value:
     return scalar
 
 
-def _branch(g, subgraph, operands: list, name: str) -> ir.Graph:
-    """A branch as an If's subgraph, each output in the dtype torch gave the cond's result (a
-    scripted ``a and b`` returns the bool b from one branch and the constant False, made an
-    int64 constant, from the other: both branches must agree)."""
+def _branch(g, subgraph, operands: list, name: str) -> tuple:
+    """A branch as an If's subgraph builder and its outputs, each in the dtype torch gave the
+    cond's result (a scripted ``a and b`` returns the bool b from one branch and the constant
+    False, made an int64 constant, from the other: both branches must agree)."""
     branch = g.subgraph(name)
     expected = g.expected if isinstance(g.expected, (tuple, list)) else [g.expected]
     outputs = subgraph.translate(branch, operands)
     for k, output in enumerate(outputs):
         dtype = _dtype_of(expected[k]) if k < len(expected) else None
         if dtype is not None and isinstance(output, (bool, int, float)):
-            output = branch.const([output], dtype)  # (a number is a 1-D [1] value)
+            outputs[k] = branch.const([output], dtype)  # (a number is a 1-D [1] value)
         elif dtype is not None and isinstance(output, ir.Value) and output.dtype != dtype:
-            output = cast(branch, output, dtype)
-        branch.add_output(output)
-    return branch.graph
+            outputs[k] = cast(branch, output, dtype)
+    return branch, outputs
+
+
+def _optional(g, branch, value: ir.Value | None, like: ir.Value) -> ir.Value:
+    """An output that one branch sets and the other leaves None (``y = None; if c: y = x``),
+    or a loop's carried value that is None before or after an iteration: ONNX If's branches
+    and Loop's iterations must give one type, an optional tensor: ``Optional(value)``, or
+    the empty optional of ``like``'s type where ``value`` is None. (``like``: a value of the
+    tensor's dtype and shape.)"""
+    if g.opset < OPTIONAL_OPSET:
+        raise TranslationError(
+            "a scripted branch or loop gives a tensor or None (an Optional[Tensor]): ONNX "
+            f"gives that an optional type, which If and Loop take from opset {OPTIONAL_OPSET}; "
+            f"pass opset_version={OPTIONAL_OPSET} or higher (this export asks for {g.opset})")
+    kind = ir.TypeAndShape(ir.TensorType(like.dtype), like.shape)
+    if value is None:
+        result = branch.op("Optional", type=kind)
+    else:
+        result = branch.op("Optional", value)
+    result.type = ir.OptionalType(ir.TensorType(like.dtype))
+    result.shape = like.shape
+    return result
 
 
 def _dtype_of(meta: Any) -> ir.DataType | None:
@@ -66,12 +86,57 @@ def cond(g, pred, true_graph, false_graph, operands=()):
     """cond(Tensor pred, GraphModule true_fn, GraphModule false_fn, Tensor[] operands)
     -> Tensor[]"""
     operands = list(operands)
-    then_branch = _branch(g, true_graph, operands, true_graph.name)
-    else_branch = _branch(g, false_graph, operands, false_graph.name)
-    count = len(then_branch.outputs)
-    outputs = g.op("If", _condition(g, pred), then_branch_g=then_branch,
-                   else_branch_g=else_branch, outputs=count)
-    return (outputs,) if count == 1 else outputs
+    (then_g, then_out), (else_g, else_out) = (
+        _branch(g, true_graph, operands, true_graph.name),
+        _branch(g, false_graph, operands, false_graph.name))
+    optional = []
+    for k, (a, b) in enumerate(zip(then_out, else_out)):
+        if (a is None) != (b is None):
+            like = a if b is None else b
+            then_out[k], else_out[k] = (_optional(g, then_g, a, like),
+                                        _optional(g, else_g, b, like))
+            optional.append((k, then_out[k]))
+    for branch, outputs in ((then_g, then_out), (else_g, else_out)):
+        for output in outputs:
+            branch.add_output(output)
+    count = len(then_out)
+    outputs = g.op("If", _condition(g, pred), then_branch_g=then_g.graph,
+                   else_branch_g=else_g.graph, outputs=count)
+    results = (outputs,) if count == 1 else outputs
+    for k, like in optional:
+        results[k].type, results[k].shape = like.type, like.shape
+    return results
+
+
+OPTIONAL_OPSET = 16  # (If and Loop take optional types from opset 16)
+
+
+def gives_optionals(graph_module: torch.fx.GraphModule) -> bool:
+    """Whether a scripted branch or loop in ``graph_module`` gives a tensor or None (one branch
+    of a ``cond`` returns None where the other returns a tensor; a loop's carried value is
+    None before it or after an iteration), which ONNX expresses from opset 16 only."""
+    def returned(module) -> list:
+        output = next(n for n in module.graph.nodes if n.op == "output")
+        return list(output.args[0]) if isinstance(output.args[0], (list, tuple)) \
+            else [output.args[0]]
+
+    for module in graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            name = getattr(node.target, "__name__", None) if node.op == "call_function" \
+                else None
+            if name == "cond":
+                pairs = zip(*(returned(getattr(module, branch.target))
+                              for branch in node.args[1:3]))
+            elif name == "onnxport_prim_loop":
+                body, carried = getattr(module, node.args[0].target), node.args[2]
+                pairs = zip(carried, returned(body)[1:])
+            else:
+                continue
+            if any((a is None) != (b is None) for a, b in pairs):
+                return True
+    return False
 
 
 @translates("higher_order::while_loop")
@@ -151,22 +216,33 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
     may change from one iteration to the next (ONNX Loop allows that; torch's while_loop does
     not), then the values it scans (one per iteration, stacked: a list the loop appends to).
     Carried numbers (a counter) are 1-D [1] tensors, as every SymInt."""
-    carried = [value if isinstance(value, ir.Value) else g.const([value]) for value in carried]
     metas = body_graph.input_metas
+    carried_metas = metas[len(metas) - len(carried):]
+    optional = _optional_carried(g, body_graph, carried, carried_metas)
+    carried = [_optional(g, g, value, optional[k]) if k in optional else
+               value if isinstance(value, ir.Value) else g.const([value])
+               for k, value in enumerate(carried)]
     body = g.subgraph(body_graph.name)
     iteration = body.add_input(f"{body_graph.name}_iteration", ir.DataType.INT64, [])
     body.add_input(f"{body_graph.name}_condition", ir.DataType.BOOL, [])
     inputs = []
-    for i, meta in enumerate(metas[len(metas) - len(carried):]):
+    for i, meta in enumerate(carried_metas):
         value = body.add_input(f"{body_graph.name}_carried_{i}", None, None)
-        body_graph.set_meta(value, meta)
+        if i in optional:
+            value.type, value.shape = carried[i].type, carried[i].shape
+        else:
+            body_graph.set_meta(value, meta)
         inputs.append(value)
     # The iteration number is a SymInt in the body, which lives as a 1-D [1] int64 tensor.
     number = as_1d(body, iteration)
     body_graph.set_meta(number, metas[len(outer)])
     outputs = body_graph.translate(body, [*outer, number, *inputs])
     body.add_output(_condition(body, outputs[0]))
-    for value in outputs[1:]:  # the carried values, then the scanned ones (stacked by Loop)
+    for k, value in enumerate(outputs[1:]):  # the carried values, then the scanned ones
+        if k in optional:  # (stacked by Loop)
+            _only_passed_on(inputs[k])
+            if value is not inputs[k]:
+                value = _optional(g, body, value, optional[k])
         body.add_output(value)
     if isinstance(trip_count, ir.Value):
         count = g.op("Reshape", cast(g, trip_count, ir.DataType.INT64),
@@ -181,7 +257,45 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
         start = g.const(True)
     results = g.op("Loop", count, start, *carried, body_g=body.graph,
                    outputs=len(outputs) - 1)
-    return (results,) if len(outputs) == 2 else results
+    results = (results,) if len(outputs) == 2 else results
+    for k in optional:
+        results[k].type, results[k].shape = carried[k].type, carried[k].shape
+    return results
+
+
+def _optional_carried(g, body_graph, carried: list, metas: list) -> dict[int, ir.Value]:
+    """The carried values that are None before the loop or after an iteration (an
+    Optional[Tensor]: ``y = None; for ...: y = x``), each with a value of the tensor's dtype
+    and shape (the loop's input, or a stand-in made of what torch computed)."""
+    output = next(n for n in body_graph.module.graph.nodes if n.op == "output")
+    returned = list(output.args[0])[1:1 + len(carried)]
+    optional = {}
+    for k, (value, after) in enumerate(zip(carried, returned)):
+        if (value is None) == (after is None):
+            continue
+        if value is not None:
+            optional[k] = value
+        else:
+            meta = after.meta.get("val") if isinstance(after, torch.fx.Node) else None
+            if not isinstance(meta, torch.Tensor):
+                raise TranslationError(
+                    "a scripted loop carries a value that is None before it and not a tensor "
+                    "after an iteration; ONNX Loop carries tensors and optional tensors only")
+            like = ir.Value(name="")
+            body_graph.set_meta(like, meta)
+            optional[k] = like
+    return optional
+
+
+def _only_passed_on(value: ir.Value) -> None:
+    """Refuse a loop body that reads an optional it carries other than to pass it on: ONNX
+    needs OptionalHasElement/OptionalGetElement there, which translation does not make."""
+    if any(user.op_type not in ("Identity", "Optional") for user, _ in value.uses()):
+        raise TranslationError(
+            "a scripted loop reads a value it carries that may be None (an Optional[Tensor] "
+            "set in the loop); onnxport exports such a value only when the loop passes it on "
+            "or replaces it: give it a tensor before the loop (a zero-size one) instead of "
+            "None")
 
 
 @translates("onnxport::uninitialized")
