@@ -197,7 +197,8 @@ class ONNXProgram:
 
     # -- running ---------------------------------------------------------------------------
     def __call__(self, *args, options: ONNXRuntimeOptions | None = None, **kwargs) -> list[torch.Tensor]:
-        """Run the model in ONNX Runtime on torch inputs; returns torch tensors."""
+        """Run the model in ONNX Runtime on torch inputs; returns torch tensors, one per
+        output (a sequence output as a list of them, an empty optional as None)."""
         session = self._get_session(options)
         names = [i.name for i in session.get_inputs()]
         flat = self.input_tensors(args, kwargs, len(names))
@@ -208,11 +209,7 @@ class ONNXProgram:
             )
         feeds = {name: as_numpy(t) for name, t in zip(names, flat)}
         outputs = session.run(None, feeds)
-        # ONNX Runtime gives uint64 as numpy's ulonglong, which torch.from_numpy refuses; an
-        # empty optional output (scripted code's None) as None.
-        return [None if o is None else
-                torch.from_numpy(np.asarray(o).view(np.uint64) if np.asarray(o).dtype.char == "Q"
-                                 else np.asarray(o)) for o in outputs]
+        return [_as_torch(o) for o in outputs]
 
     def input_tensors(self, args: tuple, kwargs: dict,
                       count: int | None = None) -> list[torch.Tensor]:
@@ -631,3 +628,15 @@ def _check_save_arguments(destination, include_initializers, model_state, serial
         raise InvalidExportOptionsError(
             f"serializer must have a serialize(program, destination) method (the "
             f"ONNXProgramSerializer protocol), got {type(serializer).__name__}")
+
+
+def _as_torch(output: Any) -> Any:
+    """An output of ONNX Runtime as torch gives it: an empty optional (scripted code's None)
+    as None, a sequence (a list a scripted loop built) as a list of tensors. (ONNX Runtime
+    gives uint64 as numpy's ulonglong, which torch.from_numpy refuses.)"""
+    if output is None:
+        return None
+    if isinstance(output, list):
+        return [_as_torch(item) for item in output]
+    array = np.asarray(output)
+    return torch.from_numpy(array.view(np.uint64) if array.dtype.char == "Q" else array)

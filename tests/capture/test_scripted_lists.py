@@ -7,7 +7,7 @@ model."""
 from __future__ import annotations
 
 import warnings
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 import torch
@@ -206,11 +206,39 @@ def test_nested_loops_whose_inner_list_is_stacked(dynamo):
     _compare(_run(model, (x, y), dynamo), model, x, y)
 
 
+def _leaves(outputs) -> list:
+    return [t for t in torch.utils._pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+
+
+class _RowsOfTwoKinds(nn.Module):
+    def forward(self, x) -> Tuple[List[Tensor], List[Tensor]]:
+        doubled: List[Tensor] = []
+        largest: List[Tensor] = []
+        for i in range(x.size(0)):
+            doubled.insert(0, x[i] * 2)
+            largest += [x[: i + 1].amax(0).argmax()]
+        return doubled, largest
+
+
 @PATHS
-def test_rows_of_a_dynamic_axis_returned_is_refused_by_name(dynamo):
-    model = torch.jit.script(_RowsReturnedInATuple())
-    with pytest.raises(CaptureError, match="returns the list that the loop"):
-        _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+@pytest.mark.parametrize("cls", [_RowsReturnedInATuple, _RowsOfTwoKinds],
+                         ids=["appended, in a tuple", "inserted and joined"])
+def test_a_list_of_a_run_time_length_returned_is_an_onnx_sequence(cls, dynamo):
+    # A list a loop over a dynamic axis builds, returned: its length is known at run time
+    # only. It was refused; it is an ONNX sequence now, as torch.onnx gives it (ONNX Runtime
+    # returns a list of arrays, and so does the program), its items' dtype and shape declared.
+    model = torch.jit.script(cls())
+    program = _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+    sequences = [o for o in program.model_proto.graph.output if o.type.HasField("sequence_type")]
+    assert len(sequences) == (1 if cls is _RowsReturnedInATuple else 2)
+    assert sequences[0].type.sequence_type.elem_type.tensor_type.elem_type == 1  # (float)
+    for rows in (0, 1, 3, 6):
+        x = R(rows, 3)
+        expected, actual = _leaves(model(x)), _leaves(program(x))
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert a.shape == e.shape and a.dtype == e.dtype
+            torch.testing.assert_close(a, e)
 
 
 @PATHS

@@ -436,6 +436,9 @@ class _Translator:
 
     # -- metadata --------------------------------------------------------------------------
     def _set_meta(self, value: ir.Value, meta: Any) -> None:
+        if isinstance(value.type, ir.SequenceType):
+            return  # (a returned list, ops/control_flow.list_of_rows: torch saw its rows
+            # stacked, and the translation gave the sequence its items' type)
         if isinstance(meta, torch.Tensor) and meta.is_complex():
             # Inside the graph a complex tensor is its real and imaginary parts on a last axis
             # of 2 (ONNX DFT's layout); only the ops of COMPLEX_LAYOUT_OPS meet one.

@@ -213,8 +213,25 @@ def verify_program(program, model: Any, args: tuple, kwargs: dict, *, rtol: floa
     rtol = device_rtol if rtol is None else rtol
     atol = device_atol if atol is None else atol
     expected = eager_outputs(model, args, kwargs)
-    actual = run_in_onnx_runtime(program, args, kwargs)
-    return compare_outputs(program.output_names, expected, actual, rtol=rtol, atol=atol)
+    names, actual = _flat(program.output_names, run_in_onnx_runtime(program, args, kwargs))
+    return compare_outputs(names, expected, actual, rtol=rtol, atol=atol)
+
+
+def _flat(names: Sequence[str], outputs: list) -> tuple[list[str], list]:
+    """ONNX Runtime's outputs as eager_outputs gives PyTorch's: an empty optional (None) left
+    out, a sequence (a list a scripted loop built) as its items, ``name[i]`` each."""
+    if not any(output is None or isinstance(output, list) for output in outputs):
+        return list(names), outputs
+    flat_names, flat = [], []
+    for k, output in enumerate(outputs):
+        name = names[k] if k < len(names) else f"output {k}"
+        if isinstance(output, list):
+            flat_names += [f"{name}[{i}]" for i in range(len(output))]
+            flat += output
+        elif output is not None:
+            flat_names.append(name)
+            flat.append(output)
+    return flat_names, flat
 
 
 def format_report(results: Sequence[VerificationInfo]) -> str:

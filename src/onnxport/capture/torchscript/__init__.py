@@ -32,6 +32,7 @@ from onnxport.capture import quirks
 from onnxport.capture.dynamic import onnx_input_names, tensor_input_slots
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
 from onnxport.capture.torchscript.convert import _to_fx
+from onnxport.capture.torchscript.list_scans import ReturnedListError, sequence_outputs
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.propagate import SCRIPTED, _propagated, _propagated_static
 from onnxport.capture.torchscript.replay import (_REPLAY_PREFIX, _export_traced,
@@ -226,18 +227,24 @@ def _scripted_program(scripted, args: tuple, tensors: tuple, dynamic: list,
     """A scripted model's program. Its loops over sizes of the inputs stay loops; when that
     fails (a list appended to in the loop, which ONNX Loop has no carried value for), the
     sizes of the static axes are fixed to the example's, as tracing fixes them, and the loops
-    over them unrolled."""
+    over them unrolled. A list of a run-time length the model still returns is then an ONNX
+    sequence."""
     try:
         state = _script_state(scripted, args)
         return _program_keeping_loops(lambda: _scripted_graph(state), tensors, dynamic)
     except CaptureError as error:
-        state = _script_state(scripted, args, static_sizes=dynamic_axes)
-        if state is None:
-            raise
+        first = last = error
+    static = _script_state(scripted, args, static_sizes=dynamic_axes)
+    if static is not None:
         try:
-            return _program_keeping_loops(lambda: _scripted_graph(state), tensors, dynamic)
-        except CaptureError:
-            raise error from None
+            return _program_keeping_loops(lambda: _scripted_graph(static), tensors, dynamic)
+        except CaptureError as error:
+            last = error
+    if not isinstance(last, ReturnedListError):
+        raise first
+    with sequence_outputs():
+        return _program_keeping_loops(lambda: _scripted_graph(static or state), tensors,
+                                      dynamic)
 
 
 def _scripted_graph(state) -> torch.fx.GraphModule:

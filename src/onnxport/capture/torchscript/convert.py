@@ -15,7 +15,7 @@ from onnxport.capture.common import first_lines, source_line
 from onnxport.capture.torchscript.branches import decide_branches
 from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_arange
 from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_EDITS,
-                                                     StackedList, refuse_returned,
+                                                     StackedList, returned_as_sequences,
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import block_arguments, convert_if
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
@@ -63,8 +63,8 @@ def _converted(state: _ConverterState) -> torch.fx.GraphModule:
         cause = error
         while cause is not None and not isinstance(cause, CaptureError):
             cause = cause.__cause__
-        if cause is not None:  # ours, naming the construct and its line
-            raise CaptureError(str(cause)) from error
+        if cause is not None:  # ours, naming the construct and its line (of its kind)
+            raise type(cause)(str(cause)) from error
         raise CaptureError(
             f"the traced TorchScript graph could not be turned into ATen calls: "
             f"{type(error).__name__}: {first_lines(str(error))}\nThe stage that failed is "
@@ -310,8 +310,7 @@ def _convert(self) -> torch.fx.GraphModule:
     for node in self.ts_graph.nodes():
         self.convert_node(node)
     if self.is_top_level_graph():
-        refuse_returned([self.name_to_node.get(value.debugName())
-                         for value in self.ts_graph.outputs()])
+        returned_as_sequences(self, list(self.ts_graph.outputs()))
     self.convert_graph_outputs()
     # (A branch's or loop body's module generates its code at once: torch.cond's dynamo
     # tracing cannot step into a lazy module's first call.)

@@ -6,6 +6,8 @@ makes itself. What follows the loop reads the list through :class:`StackedList`:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import operator
 from typing import Any
@@ -222,16 +224,61 @@ def _mutated(converter: Any, node: torch._C.Node, target: Any, stacked: StackedL
     return new if target is torch.ops.aten._set_item.t else result
 
 
-def refuse_returned(values: list) -> None:
-    """A list built by a loop of a run-time count cannot be a model output: ONNX outputs are
-    tensors, one each."""
+@torch.library.custom_op("onnxport::list_of_rows", mutates_args=())
+def _list_of_rows(stacked: torch.Tensor) -> torch.Tensor:
+    """A list a loop of a run-time count built, returned by the model: its items stacked,
+    where a program runs; translation makes it an ONNX sequence of the rows."""
+    return stacked.clone()
+
+
+@_list_of_rows.register_fake
+def _(stacked: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(stacked)
+
+
+# An op of its own (an ExportedProgram's graph holds ops only), translated by name.
+list_of_rows = torch.ops.onnxport.list_of_rows.default
+
+
+class ReturnedListError(CaptureError):
+    """The model returns a list a loop of a run-time count builds, and :func:`sequence_outputs`
+    is not in effect."""
+
+
+_SEQUENCES = contextvars.ContextVar("onnxport_sequence_outputs", default=False)
+
+
+@contextlib.contextmanager
+def sequence_outputs():
+    """Within this block, a returned list a loop of a run-time count builds is an ONNX
+    sequence (:func:`returned_as_sequences`); outside, it is refused, so that the capture
+    first tries the static sizes fixed, whose loops unroll into one output per item."""
+    token = _SEQUENCES.set(True)
+    try:
+        yield
+    finally:
+        _SEQUENCES.reset(token)
+
+
+def returned_as_sequences(converter: Any, values: list) -> None:
+    """A list built by a loop of a run-time count that the model returns (alone, or in a tuple
+    or list it returns): an ONNX sequence of its items, as torch.onnx gives it (ONNX Runtime
+    returns it as a list of arrays). Each such value of ``converter``'s outputs becomes a
+    :data:`list_of_rows` call of its stacked items, within :func:`sequence_outputs`."""
+    def replaced(value: Any) -> Any:
+        if isinstance(value, StackedList):
+            if not _SEQUENCES.get():
+                raise ReturnedListError(
+                    f"the model returns the list that the loop ({value.where}) appends to, "
+                    "whose length is known only at run time")
+            return converter.fx_graph.call_function(list_of_rows, (value.node,))
+        if isinstance(value, (list, tuple)):
+            return type(value)(replaced(item) for item in value)
+        if isinstance(value, dict):
+            return {key: replaced(item) for key, item in value.items()}
+        return value
+
     for value in values:
-        if isinstance(value, (list, tuple)):  # (a tuple or list output holding one)
-            refuse_returned(list(value))
-        elif isinstance(value, dict):
-            refuse_returned(list(value.values()))
-        elif isinstance(value, StackedList):
-            raise CaptureError(
-                f"the model returns the list that the loop ({value.where}) appends to, whose "
-                "length is known only at run time; ONNX outputs are single tensors: return "
-                "torch.stack(items) instead")
+        name = value.debugName()
+        if name in converter.name_to_node:
+            converter.name_to_node[name] = replaced(converter.name_to_node[name])

@@ -309,3 +309,14 @@ def uninitialized(g):
     # dims known at run time only.
     sizes = [size if isinstance(size, int) else 0 for size in expected.shape]
     return filled(g, sizes, 0, from_torch_dtype(expected.dtype))
+
+
+@translates("onnxport::list_of_rows", since_opset=11)
+def list_of_rows(g, stacked):
+    """A list a scripted loop of a run-time count built and the model returns
+    (capture/torchscript/list_scans.py), its items stacked: the ONNX sequence of the rows,
+    as torch.onnx returns such a list (ONNX Runtime gives a list of arrays)."""
+    rows = g.op("SplitToSequence", stacked, axis_i=0, keepdims_i=0)
+    rows.type = ir.SequenceType(ir.TensorType(stacked.dtype))
+    rows.shape = ir.Shape(list(stacked.shape)[1:]) if stacked.shape is not None else None
+    return rows
