@@ -75,13 +75,19 @@ class _ListsOverSplitPieces(torch.jit.ScriptModule):
         return res, res1, res2, torch.stack(res3)
 
 
-class _NothingReturned(nn.Module):
+class _EmptyListReturned(nn.Module):
     def forward(self, x):
         res: List[Tensor] = []
         for i in range(x.size(0)):
             if len(res) > 2:
                 res.append(x[i])
-        return res
+        return res, x.sum()
+
+
+class _NothingReturned(nn.Module):
+    def forward(self, x) -> Optional[Tensor]:
+        x.add(1)
+        return None
 
 
 def _run(model, inputs, dynamo, **options):
@@ -239,6 +245,20 @@ def test_a_list_of_a_run_time_length_returned_is_an_onnx_sequence(cls, dynamo):
         for a, e in zip(actual, expected):
             assert a.shape == e.shape and a.dtype == e.dtype
             torch.testing.assert_close(a, e)
+
+
+@PATHS
+def test_an_empty_list_returned_is_an_empty_sequence(dynamo):
+    # The suite's test_list_append_nested_2 returns two lists no append reached: they left no
+    # output (a model of none was refused). An empty ONNX sequence each, as torch.onnx.
+    model = torch.jit.script(_EmptyListReturned())
+    x = R(4, 3)
+    program = _run(model, (x,), dynamo, verify=True)
+    assert [o.type.HasField("sequence_type") for o in program.model_proto.graph.output] == \
+        [True, False]
+    empty, total = program(x)
+    assert empty == []
+    torch.testing.assert_close(total, x.sum())
 
 
 @PATHS

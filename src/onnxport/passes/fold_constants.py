@@ -26,10 +26,12 @@ FILL_LIMIT = 1024
 _SHARED_LIMIT = 1024
 _SHARED_SUBGRAPH_LIMIT = 1 << 18
 # Q/DQ pairs carry the quantization (ONNX Runtime fuses them into integer kernels): a
-# DequantizeLinear of a constant int8 weight folded into a float weight would lose it.
+# DequantizeLinear of a constant int8 weight folded into a float weight would lose it. A
+# sequence or an optional is no initializer.
 _NOT_FOLDED = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
                "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-               "Multinomial", "Bernoulli", "Dropout", "If", "Loop", "Scan", "SequenceConstruct"}
+               "Multinomial", "Bernoulli", "Dropout", "If", "Loop", "Scan", "SequenceConstruct",
+               "SequenceEmpty", "SplitToSequence", "Optional"}
 # Fill values ConstantOfShape cannot hold before opset 20, or that numpy cannot compare.
 _NO_FILL_DTYPES = {ir.DataType.BFLOAT16, ir.DataType.STRING}
 

@@ -264,21 +264,32 @@ def returned_as_sequences(converter: Any, values: list) -> None:
     """A list built by a loop of a run-time count that the model returns (alone, or in a tuple
     or list it returns): an ONNX sequence of its items, as torch.onnx gives it (ONNX Runtime
     returns it as a list of arrays). Each such value of ``converter``'s outputs becomes a
-    :data:`list_of_rows` call of its stacked items, within :func:`sequence_outputs`."""
-    def replaced(value: Any) -> Any:
+    :data:`list_of_rows` call of its stacked items, within :func:`sequence_outputs`. So does a
+    list of tensors the model returns empty (``res = []`` no loop appended to): torch.onnx's
+    empty sequence, where the list had left no output (or a model of none, refused)."""
+    def replaced(value: Any, kind: Any) -> Any:
+        graph = converter.fx_graph
         if isinstance(value, StackedList):
             if not _SEQUENCES.get():
                 raise ReturnedListError(
                     f"the model returns the list that the loop ({value.where}) appends to, "
                     "whose length is known only at run time")
-            return converter.fx_graph.call_function(list_of_rows, (value.node,))
+            return graph.call_function(list_of_rows, (value.node,))
+        if isinstance(value, list) and not value and isinstance(kind, torch._C.ListType) and \
+                isinstance(kind.getElementType(), torch._C.TensorType):
+            empty = graph.call_function(torch.ops.aten.zeros.default, ([0],),
+                                        {"dtype": torch.float32})
+            return graph.call_function(list_of_rows, (empty,))
         if isinstance(value, (list, tuple)):
-            return type(value)(replaced(item) for item in value)
+            kinds = kind.elements() if isinstance(kind, torch._C.TupleType) else \
+                [kind.getElementType()] * len(value) if isinstance(kind, torch._C.ListType) \
+                else [None] * len(value)
+            return type(value)(replaced(item, k) for item, k in zip(value, kinds))
         if isinstance(value, dict):
-            return {key: replaced(item) for key, item in value.items()}
+            return {key: replaced(item, None) for key, item in value.items()}
         return value
 
     for value in values:
         name = value.debugName()
         if name in converter.name_to_node:
-            converter.name_to_node[name] = replaced(converter.name_to_node[name])
+            converter.name_to_node[name] = replaced(converter.name_to_node[name], value.type())
