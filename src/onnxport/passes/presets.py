@@ -42,6 +42,7 @@ from onnxport.passes.grouped_query_matmul import GroupedQueryMatMul
 from onnxport.passes.merge_reshapes import MergeReshapes
 from onnxport.passes.merge_transposes import MergeTransposes
 from onnxport.passes.reciprocal_to_div import ReciprocalToDiv
+from onnxport.passes.remove_unused_nodes import RemoveUnusedNodes
 from onnxport.passes.rotate_half_matmul import RotateHalfMatMul
 from onnxport.passes.shape_of_graph_input import ShapeOfGraphInput
 from onnxport.passes.shared_mask_bias import SharedMaskBias
@@ -85,11 +86,11 @@ def _default(*, fused_ops: bool = True) -> list:
         FlattenConcats(),
         MergeReshapes(),
         ShapeOfGraphInput(),
-        common.RemoveUnusedNodesPass(),
+        RemoveUnusedNodes(),
         ZeroMaskedRows(),  # on the final chain of each attention, dead branches gone
         GroupedQueryMatMul(),  # after ZeroMaskedRows, which reads the ungrouped chain
         CommonSubexpressions(),
-        common.RemoveUnusedNodesPass(),
+        RemoveUnusedNodes(),
         common.RemoveUnusedOpsetsPass(),
     ]
 
@@ -97,9 +98,9 @@ def _default(*, fused_ops: bool = True) -> list:
 def _weight_free(*, fused_ops: bool = True) -> list:
     return [
         FuseConsecutiveUnsqueeze(),
-        common.RemoveUnusedNodesPass(),
+        RemoveUnusedNodes(),
         CommonSubexpressions(),
-        common.RemoveUnusedNodesPass(),
+        RemoveUnusedNodes(),
         common.RemoveUnusedOpsetsPass(),
     ]
 
