@@ -534,3 +534,34 @@ def test_an_edit_in_a_branch_on_data_is_refused_by_line(model, dynamo):
                                            r"a list or dict made before it \(aten::_set_item at "
                                            r".*test_scripted_lists.py"):
         _run(torch.jit.script(model()), (R(4, 3),), dynamo)
+
+
+class _RowsBySplit(nn.Module):
+    def forward(self, x):
+        out: List[Tensor] = []
+        for t in x.split(1):
+            out.append(t * 2)
+        return torch.cat(out)
+
+
+class _ColumnsBySplit(nn.Module):
+    def forward(self, x):
+        out = x[:, :0]
+        for t in torch.split(x, 1, dim=-1):
+            out = torch.cat([out, t * t], 1)
+        return out
+
+
+@PATHS
+@pytest.mark.parametrize("cls, axes, sizes", [
+    (_RowsBySplit, {"x": {0: "n"}}, [(4, 3), (0, 3), (1, 3), (6, 3)]),
+    (_ColumnsBySplit, {"x": {1: "n"}}, [(2, 4), (2, 1), (2, 7)])],
+    ids=["rows", "columns"])
+def test_a_loop_over_pieces_of_one_along_a_dynamic_axis(cls, axes, sizes, dynamo):
+    # for t in x.split(1) over a dynamic axis, as for t in x.unbind(0): the pieces are the
+    # rows of x (each keeps its axis of 1). The loop was refused: a split into a run-time
+    # count of pieces could not be propagated.
+    model = torch.jit.script(cls())
+    program = _run(model, (R(*sizes[0]),), dynamo, input_names=["x"], dynamic_axes=axes)
+    for size in sizes[1:]:
+        _compare(program, model, R(*size))

@@ -473,13 +473,11 @@ def _convert_call(self, node):
         if node.outputsSize() == 1:
             self.name_to_node[node.output().debugName()] = result
         return
-    if target is torch.ops.aten.unbind.int and _only_counted_and_indexed(node.output()):
-        # ``for row in x.unbind(0)`` over a dynamic axis: the rows as the stacked items of a
-        # list, their count the axis' size (a list of values has no run-time length).
-        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
-        self.name_to_node[node.output().debugName()] = StackedList(
-            self.fx_graph.call_function(torch.ops.aten.movedim.int, (args[0], dim, 0)),
-            source_line(node))
+    if (rows := _rows_of(self, node, target, args, kwargs)) is not None:
+        # ``for row in x.unbind(0)`` (or ``x.split(1)``) over a dynamic axis: the rows as the
+        # stacked items of a list, their count the axis' size (a list of values has no
+        # run-time length).
+        self.name_to_node[node.output().debugName()] = StackedList(rows, source_line(node))
         return
     if target in ARANGE_OUTS and "out" in kwargs and (dtype := _traced_dtype(node)) is not None:
         target, kwargs = functional_arange(target, kwargs, dtype)  # (else the fake run does)
@@ -490,6 +488,27 @@ def _convert_call(self, node):
         for k, output in enumerate(_outputs(node)):
             self.name_to_node[output.debugName()] = self.fx_graph.call_function(
                 operator.getitem, (fx_node, k))
+
+
+def _rows_of(self, node, target, args: list, kwargs: dict) -> torch.fx.Node | None:
+    """The items of ``x.unbind(d)`` or ``x.split(1, d)`` stacked along a new first axis, where
+    the list is only counted and indexed; else None."""
+    if target not in (torch.ops.aten.unbind.int, torch.ops.aten.split.Tensor) or \
+            not _only_counted_and_indexed(node.output()):
+        return None
+    graph, tensor = self.fx_graph, args[0]
+    if target is torch.ops.aten.unbind.int:
+        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+        return graph.call_function(torch.ops.aten.movedim.int, (tensor, dim, 0))
+    size = args[1] if len(args) > 1 else kwargs.get("split_size")
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", 0)
+    rank = _rank(node.inputsAt(0))
+    if size != 1 or not isinstance(dim, int) or dim < 0 and rank is None:
+        return None
+    dim = dim % rank if dim < 0 else dim
+    # (row i, x.narrow(dim, i, 1), is x.unsqueeze(dim + 1) at i along dim)
+    pieces = graph.call_function(torch.ops.aten.unsqueeze.default, (tensor, dim + 1))
+    return graph.call_function(torch.ops.aten.movedim.int, (pieces, dim, 0))
 
 
 # ``d[key] = value`` for the key types of TorchScript's dicts.
