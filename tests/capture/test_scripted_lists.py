@@ -565,3 +565,32 @@ def test_a_loop_over_pieces_of_one_along_a_dynamic_axis(cls, axes, sizes, dynamo
     program = _run(model, (R(*sizes[0]),), dynamo, input_names=["x"], dynamic_axes=axes)
     for size in sizes[1:]:
         _compare(program, model, R(*size))
+
+
+class _PiecesEdited(nn.Module):
+    def forward(self, x):
+        xs: List[Tensor] = list(torch.unbind(x, 0))
+        xs.insert(1, x[0] * 2)
+        y = xs.pop(0)
+        del xs[0]
+        xs.append(y)
+        return torch.stack(xs)
+
+
+@PATHS
+def test_pieces_of_a_static_axis_edited_as_a_list(dynamo):
+    # The pieces were one value to the converter, and the insert failed in propagation
+    # ("aten::insert() Expected a value of type 'List[t]'"): they are a list of the axis'
+    # count of items now, edited item by item. The other axis stays dynamic.
+    model = torch.jit.script(_PiecesEdited())
+    program = _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [1]})
+    for columns in (3, 6, 1):
+        _compare(program, model, R(4, columns))
+
+
+@PATHS
+def test_pieces_of_a_dynamic_axis_edited_as_a_list_are_refused_by_line(dynamo):
+    model = torch.jit.script(_PiecesEdited())
+    with pytest.raises(CaptureError, match=r"edits \(aten::insert at .*test_scripted_lists.py"
+                                           r".*the pieces of a dynamic axis \(aten::unbind\)"):
+        _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})

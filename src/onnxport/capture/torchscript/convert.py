@@ -463,6 +463,13 @@ def _convert_call(self, node):
         if node.outputsSize() == 1:
             self.name_to_node[node.output().debugName()] = result
         return
+    if target in LIST_EDITS and isinstance(args[0], torch.fx.Node) and \
+            args[0].target in _MAKE_PIECES:
+        raise CaptureError(
+            f"the script edits ({node.kind()} at `{source_line(node)}`) the list of the pieces "
+            f"of a dynamic axis ({args[0].target._schema.name}), whose length is known only at "
+            "run time: ONNX has no such list to edit. Join the pieces with torch.cat or "
+            "torch.stack and edit the tensor, or keep that axis static")
     if target in _DICT_SETS and isinstance(args[0], dict) and len(args) == 3:
         # ``d["a"] = y`` in a dict the converter holds as a Python dict: set there, which
         # the reads and the outputs after it take.
@@ -510,6 +517,11 @@ def _rows_of(self, node, target, args: list, kwargs: dict) -> torch.fx.Node | No
     pieces = graph.call_function(torch.ops.aten.unsqueeze.default, (tensor, dim + 1))
     return graph.call_function(torch.ops.aten.movedim.int, (pieces, dim, 0))
 
+
+# Ops making a list of pieces of a tensor, of a length its sizes give.
+_MAKE_PIECES = (torch.ops.aten.unbind.int, torch.ops.aten.split.Tensor,
+                torch.ops.aten.chunk.default, torch.ops.aten.split_with_sizes.default,
+                torch.ops.aten.tensor_split.sections)
 
 # ``d[key] = value`` for the key types of TorchScript's dicts.
 _DICT_SETS = (torch.ops.aten._set_item.str, torch.ops.aten._set_item.int,

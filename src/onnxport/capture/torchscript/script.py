@@ -8,8 +8,8 @@ import torch
 from onnxport.capture import quirks
 from onnxport.compat.jit_scalar_type import JitScalarType
 from onnxport.capture.script_mutations import functionalize_writes, nodes_within, within
-from onnxport.capture.torchscript.branches import (decide_branches, fold_to_constant,
-                                                   unpacked_item)
+from onnxport.capture.torchscript.branches import (_LIST_EDITS, decide_branches,
+                                                   fold_to_constant, unpacked_item)
 from onnxport.capture.torchscript.trace import _ConverterState
 
 
@@ -365,7 +365,27 @@ def _fold_piece_count(graph: torch._C.Graph, node: torch._C.Node, tensor: torch.
     lengths = [use.user for use in node.output().uses() if use.user.kind() == "aten::len"]
     for length in lengths:
         fold_to_constant(graph, length, count)
-    return bool(lengths)
+    return bool(lengths) | _unpacked_when_edited(graph, node, count)
+
+
+def _unpacked_when_edited(graph: torch._C.Graph, node: torch._C.Node, count: int) -> bool:
+    """The pieces of a static axis that the script edits as a list (``xs =
+    list(x.unbind(0)); xs.insert(1, y)``) as a list of ``count`` items, which the converter
+    edits item by item (it held the pieces as one value, and the edit failed in propagation:
+    ``aten::insert() Expected a value of type 'List[t]'``); whether they were."""
+    if not any(use.user.kind() in _LIST_EDITS for use in node.output().uses()):
+        return False
+    pieces = node.output()
+    unpack = graph.create("prim::ListUnpack", [pieces], count)
+    unpack.insertAfter(node)
+    for item in unpack.outputs():
+        item.setType(pieces.type().getElementType())
+    items = graph.create("prim::ListConstruct", list(unpack.outputs()))
+    items.insertAfter(unpack)
+    items.output().setType(pieces.type())
+    pieces.replaceAllUsesWith(items.output())
+    unpack.replaceInput(0, pieces)
+    return True
 
 
 _LIST_EDITS = {"aten::append", "aten::insert", "aten::_set_item", "aten::pop", "aten::Delete",
