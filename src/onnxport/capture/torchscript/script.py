@@ -8,8 +8,9 @@ import torch
 from onnxport.capture import quirks
 from onnxport.compat.jit_scalar_type import JitScalarType
 from onnxport.capture.script_mutations import functionalize_writes, nodes_within, within
-from onnxport.capture.torchscript.branches import (_LIST_EDITS, decide_branches,
-                                                   fold_to_constant, unpacked_item)
+from onnxport.capture.torchscript.branches import (_LIST_EDITS as _EDITS_IN_PLACE,
+                                                   decide_branches, fold_to_constant,
+                                                   unpacked_item)
 from onnxport.capture.torchscript.trace import _ConverterState
 
 
@@ -388,8 +389,8 @@ def _unpacked_when_edited(graph: torch._C.Graph, node: torch._C.Node, count: int
     return True
 
 
-_LIST_EDITS = {"aten::append", "aten::insert", "aten::_set_item", "aten::pop", "aten::Delete",
-               "aten::add_", "aten::extend", "aten::clear", "aten::reverse"}
+# The edits of a list: those a branch's check counts, and ``ys += [y]``.
+_LIST_EDITS = _EDITS_IN_PLACE | {"aten::add_"}
 
 
 def _unroll_branching_list_loops(graph: torch._C.Graph) -> bool:
