@@ -975,6 +975,34 @@ def test_an_in_place_write_inside_a_scripted_loop_is_a_carried_value(dynamo):
         _close(program(x)[0], model(x))
 
 
+class _WithAScriptedEncoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = torch.jit.script(
+            torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False))
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_scripted_transformer_encoder_inside_a_traced_model(dynamo):
+    # Freezing left the layers' in_proj weights read from the module (they flow into the
+    # tuple the fast-path check reads), so the encoder stayed a module the tracer refused
+    # ("not part of the active trace", torch.onnx too); and a function made of its graph
+    # lost forward's defaults (mask=None, ...). The weights are constants of the function
+    # now, and the call fills the defaults in.
+    model = _WithAScriptedEncoder().eval()
+    program = onnxport.export(model, (torch.randn(2, 5, 16),), dynamo=dynamo,
+                              input_names=["x"], dynamic_axes={"x": {0: "b", 1: "s"}})
+    for shape in ((2, 5, 16), (3, 7, 16)):
+        x = torch.randn(shape)
+        with torch.no_grad():
+            _close(program(x)[0], model(x))
+
+
 class _ScaledSteps(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -223,12 +223,19 @@ class _ScriptedCall(torch.nn.Module):
     tracer records a call of a function, inlined later; a call of a module's scripted method
     needs that module in the trace, which a trace of a function has not)."""
 
-    def __init__(self, function: Any):
+    def __init__(self, function: Any, module: torch.jit.ScriptModule):
         super().__init__()
         self.function = function
+        # The forward's parameters after self, with their defaults: a function made from a
+        # graph has none (TransformerEncoder's forward(src, mask=None, ...) called with src).
+        self.signature = [(argument.name, argument.default_value)
+                            for argument in module.forward.schema.arguments[1:]]
 
-    def forward(self, *args):
-        return self.function(*args)
+    def forward(self, *args, **kwargs):
+        given = list(args)
+        for name, default in self.signature[len(args):]:
+            given.append(kwargs.pop(name, default))
+        return self.function(*given, **kwargs)
 
 
 def _as_function(module: torch.jit.ScriptModule) -> Any | None:
@@ -241,11 +248,35 @@ def _as_function(module: torch.jit.ScriptModule) -> Any | None:
     graph = frozen._get_method("forward").graph.copy()
     torch._C._jit_pass_inline(graph)
     this = next(graph.inputs())
+    _fold_weight_reads(graph, this, frozen)
     if this.uses():
         return None
     graph.eraseInput(0)
     _numbers_returned_as_tensors(graph)
     return torch._C._create_function_from_graph(f"{module.original_name}_forward", graph)
+
+
+def _fold_weight_reads(graph: torch._C.Graph, value: torch._C.Value, owner: Any) -> None:
+    """The tensors freezing left read from the module (``value``, of ``owner``) as constants:
+    it keeps an attribute that flows into a list (a scripted nn.TransformerEncoder puts each
+    layer's in_proj_weight in the tuple its fast-path check reads), and the scripted module
+    then stayed a module the tracer refused ("not part of the active trace")."""
+    for use in list(value.uses()):
+        node = use.user
+        if node.kind() != "prim::GetAttr":
+            continue
+        try:
+            attribute = owner.getattr(node.s("name"))
+        except (AttributeError, RuntimeError):
+            continue
+        if isinstance(attribute, torch.Tensor):
+            with graph.insert_point_guard(node):
+                constant = graph.insertConstant(attribute.detach())
+            node.output().replaceAllUsesWith(constant)
+        elif isinstance(attribute, torch._C.ScriptModule):
+            _fold_weight_reads(graph, node.output(), attribute)
+        if not node.output().uses():
+            node.destroy()
 
 
 _NUMBER_TYPES = (torch._C.IntType, torch._C.FloatType, torch._C.BoolType)
@@ -295,7 +326,7 @@ def _scripted_children_as_functions(root: torch.nn.Module):
                 function = _as_function(child)
                 if function is not None:
                     swapped.append((parent, name, child))
-                    parent._modules[name] = _ScriptedCall(function)
+                    parent._modules[name] = _ScriptedCall(function, child)
     try:
         yield [parent._modules[name].function for parent, name, _ in swapped]
     finally:
