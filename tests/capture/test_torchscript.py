@@ -3,7 +3,7 @@ tensors fixed), translated by the same op library; sizes read from inputs stay d
 
 import copy
 import warnings
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import onnx_ir as ir
@@ -983,24 +983,37 @@ class _WithAScriptedEncoder(torch.nn.Module):
             torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False))
         self.head = torch.nn.Linear(16, 4)
 
-    def forward(self, x):
-        return self.head(self.encoder(x))
+    def forward(self, x, padding: Optional[torch.Tensor] = None):
+        if padding is None:
+            return self.head(self.encoder(x))
+        return self.head(self.encoder(x, src_key_padding_mask=padding))
+
+
+def _padding(batch: int, steps: int) -> torch.Tensor:
+    padding = torch.zeros(batch, steps, dtype=torch.bool)
+    padding[0, steps - 2:] = True
+    return padding
 
 
 @pytest.mark.parametrize("dynamo", [None, False])
-def test_a_scripted_transformer_encoder_inside_a_traced_model(dynamo):
+@pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "padding mask"])
+def test_a_scripted_transformer_encoder_inside_a_traced_model(dynamo, masked):
     # Freezing left the layers' in_proj weights read from the module (they flow into the
     # tuple the fast-path check reads), so the encoder stayed a module the tracer refused
     # ("not part of the active trace", torch.onnx too); and a function made of its graph
     # lost forward's defaults (mask=None, ...). The weights are constants of the function
-    # now, and the call fills the defaults in.
+    # now, and the call fills the defaults in. With a padding mask, the layers' fast-path
+    # checks branch on torch.is_autocast_enabled() and x.is_nested, a list comprehension
+    # inside: folded to the export's answers (both False), as ONNX has neither.
     model = _WithAScriptedEncoder().eval()
-    program = onnxport.export(model, (torch.randn(2, 5, 16),), dynamo=dynamo,
-                              input_names=["x"], dynamic_axes={"x": {0: "b", 1: "s"}})
-    for shape in ((2, 5, 16), (3, 7, 16)):
-        x = torch.randn(shape)
+    shapes = [(2, 5), (3, 7)]
+    inputs = [(torch.randn(b, s, 16), *((_padding(b, s),) if masked else ())) for b, s in shapes]
+    names = ["x", "padding"] if masked else ["x"]
+    program = onnxport.export(model, inputs[0], dynamo=dynamo, input_names=names,
+                              dynamic_axes={name: {0: "b", 1: "s"} for name in names})
+    for given in inputs:
         with torch.no_grad():
-            _close(program(x)[0], model(x))
+            _close(program(*given)[0], model(*given))
 
 
 class _ScaledSteps(torch.nn.Module):

@@ -4,6 +4,9 @@ size is the one its recorded symbolic shape gives there: translation builds on t
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import torch
 
 from onnxport.capture.common import repeated_to
@@ -29,8 +32,11 @@ def run_program(program: torch.export.ExportedProgram, inputs: tuple,
             values.append(program.state_dict[spec.target])
         else:
             values.append(program.constants[spec.target])
-    outputs = _ShapeCheckingRun(program.graph_module).run(*values) if shapes else \
-        program.graph_module(*values)
+    # (A failure raises to the caller, which takes it as an answer: FX's own report of it,
+    # its generated code printed to stderr, is not for the user.)
+    with contextlib.redirect_stderr(io.StringIO()):
+        outputs = _ShapeCheckingRun(program.graph_module).run(*values) if shapes else \
+            program.graph_module(*values)
     outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
     return [value for value, spec in zip(outputs, program.graph_signature.output_specs)
             if spec.kind == OutputKind.USER_OUTPUT and isinstance(value, torch.Tensor)]

@@ -26,6 +26,7 @@ def decide_branches(graph: torch._C.Graph, distinct_inputs: bool = False) -> Non
     # Scripted code's warnings (F.mse_loss's on broadcast sizes) have no ONNX form: gone,
     # with the strings they format and the branches that only warn.
     changed = _drop_warnings(graph)
+    changed = _fold_run_state(graph) or changed
     # Repeated while it decides more: a branch decided by an identity check can leave a rank
     # known that decides the next (the second layer of a scripted nn.TransformerEncoder
     # reads the rank of the first's output, known once its attention's branches are gone).
@@ -45,6 +46,28 @@ def decide_branches(graph: torch._C.Graph, distinct_inputs: bool = False) -> Non
         torch._C._jit_pass_dce(graph)
     uninitialized.localize(graph)  # (before the copies: an outer one is no tensor to copy)
     _copy_outer_tensors_returned(graph, graph.block())
+
+
+def _fold_run_state(graph: torch._C.Graph) -> bool:
+    """What scripted code asks of the run that an ONNX graph has no such thing as, folded to
+    the export's answer: ``torch.is_grad_enabled()`` (the capture runs without gradients),
+    ``torch.is_autocast_enabled()`` (as at the export) and ``x.is_nested`` (an input is never
+    a nested tensor). The fast-path checks of a scripted nn.TransformerEncoderLayer branch on
+    them, a list comprehension inside, and the conversion failed on its appends. Whether
+    there was one."""
+    found = False
+    for node in graph.findAllNodes("aten::is_grad_enabled", True) + \
+            graph.findAllNodes("prim::is_nested", True):
+        fold_to_constant(graph, node, False)
+        found = True
+    for node in graph.findAllNodes("aten::is_autocast_enabled", True):
+        device = node.inputsAt(0).toIValue() if node.inputsSize() == 1 else None
+        if node.inputsSize() == 1 and not isinstance(device, str):
+            continue
+        fold_to_constant(graph, node, torch.is_autocast_enabled(device) if device else
+                         torch.is_autocast_enabled())
+        found = True
+    return found
 
 
 def _copy_outer_tensors_returned(graph: torch._C.Graph, block: Any) -> None:
