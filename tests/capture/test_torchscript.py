@@ -1729,3 +1729,31 @@ def test_numbers_computed_from_sizes_returned(dynamo, dynamic):
     count, half = program(x)
     assert count.shape == () and count.dtype == torch.int64 and int(count) == 2 * x.shape[0]
     assert half.shape == () and half.dtype == torch.float32 and float(half) == x.shape[1] + 0.5
+
+
+class _OneResultBranch(torch.nn.Module):
+    def forward(self, x, mask):
+        if bool(x.sum() > 0):
+            extra = torch.zeros_like(mask, dtype=x.dtype).masked_fill(mask, -5.0)
+        else:
+            extra = mask.to(x.dtype)
+        return x + extra
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_one_result_branch_runs_in_pytorch_as_the_program_says(dynamo):
+    # The converter's one-result branch returned its value bare while the program took the
+    # cond's [0]: run in PyTorch (capture's grown-size checks), the program added the mask's
+    # first row instead of the mask (or failed on a 0-d result), and the checks compared
+    # garbage. The branches return a tuple, as torch's cond's do.
+    model = torch.jit.script(_OneResultBranch())
+    x, mask = torch.randn(3, 4), torch.rand(3, 4) > 0.5
+    program = onnxport.export(model, (x, mask), dynamo=dynamo, input_names=["x", "mask"],
+                              dynamic_axes={"x": {0: "n"}, "mask": {0: "n"}})
+    from onnxport.capture.program_run import run_program
+
+    for rows, sign in ((3, 1), (5, 1), (5, -1)):
+        x, mask = torch.randn(rows, 4).abs() * sign, torch.rand(rows, 4) > 0.5
+        (ran,) = run_program(program.exported_program, (x, mask))
+        _close(ran, model(x, mask))
+        _close(program(x, mask)[0], model(x, mask))

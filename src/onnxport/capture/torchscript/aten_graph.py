@@ -416,10 +416,28 @@ def _aten_module(body: torch.fx.GraphModule) -> torch.fx.GraphModule | None:
                 return None
         elif not isinstance(value, torch.Tensor):
             return None
+    branches_return_tuples(graph, inner)
     module = torch.fx.GraphModule(body, graph)
     for target, converted in inner.items():
         setattr(module, target, converted)
     return module
+
+
+def branches_return_tuples(graph: torch.fx.Graph, modules: dict) -> None:
+    """The branches (among ``modules``, by attribute name) of each cond in ``graph`` returning
+    a tuple, as torch's cond's do: the converter's one-output branch returns its value bare,
+    which the cond's ``[0]`` (:func:`_aten_graph`) then indexed when the program ran eagerly
+    (a mask's first row, or an IndexError on a 0-d result)."""
+    for node in graph.nodes:
+        if node.target is not torch.ops.higher_order.cond:
+            continue
+        for branch in node.args[1:3]:
+            module = modules.get(getattr(branch, "target", None))
+            output = None if module is None else \
+                next(n for n in module.graph.nodes if n.op == "output")
+            if output is not None and not isinstance(output.args[0], (list, tuple)):
+                output.args = ((output.args[0],),)
+                module.recompile()
 
 
 def _overload_of(node: torch.fx.Node) -> Any:

@@ -14,7 +14,8 @@ from torch.fx.experimental import _config as fx_config
 from onnxport.dtypes import QUANTIZED_AS_INTEGER
 from onnxport.capture.common import first_lines
 from onnxport.capture.quirks.recurrent_shapes import calls_recurrent_layers
-from onnxport.capture.torchscript.aten_graph import _aten_graph, _aten_module, _weight_kind
+from onnxport.capture.torchscript.aten_graph import (_aten_graph, _aten_module, _weight_kind,
+                                                     branches_return_tuples)
 from onnxport.capture.torchscript.constants import _fold_filled_constants
 from onnxport.capture.torchscript.convert import (VIEW, _TRACED_SHAPE, _TRACED_TYPE,
                                                   _shape_as_tensor)
@@ -153,6 +154,7 @@ def _loop_bodies(graph_module: torch.fx.GraphModule,
     if None in bodies.values() or any(node.op == "get_attr" and node.target not in bodies
                                       for node in graph.nodes):
         return None
+    branches_return_tuples(graph, bodies)
     return bodies
 
 
