@@ -398,3 +398,10 @@ def nodes_within(block):
         yield node
         for inner in node.blocks():
             yield from nodes_within(inner)
+
+
+def nodes_inside(node):
+    """Every node in the blocks of ``node`` (a loop's body, an if's branches), nested ones
+    too, in order."""
+    for block in node.blocks():
+        yield from nodes_within(block)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from onnxport.capture.common import source_line
-from onnxport.capture.script_mutations import nodes_within, within
+from onnxport.capture.script_mutations import nodes_inside, within
 from onnxport.capture.torchscript.branches import _LIST_EDITS
 from onnxport.capture.torchscript.list_scans import (StackedList, lists_as_scans,
                                                      stacked_lists_read)
@@ -222,7 +222,7 @@ def block_arguments(converter: Any, node: torch._C.Node) -> set[str]:
     from torch._export.converter import TS2FXGraphConverter
 
     arguments = TS2FXGraphConverter._identify_inputs_as_arguments(converter, node)
-    blocks = [*node.blocks(), *(inner for n in nodes_within_all(node) for inner in n.blocks())]
+    blocks = [*node.blocks(), *(inner for n in nodes_inside(node) for inner in n.blocks())]
     for block in blocks:
         returned = block.returnNode()
         for k in range(returned.inputsSize()):
@@ -230,12 +230,6 @@ def block_arguments(converter: Any, node: torch._C.Node) -> set[str]:
             if name in converter.name_to_node and name not in converter.name_to_attribute_fqn:
                 arguments.add(name)
     return arguments
-
-
-def nodes_within_all(node: torch._C.Node):
-    """The nodes in ``node``'s blocks, nested ones too."""
-    for block in node.blocks():
-        yield from nodes_within(block)
 
 
 def convert_if(converter: Any, node: torch._C.Node) -> None:
@@ -268,13 +262,12 @@ def _refuse_edits_of_outer_containers(node: torch._C.Node) -> None:
     """A branch on a value known at run time only that edits a list or dict made before it
     (``if x.sum() > 0: res[0] = y``): an ONNX If returns values and edits nothing, and the
     capture failed later with an error about an operator. Named here, with the line."""
-    for block in node.blocks():
-        for inner in nodes_within(block):
-            if inner.kind() in _LIST_EDITS and not within(inner.inputsAt(0).node(), node):
-                raise CaptureError(
-                    f"a scripted branch on a value known at run time only edits a list or dict "
-                    f"made before it ({inner.kind()} at `{source_line(inner)}`); ONNX If "
-                    "returns values and edits nothing. Give both branches the same edits of "
-                    "values they compute (`item = y if c else z; res.append(item)`), or build "
-                    "the container after the branch from its results")
+    for inner in nodes_inside(node):
+        if inner.kind() in _LIST_EDITS and not within(inner.inputsAt(0).node(), node):
+            raise CaptureError(
+                f"a scripted branch on a value known at run time only edits a list or dict "
+                f"made before it ({inner.kind()} at `{source_line(inner)}`); ONNX If "
+                "returns values and edits nothing. Give both branches the same edits of "
+                "values they compute (`item = y if c else z; res.append(item)`), or build "
+                "the container after the branch from its results")
 

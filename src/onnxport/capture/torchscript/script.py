@@ -7,7 +7,7 @@ import torch
 
 from onnxport.capture import quirks
 from onnxport.compat.jit_scalar_type import JitScalarType
-from onnxport.capture.script_mutations import functionalize_writes, nodes_within, within
+from onnxport.capture.script_mutations import functionalize_writes, nodes_inside, within
 from onnxport.capture.torchscript.branches import (_LIST_EDITS as _EDITS_IN_PLACE,
                                                    decide_branches, fold_to_constant,
                                                    unpacked_item)
@@ -217,7 +217,7 @@ def _forward_attribute_writes(block, module_value, written: dict | None = None) 
     for node in list(block.nodes()):
         for inner in node.blocks():
             _forward_attribute_writes(inner, module_value, dict(written))
-        if any(n.kind() == "prim::SetAttr" for b in node.blocks() for n in nodes_within(b)):
+        if any(n.kind() == "prim::SetAttr" for n in nodes_inside(node)):
             written.clear()  # (what a branch or loop body wrote is not known here)
             continue
         path = _attribute_path(node, module_value) if node.kind() in (
@@ -416,7 +416,7 @@ def _unroll_branching_list_loops(graph: torch._C.Graph) -> bool:
 def _list_edited_after(loop: torch._C.Node) -> bool:
     """Whether a list the loop appends to is edited after it other than by appending
     (``ys.clear()``, ``ys.pop()``): the scan output the loop would leave takes no such edit."""
-    for node in (inner for block in loop.blocks() for inner in nodes_within(block)):
+    for node in nodes_inside(loop):
         if node.kind() != "aten::append" or within(node.inputsAt(0).node(), loop):
             continue
         if any(use.user.kind() in _LIST_EDITS - {"aten::append"} and

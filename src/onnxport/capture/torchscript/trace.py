@@ -229,7 +229,7 @@ class _ScriptedCall(torch.nn.Module):
         # The forward's parameters after self, with their defaults: a function made from a
         # graph has none (TransformerEncoder's forward(src, mask=None, ...) called with src).
         self.signature = [(argument.name, argument.default_value)
-                            for argument in module.forward.schema.arguments[1:]]
+                          for argument in module.forward.schema.arguments[1:]]
 
     def forward(self, *args, **kwargs):
         given = list(args)

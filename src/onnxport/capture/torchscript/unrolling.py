@@ -10,7 +10,7 @@ import operator
 
 import torch
 
-from onnxport.capture.script_mutations import nodes_within
+from onnxport.capture.script_mutations import nodes_inside
 from onnxport.capture.torchscript.loops import _convert_loop, _loop_condition, outer_values
 from onnxport.errors import CaptureError
 
@@ -69,7 +69,7 @@ def _reads_list_lengths(node) -> bool:
     differ from one iteration to the next as the body appends to it."""
     return any(inner.kind() == "aten::len" and
                isinstance(inner.input().type(), torch._C.ListType)
-               for block in node.blocks() for inner in nodes_within(block))
+               for inner in nodes_inside(node))
 
 
 def _inlined_loop(self, node, count: int) -> None:

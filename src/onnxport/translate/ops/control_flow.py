@@ -115,11 +115,6 @@ def gives_optionals(graph_module: torch.fx.GraphModule) -> bool:
     """Whether a scripted branch or loop in ``graph_module`` gives a tensor or None (one branch
     of a ``cond`` returns None where the other returns a tensor; a loop's carried value is
     None before it or after an iteration), which ONNX expresses from opset 16 only."""
-    def returned(module) -> list:
-        output = next(n for n in module.graph.nodes if n.op == "output")
-        return list(output.args[0]) if isinstance(output.args[0], (list, tuple)) \
-            else [output.args[0]]
-
     for module in graph_module.modules():
         if not isinstance(module, torch.fx.GraphModule):
             continue
@@ -127,11 +122,11 @@ def gives_optionals(graph_module: torch.fx.GraphModule) -> bool:
             name = getattr(node.target, "__name__", None) if node.op == "call_function" \
                 else None
             if name == "cond":
-                pairs = zip(*(returned(getattr(module, branch.target))
+                pairs = zip(*(_returned(getattr(module, branch.target))
                               for branch in node.args[1:3]))
             elif name == "onnxport_prim_loop":
                 body, carried = getattr(module, node.args[0].target), node.args[2]
-                pairs = zip(carried, returned(body)[1:])
+                pairs = zip(carried, _returned(body)[1:])
             else:
                 continue
             if any((a is None) != (b is None) for a, b in pairs):
@@ -267,8 +262,7 @@ def _optional_carried(g, body_graph, carried: list, metas: list) -> dict[int, ir
     """The carried values that are None before the loop or after an iteration (an
     Optional[Tensor]: ``y = None; for ...: y = x``), each with a value of the tensor's dtype
     and shape (the loop's input, or a stand-in made of what torch computed)."""
-    output = next(n for n in body_graph.module.graph.nodes if n.op == "output")
-    returned = list(output.args[0])[1:1 + len(carried)]
+    returned = _returned(body_graph.module)[1:1 + len(carried)]
     optional = {}
     for k, (value, after) in enumerate(zip(carried, returned)):
         if (value is None) == (after is None):
@@ -285,6 +279,13 @@ def _optional_carried(g, body_graph, carried: list, metas: list) -> dict[int, ir
             body_graph.set_meta(like, meta)
             optional[k] = like
     return optional
+
+
+def _returned(module: torch.fx.GraphModule) -> list:
+    """What a branch or loop body returns, as a list (a one-result branch may return it bare)."""
+    output = next(n for n in module.graph.nodes if n.op == "output")
+    return list(output.args[0]) if isinstance(output.args[0], (list, tuple)) \
+        else [output.args[0]]
 
 
 def _only_passed_on(value: ir.Value) -> None:
