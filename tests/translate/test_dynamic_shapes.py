@@ -247,3 +247,20 @@ def test_flatten_of_a_piece_that_was_one_wide_in_the_example(dynamo):
                         dynamic_axes=axes,
                         run_with=[(torch.randn(7, 6, 1),), (torch.randn(3, 5, 1),)])
     assert program.model.graph.inputs[0].shape[2] == 1
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+@pytest.mark.parametrize("function", cases({
+    # flatten(0, 1) of [a, b, c] reshapes to [a*b, c] read at run time; at [2, 0, 0] that is
+    # [0, 0], which Reshape took as "keep the input's sizes": [2, 0], no error (the count is
+    # 0 either way), where torch gives [0, 0]. Found by benchmarks/fuzz_dynamic.py, seed 46069
+    # --small --more-ops (there the copied size made an error at the example itself).
+    "flatten of two dynamic axes": lambda x: x.flatten(0, 1) * 2,
+    "roll of the whole tensor": lambda x: x.roll(1),
+    "unique's inverse": lambda x: torch.unique(x.round(), return_inverse=True)[1],
+}))
+def test_a_reshape_to_sizes_read_at_run_time_keeps_an_empty_size(function, dynamo):
+    axes = {"x": {0: "a", 1: "b", 2: "c"}}
+    check(function, torch.randn(2, 3, 4), dynamo=dynamo, input_names=["x"], dynamic_axes=axes,
+          run_with=[(torch.randn(2, 0, 0),), (torch.randn(3, 0, 2),), (torch.randn(0, 2, 5),),
+                    (torch.randn(3, 4, 2),)])

@@ -113,6 +113,14 @@ def shape_list(g, items: Sequence[Any]) -> ir.Value:
     return result
 
 
+def reshape_to_sizes(g, x: ir.Value, shape: ir.Value) -> ir.Value:
+    """Reshape ``x`` to ``shape``, a 1-D value of sizes read at run time, none of them -1
+    (another tensor's Shape, or sizes joined). From opset 14 with ``allowzero``: Reshape reads
+    a 0 in its shape as "keep the input's size there", so an empty axis (a slice that ran out)
+    came back as the input's size, or as an error. Opset 13 has no such attribute."""
+    return g.op("Reshape", x, shape, allowzero_i=1 if g.opset >= 14 else None)
+
+
 def as_1d(g, value: ir.Value) -> ir.Value:
     """A SymInt or scalar value as a 1-D [1] int64 tensor."""
     if value.shape is not None and len(value.shape) == 1:

@@ -8,8 +8,8 @@ import re
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.translate.ops._helpers import (cast, rank, reduce, result_read, shape_list, squeeze,
-                                              unsqueeze)
+from onnxport.translate.ops._helpers import (cast, rank, reduce, reshape_to_sizes, result_read,
+                                             shape_list, squeeze, unsqueeze)
 from onnxport.translate.registry import translates
 
 
@@ -509,4 +509,4 @@ def max_unpool(g, self, indices, output_size, stride=None, padding=None):
         g.op("ReduceProd", shape_list(g, sizes), keepdims_i=1)
     zeros = g.op("Expand", g.const(0, self.dtype), g.op("Concat", *leading, plane, axis_i=0))
     scattered = g.op("ScatterElements", zeros, flat_indices, flat_values, axis_i=lead)
-    return g.op("Reshape", scattered, out_shape)
+    return reshape_to_sizes(g, scattered, out_shape)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from onnxport.translate.ops._helpers import (FLOAT_TYPES, as_tensor, cast, count_at_or_below,
-                                             expected_dtype)
+                                             expected_dtype, reshape_to_sizes)
 from onnxport.translate.registry import translates
 
 _I64 = ir.DataType.INT64
@@ -97,7 +97,7 @@ def masked_scatter(g, self, mask, source):
     flat_source = g.op("Reshape", source, g.const([-1], _I64))
     # A source with no element can only go with an all-false mask: gather from a padded one.
     padded = g.op("Concat", flat_source, cast(g, g.const([0], _I64), self.dtype), axis_i=0)
-    picked = g.op("Reshape", g.op("Gather", padded, order, axis_i=0), shape)
+    picked = reshape_to_sizes(g, g.op("Gather", padded, order, axis_i=0), shape)
     return g.op("Where", mask, picked, self)
 
 
@@ -110,7 +110,7 @@ def unique(g, self, sorted=True, return_inverse=False, return_counts=False):
         x = cast(g, self, _I64)  # no bool kernel in ONNX Runtime
     values, _, inverse, counts = g.op("Unique", x, sorted_i=1, outputs=4)
     values.dtype, inverse.dtype, counts.dtype = x.dtype, _I64, _I64
-    inverse = g.op("Reshape", inverse, g.op("Shape", self))
+    inverse = reshape_to_sizes(g, inverse, g.op("Shape", self))
     return cast(g, values, self.dtype), inverse, counts
 
 
@@ -133,7 +133,7 @@ def unique_consecutive(g, self, return_inverse=False, return_counts=False, dim=N
     values = g.op("Compress", flat, starts_run, axis_i=0)
     inverse = g.op("Sub", g.op("CumSum", cast(g, starts_run, _I64), g.const(0, _I64)),
                    g.const(1, _I64))
-    inverse = g.op("Reshape", inverse, g.op("Shape", self))
+    inverse = reshape_to_sizes(g, inverse, g.op("Shape", self))
     positions = g.op("Range", g.const(0, _I64), g.op("Squeeze", size), g.const(1, _I64))
     starts = g.op("Compress", positions, starts_run, axis_i=0)
     ends = g.op("Concat", g.op("Slice", starts, g.const([1], _I64), g.const([2**62], _I64)),
@@ -208,7 +208,7 @@ def _histogram_dd(g, self, edges, weight, density):
     flat = g.op("Where", missing, g.const(-1, _I64), flat)
     weights = None if weight is None else g.op("Reshape", weight, g.const([-1], _I64))
     hist = _counts(g, flat, stride_total, weights, dtype)
-    hist = g.op("Reshape", hist, g.op("Concat", *sizes, axis_i=0))
+    hist = reshape_to_sizes(g, hist, g.op("Concat", *sizes, axis_i=0))
     if density:
         # torch: hist / (its total * the bin's volume).
         hist = g.op("Div", hist, g.op("ReduceSum", hist, keepdims_i=0))

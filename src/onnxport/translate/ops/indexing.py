@@ -9,7 +9,7 @@ from onnx_ir.tensor_adapters import to_torch_dtype
 
 from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import (
-    FLOAT_TYPES, as_tensor, cast, normalize_axis, rank, reduce,
+    FLOAT_TYPES, as_tensor, cast, normalize_axis, rank, reduce, reshape_to_sizes,
 )
 from onnxport.translate.registry import translates
 
@@ -211,13 +211,13 @@ def _scatter_nd_add(g, x, coordinates, updates, depth):
         rest = g.op("Slice", shape, g.const([depth]), g.const([2**62]))
         width = reduce(g, "ReduceProd", g.op("Concat", g.const([1]), rest, axis_i=0), None,
                        True)
-        table = g.op("Reshape", x, g.op("Concat", count, width, axis_i=0))
-        flat_updates = g.op("Reshape", cast(g, updates, x.dtype),
-                            g.op("Concat", g.op("Shape", rows), width, axis_i=0))
+        table = reshape_to_sizes(g, x, g.op("Concat", count, width, axis_i=0))
+        flat_updates = reshape_to_sizes(g, cast(g, updates, x.dtype),
+                                        g.op("Concat", g.op("Shape", rows), width, axis_i=0))
         index = g.op("Expand", g.op("Unsqueeze", rows, g.const([1])), g.op("Shape", flat_updates))
         added = g.op("ScatterElements", table, index, flat_updates, axis_i=0,
                      reduction_s="add")
-        return g.op("Reshape", added, shape)
+        return reshape_to_sizes(g, added, shape)
     positions = g.op("Range", g.const(0, ir.DataType.INT64), g.op("Squeeze", count, g.const([0])),
                      g.const(1, ir.DataType.INT64))
     # MatMul takes floats, int32 and int64: other dtypes sum in int64 (bools too, as torch's
@@ -228,7 +228,7 @@ def _scatter_nd_add(g, x, coordinates, updates, depth):
                                 g.op("Unsqueeze", rows, g.const([0]))), to_i=int(compute))
     flat_updates = g.op("Reshape", cast(g, updates, compute),
                         g.op("Concat", g.op("Shape", rows), g.const([-1]), axis_i=0))
-    added = g.op("Reshape", g.op("MatMul", one_hot, flat_updates), shape)
+    added = reshape_to_sizes(g, g.op("MatMul", one_hot, flat_updates), shape)
     if x.dtype == ir.DataType.BOOL:
         return g.op("Or", x, cast(g, added, ir.DataType.BOOL))
     return g.op("Add", x, cast(g, added, x.dtype))

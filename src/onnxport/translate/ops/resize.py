@@ -14,7 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import cast, rank, shape_list, squeeze
+from onnxport.translate.ops._helpers import cast, rank, reshape_to_sizes, shape_list, squeeze
 from onnxport.translate.registry import translates
 
 # torch's mode -> (Resize mode, coordinate mode without align_corners, nearest_mode)
@@ -407,7 +407,7 @@ def grid_sampler_3d_before_opset_20(g, input, grid, interpolation_mode, padding_
             out = term if out is None else g.op("Add", out, term)
     shape = g.op("Concat", g.op("Slice", g.op("Shape", flat), g.const([0]), g.const([2])),
                  g.op("Slice", out_shape, g.const([1]), g.const([4])), axis_i=0)
-    return cast(g, g.op("Reshape", out, shape), dtype)
+    return cast(g, reshape_to_sizes(g, out, shape), dtype)
 
 
 def _grid_coordinate(g, c, size, padding, align_corners):

@@ -16,7 +16,8 @@ import torch
 
 from onnxport.errors import TranslationError
 from onnxport.translate.ops._helpers import (
-    as_1d, as_tensor, cast, expected_dtype, normalize_axis, rank, shape_list, unsqueeze,
+    as_1d, as_tensor, cast, expected_dtype, normalize_axis, rank, reshape_to_sizes, shape_list,
+    unsqueeze,
 )
 from onnxport.translate.builder import GIVEN_SIZES, RECORDED_SIZES_DOUBTFUL
 from onnxport.translate.registry import translates
@@ -122,8 +123,7 @@ def view_as(g, self, other):
         return reshape_to(g, self, dims)
     # The other tensor's shape as it is at run time: the result's symbolic sizes need not be
     # sizes of self (a reshape of [a, 6] as [b, 4] reads b from the other tensor).
-    allowzero = 1 if g.opset >= 14 else None
-    return g.op("Reshape", self, g.op("Shape", other), allowzero_i=allowzero)
+    return reshape_to_sizes(g, self, g.op("Shape", other))
 
 
 @translates("aten::unflatten")
@@ -183,7 +183,7 @@ def _flattened_at_run_time(g, self, start: int, end: int) -> ir.Value:
                       keepdims_i=1))
     if end + 1 < r:
         parts.append(g.op("Slice", shape, g.const([end + 1]), g.const([r])))
-    return g.op("Reshape", self, g.op("Concat", *parts, axis_i=0))
+    return reshape_to_sizes(g, self, g.op("Concat", *parts, axis_i=0))
 
 
 @translates("aten::permute")
@@ -387,7 +387,7 @@ def diagonal(g, self, offset=0, dim1=0, dim2=1):
     length = g.op("Min", n, m)
     step = g.op("Add", m, g.const([1]))
     flat_shape = g.op("Concat", batch, g.op("Mul", n, m), axis_i=0)
-    flat = g.op("Reshape", x, flat_shape, allowzero_i=1 if g.opset >= 14 else None)
+    flat = reshape_to_sizes(g, x, flat_shape)
     return g.op("Slice", flat, g.const([0]), g.op("Mul", length, step), g.const([r - 2]), step)
 
 
@@ -458,7 +458,7 @@ def as_strided_scatter(g, self, src, size, stride, storage_offset=None):
     values = g.op("Reshape", cast(g, src, self.dtype), g.const([-1]))
     flat = g.op("ScatterElements", g.op("Reshape", self, g.const([-1])), positions, values,
                 axis_i=0)
-    return g.op("Reshape", flat, g.op("Shape", self))
+    return reshape_to_sizes(g, flat, g.op("Shape", self))
 
 
 @translates("aten::narrow", "aten::narrow_copy")
@@ -489,7 +489,7 @@ def roll(g, self, shifts, dims=()):
         static = g.static_shape(self)
         numel = math.prod(static) if static is not None else None
         rolled = _roll_axis(g, flat, shifts[0], 0, numel)
-        return g.op("Reshape", rolled, g.op("Shape", self))
+        return reshape_to_sizes(g, rolled, g.op("Shape", self))
     result = self
     r = rank(self)
     for shift, dim in zip(shifts, dims):
