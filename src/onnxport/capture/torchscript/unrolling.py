@@ -43,7 +43,7 @@ def _convert_loop_node(self, node):
         TS2FXGraphConverter._check_prim_loop_support(self, node)
         if trip_count <= LONGEST_UNROLLED or _UNROLL_EVERY_LOOP.get() or \
                 not _kept_as_a_loop(self, node, trip_count):
-            if _reads_list_lengths(node):
+            if _reads_list_lengths(node) or _branches_on_the_iteration(node):
                 _inlined_loop(self, node, trip_count)
             else:
                 _unrolled_loop(self, node, trip_count)
@@ -70,6 +70,21 @@ def _reads_list_lengths(node) -> bool:
     return any(inner.kind() == "aten::len" and
                isinstance(inner.input().type(), torch._C.ListType)
                for inner in nodes_inside(node))
+
+
+def _branches_on_the_iteration(node) -> bool:
+    """Whether a branch in a loop's body decides on the iteration's number (``[2 if i == 0
+    else 1 for i in range(x.dim())]``): inlined, each iteration's branch is decided while
+    converting; one body called per iteration made it an ONNX If on the number, of ints."""
+    (block,) = node.blocks()
+    counted = {next(iter(block.inputs()))}
+    for inner in nodes_inside(node):
+        if inner.kind() == "prim::If" and inner.input() in counted:
+            return True
+        if any(value in counted for value in inner.inputs()):
+            counted |= {value for value in inner.outputs()
+                        if isinstance(value.type(), (torch._C.IntType, torch._C.BoolType))}
+    return False
 
 
 def _inlined_loop(self, node, count: int) -> None:

@@ -78,7 +78,9 @@ def _optional(g, branch, value: ir.Value | None, like: ir.Value) -> ir.Value:
 def _dtype_of(meta: Any) -> ir.DataType | None:
     if isinstance(meta, torch.Tensor):
         return from_torch_dtype(meta.dtype)
-    return {**SYMBOLIC_DTYPES, bool: ir.DataType.BOOL, int: ir.DataType.INT64}.get(type(meta))
+    # (A Python float is a double, as a SymFloat is: ops/symbolic.py.)
+    return {**SYMBOLIC_DTYPES, bool: ir.DataType.BOOL, int: ir.DataType.INT64,
+            float: ir.DataType.DOUBLE}.get(type(meta))
 
 
 @translates("higher_order::cond")
@@ -103,6 +105,11 @@ def cond(g, pred, true_graph, false_graph, operands=()):
     outputs = g.op("If", _condition(g, pred), then_branch_g=then_g.graph,
                    else_branch_g=else_g.graph, outputs=count)
     results = (outputs,) if count == 1 else outputs
+    for result, output in zip(results, then_out):
+        if isinstance(output, ir.Value) and output.dtype is not None:
+            # (the builder would give an op it knows no rule for its first input's dtype:
+            # the condition's bool, where the branches give a float or an int)
+            result.dtype = output.dtype
     for k, like in optional:
         results[k].type, results[k].shape = like.type, like.shape
     return results

@@ -1,0 +1,74 @@
+"""Numbers in scripted code: branches of a loop of a known count decided on the iteration's
+number, and ints and floats chosen by a branch on run-time data. Exported on both paths, run
+in ONNX Runtime and compared with eager at the example's size and at another."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import onnxport
+
+
+class _RepeatFirstAxis(torch.nn.Module):
+    def forward(self, x):
+        return x.repeat([2 if i == 0 else 1 for i in range(x.dim())])
+
+
+class _EvenAndOddSteps(torch.nn.Module):
+    def forward(self, x):
+        for i in range(4):
+            if i % 2 == 0:
+                x = x * 2
+            else:
+                x = x + i
+        return x
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("model", [_RepeatFirstAxis, _EvenAndOddSteps],
+                         ids=["list comprehension", "loop"])
+def test_a_loop_branching_on_its_iteration_is_decided_per_iteration(model, dynamo):
+    # A loop of a known count whose body branches on the iteration's number (a list
+    # comprehension over x.dim(), the fuzzer's repeat written for TorchScript): one body
+    # called per iteration made it an ONNX If on the number, which onnx.checker refused (its
+    # result declared bool). Each iteration's branch is decided while converting.
+    scripted = torch.jit.script(model())
+    program = onnxport.export(scripted, (torch.randn(3, 5),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0, 1]})
+    assert "If" not in [node.op_type for node in program.model.graph]
+    for x in (torch.randn(3, 5), torch.randn(6, 2)):
+        torch.testing.assert_close(program(x)[0], scripted(x))
+
+
+class _FloatByData(torch.nn.Module):
+    def forward(self, x):
+        scale = 2.5 if bool(x.sum() > 0) else 0.5
+        return x * scale
+
+
+class _IntByData(torch.nn.Module):
+    def forward(self, x):
+        n = 2 if bool(x.sum() > 0) else 3
+        return x.repeat(n, 1)
+
+
+class _SizeOrNumberByData(torch.nn.Module):
+    def forward(self, x):
+        n = x.size(0) if bool(x.sum() > 0) else 7
+        return x + n
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("model", [_FloatByData, _IntByData, _SizeOrNumberByData],
+                         ids=["float", "int", "size or int"])
+def test_a_number_chosen_by_a_branch_on_run_time_data(model, dynamo):
+    # The If's result took the condition's bool as its dtype where both branches give a
+    # float: "Inferred elem type differs" (the file was refused); it is the branches' dtype.
+    scripted = torch.jit.script(model())
+    program = onnxport.export(scripted, (torch.randn(3, 4),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0]})
+    assert "If" in [node.op_type for node in program.model.graph]
+    for x in (torch.randn(3, 4).abs(), -torch.randn(3, 4).abs(), torch.randn(5, 4).abs(),
+              -torch.randn(5, 4).abs()):
+        torch.testing.assert_close(program(x)[0], scripted(x))
