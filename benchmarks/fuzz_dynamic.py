@@ -9,19 +9,25 @@ rank: a squeeze of a dynamic axis that drops it only where it is 1) does not hol
 export refuses, or the model fails at run time at a size where the example's graph cannot
 hold) is loud and listed for review. ``--small`` draws example sizes of 1 to 3 (a batch of 1
 with dynamic_axes is how the documents export), where torch takes a size of 1 as a case of its
-own; the default draws 3 to 5.
+own; the default draws 3 to 5. ``--scripted`` exports each program compiled by torch.jit.script
+from its source instead (the scripted graph's sizes and branches, not a trace's).
 
     python benchmarks/fuzz_dynamic.py --seeds 0:300
     python benchmarks/fuzz_dynamic.py --seeds 1000:1300 --small
+    python benchmarks/fuzz_dynamic.py --seeds 0:300 --more-ops --scripted
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
+import inspect
 import io
+import os
 import random
 import sys
+import tempfile
 import warnings
 from typing import Callable
 
@@ -137,10 +143,9 @@ MORE_OPS: list[tuple[str, int, tuple[str, ...], Callable]] = [
 MIN_RANK, MAX_RANK = 1, 4
 
 
-def program(seed: int, small: bool, more: bool = False
-            ) -> tuple[tuple[int, ...], list[str], Callable]:
-    """The example's shape, the steps' descriptions and the model function of ``seed``
-    (``more``: drawn from both op families)."""
+def _draw(seed: int, small: bool, more: bool) -> tuple[tuple[int, ...], list[str], list]:
+    """The example's shape, the steps' descriptions and the steps (name, op, drawn arguments)
+    of ``seed``'s program (``more``: drawn from both op families)."""
     ops = OPS + MORE_OPS if more else OPS
     draw = random.Random(seed)
     rank = draw.choice([2, 3])
@@ -156,16 +161,92 @@ def program(seed: int, small: bool, more: bool = False
         drawn = [draw.randrange(rank) if m == Axis else draw.randrange(rank + 1) if m == Place
                  else draw.choice([2, 3]) for m in makers]
         steps.append(f"{name}{tuple(drawn) if drawn else ''}")
-        calls.append((op, drawn))
+        calls.append((name, op, drawn))
         rank = 2 if name.startswith("reshape") else rank - (name == "squeeze") \
             if change is None else rank + change
+    return shape, steps, calls
+
+
+def program(seed: int, small: bool, more: bool = False
+            ) -> tuple[tuple[int, ...], list[str], Callable]:
+    """The example's shape, the steps' descriptions and the model function of ``seed``
+    (``more``: drawn from both op families)."""
+    shape, steps, calls = _draw(seed, small, more)
 
     def model(x):
-        for op, drawn in calls:
+        for _, op, drawn in calls:
             x = op(x, *drawn)
         return x
 
     return shape, steps, model
+
+
+# ``--scripted``: the same programs written out as TorchScript source and compiled with
+# torch.jit.script, so that the export reads the scripted graph (sizes as ints of the run,
+# prim::If and aten::size in the graph) instead of a trace. Each op's body is its lambda's
+# source; these are the ops whose Python form TorchScript does not compile (star arguments,
+# tuples of slices), written for it, given the drawn arguments.
+SCRIPTED_FORMS: dict[str, Callable[..., str]] = {
+    "every other": lambda a: f"x[{':, ' * a}::2]",
+    "all but the last": lambda a: f"x[{':, ' * a}:-1]",
+    "repeat": lambda a: f"x.repeat([2 if i == {a} else 1 for i in range(x.dim())])",
+    "repeat by its size":
+        lambda a: f"x.repeat([x.size({a}) if i == {a} else 1 for i in range(x.dim())])",
+    "permute reversed": lambda: "x.permute([x.dim() - 1 - i for i in range(x.dim())])",
+    "expand a new axis of 2":
+        lambda p: f"x.unsqueeze({p}).expand(x.shape[:{p}] + [2] + x.shape[{p}:])",
+    "max pooled by 2, ceil": lambda: "F.max_pool1d(x.reshape(1, -1, x.size(-1)), 2, "
+                                     "ceil_mode=True).reshape(x.shape[:-1] + [-1])",
+    "one zero row more": lambda a: f"torch.cat([x, x.new_zeros([1 if i == {a} else x.size(i) "
+                                   f"for i in range(x.dim())])], {a})",
+    "padded by its size": lambda: "F.pad(x, [0, x.size(-1)])",
+    "unbind, stacked reversed": lambda a: f"torch.stack(x.unbind({a})[::-1], {a})",
+}
+
+
+def _lambda_bodies() -> dict[str, tuple[list[str], str]]:
+    """Each op's argument names (after x) and its lambda's body, read from this file."""
+    import ast
+
+    bodies = {}
+    with open(__file__, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    for statement in tree.body:
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.value, ast.List):
+            for entry in statement.value.elts:
+                if isinstance(entry, ast.Tuple) and isinstance(entry.elts[-1], ast.Lambda):
+                    function = entry.elts[-1]
+                    bodies[entry.elts[0].value] = ([a.arg for a in function.args.args[1:]],
+                                                   ast.unparse(function.body))
+    return bodies
+
+
+def scripted(seed: int, small: bool, more: bool, folder: str) -> torch.jit.ScriptModule:
+    """``seed``'s program as a scripted module, its source written to ``folder`` (TorchScript
+    reads a function's source from its file). Raises where TorchScript cannot compile it."""
+    _, _, calls = _draw(seed, small, more)
+    bodies = _lambda_bodies()
+    lines = ["import torch", "import torch.nn.functional as F", "", "",
+             inspect.getsource(_along), ""]
+    for index, (name, _, drawn) in enumerate(calls):
+        if name in SCRIPTED_FORMS:
+            body, names = SCRIPTED_FORMS[name](*drawn), []
+        else:
+            names, body = bodies[name]
+        lines.append(f"def step_{index}(x: torch.Tensor) -> torch.Tensor:")
+        lines += [f"    {argument} = {value}" for argument, value in zip(names, drawn)]
+        lines += [f"    return {body}", "", ""]
+    lines += ["class Model(torch.nn.Module):", "    def forward(self, x):"]
+    lines += [f"        x = step_{index}(x)" for index in range(len(calls))]
+    lines += ["        return x", ""]
+    path = os.path.join(folder, f"fuzz_scripted_{seed}.py")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("\n".join(lines))
+    spec = importlib.util.spec_from_file_location(f"fuzz_scripted_{seed}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return torch.jit.script(module.Model())
 
 
 class _Model(torch.nn.Module):
@@ -177,28 +258,36 @@ class _Model(torch.nn.Module):
         return self.function(x)
 
 
-def check(seed: int, small: bool = False, paths=(None, False), more: bool = False
-          ) -> dict | None:
+def check(seed: int, small: bool = False, paths=(None, False), more: bool = False,
+          script_folder: str | None = None) -> dict | None:
     """Each path's verdict on ``seed``'s program ("ok", "MISMATCH ...", "FAIL ..."), or None
-    when the program does not run in eager at the sizes drawn (not a test)."""
+    when the program does not run in eager at the sizes drawn (not a test). With
+    ``script_folder``, the program is exported scripted (its source written there), or None
+    where TorchScript does not compile it or its scripted form computes otherwise in eager."""
     shape, steps, function = program(seed, small, more)
     draw = random.Random(seed + 1)
     example = torch.randn(shape)
     others = [torch.randn([draw.randint(2, 7) for _ in shape]) for _ in range(3)]
-    model = _Model(function)
+    model = exported = _Model(function)
     try:  # (a mean over an empty axis is NaN: so is the export's, and NaNs compare equal)
         with torch.no_grad():
             for x in (example, *others):
                 model(x)
+            if script_folder is not None:
+                exported = scripted(seed, small, more, script_folder)
+                for x in (example, *others):
+                    torch.testing.assert_close(exported(x), model(x), equal_nan=True)
     except Exception:  # noqa: BLE001 - a program torch itself refuses at some size
         return None
     verdicts = {}
     for dynamo in paths:
-        verdicts[dynamo] = _verdict(model, example, others, dynamo)
+        verdicts[dynamo] = _verdict(model, example, others, dynamo, exported)
     return {"seed": seed, "shape": shape, "steps": steps, "verdicts": verdicts}
 
 
-def _verdict(model, example, others, dynamo) -> str:
+def _verdict(model, example, others, dynamo, exported=None) -> str:
+    """``exported`` (the model, or its scripted form) exported and run in ONNX Runtime,
+    compared with ``model`` in eager."""
     import onnxruntime as ort
 
     import onnxport
@@ -208,8 +297,8 @@ def _verdict(model, example, others, dynamo) -> str:
         buffer = io.BytesIO()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            onnxport.export(model, (example,), buffer, input_names=["x"], dynamic_axes=axes,
-                            dynamo=dynamo)
+            onnxport.export(exported if exported is not None else model, (example,), buffer,
+                            input_names=["x"], dynamic_axes=axes, dynamo=dynamo)
         options = ort.SessionOptions()
         options.log_severity_level = 3
         session = ort.InferenceSession(buffer.getvalue(), options,
@@ -244,11 +333,15 @@ def main() -> int:
     parser.add_argument("--small", action="store_true", help="example sizes of 1 to 3")
     parser.add_argument("--more-ops", action="store_true",
                         help="draw from the second op family too (MORE_OPS)")
+    parser.add_argument("--scripted", action="store_true",
+                        help="export the programs scripted (torch.jit.script) instead")
     options = parser.parse_args()
     first, end = (int(v) for v in options.seeds.split(":"))
     counts = collections.Counter()
+    folder = tempfile.TemporaryDirectory() if options.scripted else None
     for seed in range(first, end):
-        result = check(seed, options.small, more=options.more_ops)
+        result = check(seed, options.small, more=options.more_ops,
+                       script_folder=folder.name if folder else None)
         if result is None:
             continue
         for path, verdict in result["verdicts"].items():

@@ -1,7 +1,7 @@
 """benchmarks/fuzz_dynamic.py's fixed sample: random chains of shape ops over inputs whose
 every axis is dynamic, on both paths, from examples of sizes 3 to 5 and of 1 to 3 (a batch of
-1), with the first op family and with both (``--more-ops``). None may be silently wrong; the
-full runs live in the script."""
+1), with the first op family and with both (``--more-ops``), traced and scripted
+(``--scripted``). None may be silently wrong; the full runs live in the script."""
 
 from __future__ import annotations
 
@@ -38,10 +38,16 @@ def test_no_silent_mismatch_with_the_second_op_family(fuzz, small, block):
     _check_block(fuzz, (23000 if small else 22000) + 8 * block, small, more=True)
 
 
-def _check_block(fuzz, first, small, more):
+@pytest.mark.parametrize("small", [False, True], ids=["sizes 3 to 5", "sizes 1 to 3"])
+def test_no_silent_mismatch_scripted(fuzz, small, tmp_path):
+    # (the programs written out as TorchScript source, compiled by torch.jit.script)
+    _check_block(fuzz, 1000 if small else 0, small, more=True, script_folder=str(tmp_path))
+
+
+def _check_block(fuzz, first, small, more, script_folder=None):
     mismatches, checked = [], 0
     for seed in range(first, first + 8):
-        result = fuzz.check(seed, small, more=more)
+        result = fuzz.check(seed, small, more=more, script_folder=script_folder)
         if result is None:
             continue
         checked += 1
