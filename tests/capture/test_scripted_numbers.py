@@ -72,3 +72,40 @@ def test_a_number_chosen_by_a_branch_on_run_time_data(model, dynamo):
     for x in (torch.randn(3, 4).abs(), -torch.randn(3, 4).abs(), torch.randn(5, 4).abs(),
               -torch.randn(5, 4).abs()):
         torch.testing.assert_close(program(x)[0], scripted(x))
+
+
+class _HalvedPerRow(torch.nn.Module):
+    def forward(self, x):
+        f = 1.0
+        for _ in range(x.size(0)):
+            f = f * 0.5
+        return x * f
+
+
+class _AnyRowPositive(torch.nn.Module):
+    def forward(self, x):
+        found = False
+        peaks = 0
+        for i in range(x.size(0)):
+            found = found or bool(x[i].sum() > 0)
+            peaks = peaks + int(x[i].argmax())
+        if found:
+            return x * 2 + peaks
+        return x - peaks
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("model", [_HalvedPerRow, _AnyRowPositive],
+                         ids=["float", "bool and int from data"])
+def test_numbers_a_loop_of_a_run_time_count_carries(model, dynamo):
+    # A float or bool carried was the first iteration's value: f * 0.5 became the constant
+    # 0.5 whatever the count, silently. So was an int the first iteration left as it was
+    # (peaks + 0 where the first row's largest value comes first), and a bool the first row
+    # left False decided the branch after the loop. The example's first row does both.
+    scripted = torch.jit.script(model())
+    example = -torch.arange(20.0).view(4, 5)
+    program = onnxport.export(scripted, (example,), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0]})
+    torch.manual_seed(0)
+    for x in (example, torch.randn(6, 5), torch.randn(3, 5) - 5, torch.randn(1, 5) + 5):
+        torch.testing.assert_close(program(x)[0], scripted(x))

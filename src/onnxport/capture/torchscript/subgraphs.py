@@ -32,6 +32,7 @@ def _propagate_loop(shape_env: Any, body: torch.fx.GraphModule, trip_count: Any,
 
     results = run(list(carried))
     general = _generalized(shape_env, list(carried), results[1:1 + len(carried)], "a loop")
+    general = _numbers_computed(shape_env, body, len(outer), general)
     if any(g is not c for g, c in zip(general, carried)):
         results = run(general)
     scanned = results[1 + len(carried):]  # one item per iteration, stacked
@@ -40,6 +41,21 @@ def _propagate_loop(shape_env: Any, body: torch.fx.GraphModule, trip_count: Any,
             and trip_count < 2 ** 63 - 1 else shape_env.create_unbacked_symint()
         scanned = [item.new_empty((count, *item.shape)) for item in scanned]
     return (*general, *scanned)
+
+
+def _numbers_computed(shape_env: Any, body: torch.fx.GraphModule, outer: int,
+                      carried: list) -> list:
+    """``carried``, with a new symbol for each number the body computes anew (not passes on):
+    its value after the first iteration, the one the run gave, says nothing of the next ones
+    (``b = b or bool(x[i].sum() > 0)`` False at the example's first row, and ``if b:`` after
+    the loop decided on that)."""
+    placeholders = [n for n in body.graph.nodes if n.op == "placeholder"][outer + 1:]
+    output = next(n for n in body.graph.nodes if n.op == "output")
+    returned = list(output.args[0])[1:1 + len(carried)]
+    makers = {bool: shape_env.create_unbacked_symbool, int: shape_env.create_unbacked_symint,
+              float: shape_env.create_unbacked_symfloat}
+    return [makers[type(value)]() if type(value) in makers and result is not placeholder
+            else value for value, placeholder, result in zip(carried, placeholders, returned)]
 
 
 def _propagate_cond(shape_env: Any, pred: Any, true_branch: torch.fx.GraphModule,
@@ -205,4 +221,12 @@ def _generalized_number(shape_env: Any, before: Any, after: Any) -> Any:
     if type(before) is int and not isinstance(after, bool) and isinstance(after, (int, torch.SymInt)) \
             and (isinstance(after, torch.SymInt) or after != before):
         return shape_env.create_unbacked_symint()
+    # (a float or a bool taken as the first run's value was folded into the body: a loop's
+    # ``f = f * 0.5`` gave 0.5 whatever the count)
+    if type(before) is float and isinstance(after, (float, int, torch.SymFloat)) and \
+            not isinstance(after, bool) and (isinstance(after, torch.SymFloat) or after != before):
+        return shape_env.create_unbacked_symfloat()
+    if type(before) is bool and isinstance(after, (bool, torch.SymBool)) and \
+            (isinstance(after, torch.SymBool) or after != before):
+        return shape_env.create_unbacked_symbool()
     return before

@@ -221,8 +221,12 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
     metas = body_graph.input_metas
     carried_metas = metas[len(metas) - len(carried):]
     optional = _optional_carried(g, body_graph, carried, carried_metas)
+    # A number carried (``f = f * 0.5``) is a 1-D [1] tensor of its type's dtype (a float a
+    # double, as a SymFloat), the same before the loop and after each iteration.
+    numbers = {k: _dtype_of(meta) for k, meta in enumerate(carried_metas)
+               if not isinstance(meta, torch.Tensor) and _dtype_of(meta) is not None}
     carried = [_optional(g, g, value, optional[k]) if k in optional else
-               value if isinstance(value, ir.Value) else g.const([value])
+               value if isinstance(value, ir.Value) else g.const([value], numbers.get(k))
                for k, value in enumerate(carried)]
     body = g.subgraph(body_graph.name)
     iteration = body.add_input(f"{body_graph.name}_iteration", ir.DataType.INT64, [])
@@ -234,6 +238,9 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
             value.type, value.shape = carried[i].type, carried[i].shape
         else:
             body_graph.set_meta(value, meta)
+        if i in numbers:
+            value.dtype, value.shape = numbers[i], ir.Shape([1])
+            carried[i] = cast(g, carried[i], numbers[i])
         inputs.append(value)
     # The iteration number is a SymInt in the body, which lives as a 1-D [1] int64 tensor.
     number = as_1d(body, iteration)
@@ -245,6 +252,9 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
             _only_passed_on(inputs[k])
             if value is not inputs[k]:
                 value = _optional(g, body, value, optional[k])
+        elif k in numbers:
+            value = body.const([value], numbers[k]) if isinstance(value, (bool, int, float)) \
+                else as_1d_of(body, value, numbers[k])
         body.add_output(value)
     if isinstance(trip_count, ir.Value):
         count = g.op("Reshape", cast(g, trip_count, ir.DataType.INT64),
@@ -260,9 +270,21 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
     results = g.op("Loop", count, start, *carried, body_g=body.graph,
                    outputs=len(outputs) - 1)
     results = (results,) if len(outputs) == 2 else results
+    for k, dtype in numbers.items():
+        results[k].dtype, results[k].shape = dtype, ir.Shape([1])
     for k in optional:
         results[k].type, results[k].shape = carried[k].type, carried[k].shape
     return results
+
+
+def as_1d_of(g, value: ir.Value, dtype: ir.DataType) -> ir.Value:
+    """A number a loop body computed, as the carried 1-D [1] value of ``dtype``."""
+    value = cast(g, value, dtype)
+    if value.shape is not None and len(value.shape) == 1:
+        return value
+    out = g.op("Reshape", value, g.const([1]))
+    out.dtype, out.shape = dtype, ir.Shape([1])
+    return out
 
 
 def _optional_carried(g, body_graph, carried: list, metas: list) -> dict[int, ir.Value]:
