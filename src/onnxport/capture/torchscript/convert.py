@@ -18,6 +18,7 @@ from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_ED
                                                      StackedList, returned_as_sequences,
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import block_arguments, convert_if
+from onnxport.capture.torchscript.pieces import convert_piece_from_the_end
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.uninitialized import convert_uninitialized
 from onnxport.capture.torchscript.unrolling import KEPT_LOOPS, _KEPT, _convert_loop_node
@@ -426,10 +427,13 @@ def _rank(value: torch._C.Value) -> int | None:
 
 def _convert_getitem(self, node):
     """TS2FXGraphConverter.convert_aten___getitem__, and an item of a list a loop appended to
-    (:class:`StackedList`): that row of the stacked items."""
+    (:class:`StackedList`): that row of the stacked items; a piece of a split counted from
+    the end, computed from the size (:mod:`.pieces`)."""
     from torch._export.converter import TS2FXGraphConverter
 
     container = self.get_fx_value_by_ir_value(node.inputsAt(0))
+    if convert_piece_from_the_end(self, node):
+        return None
     if not isinstance(container, StackedList):
         return TS2FXGraphConverter.convert_aten___getitem__(self, node)
     index = self.get_fx_value_by_ir_value(node.inputsAt(1))
