@@ -18,7 +18,8 @@ from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_ED
                                                      StackedList, returned_as_sequences,
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import block_arguments, convert_if
-from onnxport.capture.torchscript.pieces import convert_piece_from_the_end
+from onnxport.capture.torchscript.pieces import convert_piece
+from onnxport.capture.torchscript.ranks import known_ranks
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.uninitialized import convert_uninitialized
 from onnxport.capture.torchscript.unrolling import KEPT_LOOPS, _KEPT, _convert_loop_node
@@ -138,6 +139,7 @@ def _converter_class():
         _identify_inputs_as_arguments = block_arguments
         convert_aten_len = _convert_len
         convert_aten_list = _convert_list
+        convert_aten_size = _convert_size
         convert_call_function_op = _convert_call
         convert_aten___getitem__ = _convert_getitem
         _convert_block_to_subgraph = _convert_blocks
@@ -293,8 +295,9 @@ def _init_converter(self, *args, **kwargs):
 
     TS2FXGraphConverter.__init__(self, *args, **kwargs)
     # torch's converter sets a handler on each instance for its standard operators; the
-    # class's own for len wins.
+    # class's own for len and size win.
     self.__dict__.pop("convert_aten_len", None)
+    self.__dict__.pop("convert_aten_size", None)
     self.stack_traces = {}  # a source range's text -> its stack trace (_provenance)
     self.handlers = {}  # a node kind -> the method converting it (looked up once)
 
@@ -414,10 +417,35 @@ def _convert_list(self, node):
     rank = _rank(node.input().node().inputsAt(0)) if isinstance(items, torch.fx.Node) and \
         items.target in (torch.ops.aten.sym_size, torch.ops.aten.sym_size.default) else None
     if rank is not None:
-        self.name_to_node[name] = [self.fx_graph.call_function(
-            torch.ops.aten.sym_size.int, (items.args[0], k)) for k in range(rank)]
+        self.name_to_node[name] = _sizes(self, items.args[0], rank)
     else:
         self.convert_call_function_op(node)
+
+
+def _convert_size(self, node):
+    """``x.shape`` (``aten::size`` of a whole tensor) of a known rank: a list of its sizes,
+    one read each, which list ops take item by item (``y.shape[:1] + [2] + y.shape[1:]``:
+    torch's slice of a list of symbolic sizes failed: "Expected a value of type 'List[t]'")."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    if node.inputsSize() != 1:  # (x.size(d): torch's, a sym_size call)
+        return TS2FXGraphConverter._convert_standard_operators(self, node)
+    rank = _rank(node.inputsAt(0))
+    if rank is None:  # (a value TorchScript types as any Tensor: the scripted graph's ranks)
+        block = node.owningBlock()
+        while block.owningNode() is not None:
+            block = block.owningNode().owningBlock()
+        rank = known_ranks(block).get(node.inputsAt(0))
+    if not isinstance(rank, int):
+        return TS2FXGraphConverter._convert_standard_operators(self, node)
+    tensor = self.get_fx_value_by_ir_value(node.inputsAt(0))
+    self.name_to_node[node.output().debugName()] = _sizes(self, tensor, rank)
+    return None
+
+
+def _sizes(self, tensor: torch.fx.Node, rank: int) -> list:
+    return [self.fx_graph.call_function(torch.ops.aten.sym_size.int, (tensor, k))
+            for k in range(rank)]
 
 
 def _rank(value: torch._C.Value) -> int | None:
@@ -427,12 +455,12 @@ def _rank(value: torch._C.Value) -> int | None:
 
 def _convert_getitem(self, node):
     """TS2FXGraphConverter.convert_aten___getitem__, and an item of a list a loop appended to
-    (:class:`StackedList`): that row of the stacked items; a piece of a split counted from
-    the end, computed from the size (:mod:`.pieces`)."""
+    (:class:`StackedList`): that row of the stacked items; a piece of a split, computed from
+    the size (:mod:`.pieces`)."""
     from torch._export.converter import TS2FXGraphConverter
 
     container = self.get_fx_value_by_ir_value(node.inputsAt(0))
-    if convert_piece_from_the_end(self, node):
+    if convert_piece(self, node):
         return None
     if not isinstance(container, StackedList):
         return TS2FXGraphConverter.convert_aten___getitem__(self, node)

@@ -37,13 +37,14 @@ _FACTORIES = {"aten::zeros", "aten::ones", "aten::empty", "aten::full", "aten::r
 _CELLS = {"aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell"}
 
 
-def known_ranks(graph: torch._C.Graph) -> dict[torch._C.Value, Any]:
+def known_ranks(graph: torch._C.Graph | torch._C.Block) -> dict[torch._C.Value, Any]:
     """The rank of each value the inference decides: an int for a tensor; a tuple of them for
-    a tuple or a list built of tensors; ``("list", r)`` for a list of tensors of rank r."""
+    a tuple or a list built of tensors; ``("list", r)`` for a list of tensors of rank r. (Of
+    a graph, or of its top block.)"""
     ranks: dict[torch._C.Value, Any] = {}
     for value in graph.inputs():
         _seed(value, ranks)
-    _walk(graph.block(), ranks)
+    _walk(graph.block() if isinstance(graph, torch._C.Graph) else graph, ranks)
     return ranks
 
 

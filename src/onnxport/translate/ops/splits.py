@@ -145,6 +145,9 @@ def split_(g, self, split_size_or_sections, dim=0):
     if isinstance(sections, ir.Value) and sections.meta.get("symint") is None:
         # tensor_split at the positions held in a 1-d tensor: the sizes are data.
         return _split_at_tensor_indices(g, self, sections, dim)
+    if isinstance(sections, (list, tuple)) and "tensor_split" not in g.provenance.aten:
+        # split.sizes (scripted x.split([1, n - 1], d)): sizes, some of the run
+        return split_with_sizes(g, self, sections, dim)
     return list(_split_by_expected(g, self, dim, sections))
 
 
