@@ -145,3 +145,40 @@ def test_the_sizes_of_a_tensor_made_in_the_script(model, dynamo):
                               dynamic_axes={"x": [0, 1]})
     for x in (torch.randn(3, 4), torch.randn(5, 7), torch.randn(2, 2)):
         torch.testing.assert_close(program(x)[0], scripted(x))
+
+
+class _RanksOfWhatTheScriptMakes(torch.nn.Module):
+    def forward(self, x):
+        return [x.flip(0).dim(), x[:, ::2].dim(), x.narrow(1, 1, 2).dim(),
+                x.sum(1, keepdim=True).dim(), x.sum(1).dim(), x.sum([0, 1]).dim(),
+                x.mean(0).dim(), x.flatten(0, 1).dim(), x.max(1)[0].dim(),
+                x.max(1, keepdim=True)[1].dim(), x.topk(1, 1)[1].dim(),
+                torch.nn.functional.pad(x, [1, 2]).dim(), x.repeat_interleave(2, 1).dim(),
+                x.repeat_interleave(2).dim(), x.std(1, True, True).dim(), x.var(1).dim(),
+                x.amax([0]).dim(), x.argmax().dim(), x.argmax(1, True).dim(),
+                x.cumprod(0).dim(), x.repeat([2, 1, 1]).dim(), x.sum().dim(),
+                x.logsumexp([0, 2], False).dim(), x.any(1).dim()]
+
+
+class _RepeatedAlongTheFirstAxis(torch.nn.Module):
+    def forward(self, x):
+        y = x.flip(0)[:, ::2].sum(1, keepdim=True).cumprod(0)
+        return y.repeat([2 if i == 0 else 1 for i in range(y.dim())])
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_the_rank_of_a_tensor_the_script_makes(dynamo):
+    # Scripted code reads dim() of what it makes (a list comprehension over range(y.dim()),
+    # the fuzzer's repeat): the rank of the ops' results is inferred from the inputs', so
+    # the loop has a count known while converting. A wrong rank would be folded silently:
+    # each dim() here is compared with eager's.
+    scripted = torch.jit.script(_RanksOfWhatTheScriptMakes())
+    program = onnxport.export(scripted, (torch.randn(3, 4, 5),), dynamo=dynamo,
+                              input_names=["x"], dynamic_axes={"x": [0, 1, 2]})
+    x = torch.randn(4, 6, 2)
+    assert [int(r) for r in program(x)] == scripted(x)
+    scripted = torch.jit.script(_RepeatedAlongTheFirstAxis())
+    program = onnxport.export(scripted, (torch.randn(3, 4),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0, 1]})
+    for x in (torch.randn(3, 4), torch.randn(5, 7)):
+        torch.testing.assert_close(program(x)[0], scripted(x))

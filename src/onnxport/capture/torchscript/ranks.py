@@ -21,7 +21,29 @@ _SAME = {
     "aten::empty_like", "aten::full_like", "aten::rand_like", "aten::randn_like",
     "aten::linear", "aten::reciprocal", "aten::sign", "aten::floor", "aten::ceil",
     "aten::round", "aten::scaled_dot_product_attention",
+    # (slices, reorders, gathers and writes, unary math, pads, pools and resizes of a batch)
+    "aten::slice", "aten::narrow", "aten::flip", "aten::roll", "aten::tril", "aten::triu",
+    "aten::index_select", "aten::gather", "aten::scatter", "aten::scatter_add",
+    "aten::index_put", "aten::index_put_", "aten::index_fill", "aten::index_copy",
+    "aten::index_add", "aten::masked_scatter", "aten::masked_fill_", "aten::cumprod",
+    "aten::logcumsumexp", "aten::diff", "aten::argsort", "aten::expand_as", "aten::view_as",
+    "aten::reshape_as", "aten::constant_pad_nd", "aten::pad", "aten::sin", "aten::cos",
+    "aten::erf", "aten::square", "aten::softplus", "aten::elu", "aten::selu", "aten::celu",
+    "aten::hardswish", "aten::hardsigmoid", "aten::relu6", "aten::mish", "aten::logit",
+    "aten::clamp_min", "aten::clamp_max", "aten::nan_to_num", "aten::bitwise_not",
+    "aten::logical_not", "aten::isnan", "aten::fill_", "aten::zero_", "aten::copy_",
+    "aten::add_", "aten::sub_", "aten::mul_", "aten::div_", "aten::clamp_", "aten::relu_",
+    "aten::sigmoid_", "aten::tanh_", "aten::upsample_nearest1d", "aten::upsample_nearest2d",
+    "aten::upsample_bilinear2d", "aten::max_pool1d", "aten::max_pool2d", "aten::avg_pool1d",
+    "aten::avg_pool2d", "aten::adaptive_avg_pool2d", "aten::instance_norm",
 }
+# Ops of several results, each of their tensor's rank (values and indices).
+_SAME_EACH = {"aten::topk", "aten::sort", "aten::cummax", "aten::cummin"}
+# Reductions over dims given (an int, a list, or none: every dim), keepdim after them.
+# (Not std and var, whose unbiased comes before keepdim.)
+_REDUCTIONS = {"aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::prod",
+               "aten::logsumexp", "aten::all", "aten::any", "aten::argmax", "aten::argmin",
+               "aten::max", "aten::min", "aten::median", "aten::mode"}
 # Ops whose result broadcasts their tensor arguments: the largest rank.
 _BROADCAST = {
     "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::where", "aten::maximum",
@@ -32,7 +54,7 @@ _BROADCAST = {
 # Factories sized by a list: its length.
 _FACTORIES = {"aten::zeros", "aten::ones", "aten::empty", "aten::full", "aten::rand",
               "aten::randn", "aten::view", "aten::reshape", "aten::expand", "aten::new_zeros",
-              "aten::new_ones", "aten::new_empty", "aten::new_full"}
+              "aten::new_ones", "aten::new_empty", "aten::new_full", "aten::repeat"}
 # Recurrent cells: each result has the rank of the state given (input batched or not alike).
 _CELLS = {"aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell"}
 
@@ -146,6 +168,20 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
         result = known[0] - 1
     elif kind == "aten::unsqueeze" and isinstance(known[0], int):
         result = known[0] + 1
+    elif kind in _SAME_EACH and known and isinstance(known[0], int):
+        for output in outputs:
+            ranks[output] = known[0]
+        return
+    elif kind in _REDUCTIONS and known and isinstance(known[0], int):
+        _reduced(node, known[0], inputs, outputs, ranks)
+        return
+    elif kind == "aten::repeat_interleave" and isinstance(known[0], int) and \
+            len(inputs) > 2 and inputs[2].node().kind() == "prim::Constant":
+        result = 1 if inputs[2].toIValue() is None else known[0]  # (no dim: flattened)
+    elif kind == "aten::flatten" and isinstance(known[0], int) and len(inputs) == 3:
+        start, end = (value.toIValue() for value in inputs[1:])
+        if isinstance(start, int) and isinstance(end, int) and known[0] > 0:
+            result = known[0] - (end % known[0] - start % known[0])
     elif kind in ("aten::bmm", "aten::baddbmm"):
         result = 3
     elif kind == "aten::matmul" and all(isinstance(r, int) and r >= 2 for r in known[:2]):
@@ -188,6 +224,30 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
     if result is not None and len(outputs) == 1 and (
             isinstance(outputs[0].type(), torch._C.TensorType) or isinstance(result, tuple)):
         ranks[outputs[0]] = result
+
+
+def _reduced(node: torch._C.Node, rank: int, inputs: list, outputs: list, ranks: dict) -> None:
+    """The rank of a reduction's results: ``rank`` less the dims it reduces (every dim where
+    none is given), or ``rank`` with keepdim. Only constant dims and keepdim decide."""
+    dims = inputs[1].toIValue() if len(inputs) > 1 and \
+        inputs[1].node().kind() == "prim::Constant" else "unknown"
+    # (keepdim follows the dims)
+    keep = inputs[2].toIValue() if len(inputs) > 2 and \
+        inputs[2].node().kind() == "prim::Constant" else None
+    if dims == "unknown" or \
+            (len(inputs) > 1 and not isinstance(keep, bool)):
+        return
+    if isinstance(dims, bool) or not isinstance(dims, (int, list, tuple, type(None))):
+        return  # (an overload whose second input is no dim: max(a, b), std's unbiased)
+    if keep:
+        result = rank
+    elif dims is None or dims == []:  # (an empty list of dims is every dim)
+        result = 0
+    else:
+        result = rank - (1 if isinstance(dims, int) else len(dims))
+    for output in outputs:
+        if isinstance(output.type(), torch._C.TensorType):
+            ranks[output] = result
 
 
 def _length(sizes: torch._C.Value) -> int | None:
