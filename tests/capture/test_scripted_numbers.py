@@ -182,3 +182,32 @@ def test_the_rank_of_a_tensor_the_script_makes(dynamo):
                               dynamic_axes={"x": [0, 1]})
     for x in (torch.randn(3, 4), torch.randn(5, 7)):
         torch.testing.assert_close(program(x)[0], scripted(x))
+
+
+class _AddedWhereTheShapesMatch(torch.nn.Module):
+    def forward(self, x, y):
+        if x.shape == y.shape:
+            return x + y
+        return x
+
+
+class _JoinedWhereTheRowsAgree(torch.nn.Module):
+    def forward(self, x, y):
+        if x.shape[1:] != y.shape[1:]:
+            return x
+        return torch.cat([x, y], 0)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("model", [_AddedWhereTheShapesMatch, _JoinedWhereTheRowsAgree],
+                         ids=["==", "!= of slices"])
+def test_shapes_compared_decide_at_run_time(model, dynamo):
+    # x.shape == y.shape was the example's answer, True: the branch was decided for every
+    # size, and a y of one row was added to an x of six (broadcast), silently. The sizes
+    # are compared one by one, an ONNX If on the result.
+    scripted = torch.jit.script(model())
+    program = onnxport.export(scripted, (torch.randn(4, 5), torch.randn(4, 5)), dynamo=dynamo,
+                              input_names=["x", "y"], dynamic_axes={"x": [0, 1], "y": [0, 1]})
+    for x, y in [(torch.randn(4, 5), torch.randn(4, 5)), (torch.randn(6, 7), torch.randn(1, 7)),
+                 (torch.randn(6, 2), torch.randn(3, 2)), (torch.randn(2, 3), torch.randn(2, 4))]:
+        torch.testing.assert_close(program(x, y)[0], scripted(x, y))

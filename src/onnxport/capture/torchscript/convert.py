@@ -19,7 +19,8 @@ from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_ED
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import block_arguments, convert_if
 from onnxport.capture.torchscript.pieces import convert_piece
-from onnxport.capture.torchscript.ranks import known_ranks
+from onnxport.capture.torchscript.size_lists import (LIST_COMPARISONS, compared_lists,
+                                                      convert_size, list_op, sizes_listed)
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.uninitialized import convert_uninitialized
 from onnxport.capture.torchscript.unrolling import KEPT_LOOPS, _KEPT, _convert_loop_node
@@ -139,7 +140,7 @@ def _converter_class():
         _identify_inputs_as_arguments = block_arguments
         convert_aten_len = _convert_len
         convert_aten_list = _convert_list
-        convert_aten_size = _convert_size
+        convert_aten_size = convert_size
         convert_call_function_op = _convert_call
         convert_aten___getitem__ = _convert_getitem
         _convert_block_to_subgraph = _convert_blocks
@@ -417,35 +418,9 @@ def _convert_list(self, node):
     rank = _rank(node.input().node().inputsAt(0)) if isinstance(items, torch.fx.Node) and \
         items.target in (torch.ops.aten.sym_size, torch.ops.aten.sym_size.default) else None
     if rank is not None:
-        self.name_to_node[name] = _sizes(self, items.args[0], rank)
+        self.name_to_node[name] = sizes_listed(self.fx_graph, items.args[0], rank)
     else:
         self.convert_call_function_op(node)
-
-
-def _convert_size(self, node):
-    """``x.shape`` (``aten::size`` of a whole tensor) of a known rank: a list of its sizes,
-    one read each, which list ops take item by item (``y.shape[:1] + [2] + y.shape[1:]``:
-    torch's slice of a list of symbolic sizes failed: "Expected a value of type 'List[t]'")."""
-    from torch._export.converter import TS2FXGraphConverter
-
-    if node.inputsSize() != 1:  # (x.size(d): torch's, a sym_size call)
-        return TS2FXGraphConverter._convert_standard_operators(self, node)
-    rank = _rank(node.inputsAt(0))
-    if rank is None:  # (a value TorchScript types as any Tensor: the scripted graph's ranks)
-        block = node.owningBlock()
-        while block.owningNode() is not None:
-            block = block.owningNode().owningBlock()
-        rank = known_ranks(block).get(node.inputsAt(0))
-    if not isinstance(rank, int):
-        return TS2FXGraphConverter._convert_standard_operators(self, node)
-    tensor = self.get_fx_value_by_ir_value(node.inputsAt(0))
-    self.name_to_node[node.output().debugName()] = _sizes(self, tensor, rank)
-    return None
-
-
-def _sizes(self, tensor: torch.fx.Node, rank: int) -> list:
-    return [self.fx_graph.call_function(torch.ops.aten.sym_size.int, (tensor, k))
-            for k in range(rank)]
 
 
 def _rank(value: torch._C.Value) -> int | None:
@@ -517,6 +492,13 @@ def _convert_call(self, node):
         # stacked items of a list, their count the axis' size (a list of values has no
         # run-time length).
         self.name_to_node[node.output().debugName()] = StackedList(rows, source_line(node))
+        return
+    if (listed := list_op(target, args)) is not None:
+        self.name_to_node[node.output().debugName()] = listed
+        return
+    if target in LIST_COMPARISONS and all(isinstance(a, (list, tuple)) for a in args):
+        # (x.shape == y.shape: the sizes compared one by one, a condition of the run)
+        self.name_to_node[node.output().debugName()] = compared_lists(self.fx_graph, target, *args)
         return
     if target in ARANGE_OUTS and "out" in kwargs and (dtype := _traced_dtype(node)) is not None:
         target, kwargs = functional_arange(target, kwargs, dtype)  # (else the fake run does)
