@@ -157,7 +157,9 @@ class _RanksOfWhatTheScriptMakes(torch.nn.Module):
                 x.repeat_interleave(2).dim(), x.std(1, True, True).dim(), x.var(1).dim(),
                 x.amax([0]).dim(), x.argmax().dim(), x.argmax(1, True).dim(),
                 x.cumprod(0).dim(), x.repeat([2, 1, 1]).dim(), x.sum().dim(),
-                x.logsumexp([0, 2], False).dim(), x.any(1).dim()]
+                x.logsumexp([0, 2], False).dim(), x.any(1).dim(), x.mean().dim(),
+                x.max().dim(), (x > x.mean()).dim(), x.reshape(-1).view(x.shape).dim(),
+                x.sum(dtype=torch.float64).dim()]
 
 
 class _RepeatedAlongTheFirstAxis(torch.nn.Module):

@@ -49,9 +49,10 @@ def _converted(state: _ConverterState) -> torch.fx.GraphModule:
             warnings.simplefilter("ignore")
             # (A traced graph has no branch: walking its nodes in Python is then time lost. A
             # warning left where scripting decided its branch, F.grid_sample's on a default
-            # align_corners, goes there too.)
-            if state.ts_graph.findNode("prim::If", True) is not None or \
-                    state.ts_graph.findNode("aten::warn", True) is not None:
+            # align_corners, goes there too; and a loop, whose count may be a rank the graph
+            # knows: [... for i in range(y.dim())].)
+            if any(state.ts_graph.findNode(kind, True) is not None
+                   for kind in ("prim::If", "aten::warn", "prim::Loop")):
                 decide_branches(state.ts_graph, state.distinct_inputs)
             paths = _lift_attributes(state)
             blocks, attribute_names = _lifted_attributes(state.ts_graph)

@@ -191,7 +191,7 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
         result = known[0] - 1 + _length(inputs[2])
     elif kind in _FACTORIES:
         sizes = next((v for v in inputs if isinstance(v.type(), torch._C.ListType)), None)
-        result = _length(sizes) if sizes is not None else None
+        result = _length(sizes, ranks) if sizes is not None else None
     elif kind in _CELLS and len(inputs) > 1:
         state = known[1]
         rank = state[0] if isinstance(state, tuple) and state else state
@@ -229,14 +229,17 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
 def _reduced(node: torch._C.Node, rank: int, inputs: list, outputs: list, ranks: dict) -> None:
     """The rank of a reduction's results: ``rank`` less the dims it reduces (every dim where
     none is given), or ``rank`` with keepdim. Only constant dims and keepdim decide."""
-    dims = inputs[1].toIValue() if len(inputs) > 1 and \
-        inputs[1].node().kind() == "prim::Constant" else "unknown"
-    # (keepdim follows the dims)
-    keep = inputs[2].toIValue() if len(inputs) > 2 and \
-        inputs[2].node().kind() == "prim::Constant" else None
-    if dims == "unknown" or \
-            (len(inputs) > 1 and not isinstance(keep, bool)):
-        return
+    if len(inputs) == 1 or len(inputs) == 2 and node.kind() in ("aten::sum", "aten::mean",
+                                                                "aten::prod"):
+        dims, keep = None, False  # (of every element: x.max(), x.sum(dtype=...))
+    else:
+        dims = inputs[1].toIValue() if inputs[1].node().kind() == "prim::Constant" \
+            else "unknown"
+        # (keepdim follows the dims)
+        keep = inputs[2].toIValue() if len(inputs) > 2 and \
+            inputs[2].node().kind() == "prim::Constant" else None
+        if dims == "unknown" or not isinstance(keep, bool):
+            return
     if isinstance(dims, bool) or not isinstance(dims, (int, list, tuple, type(None))):
         return  # (an overload whose second input is no dim: max(a, b), std's unbiased)
     if keep:
@@ -250,9 +253,13 @@ def _reduced(node: torch._C.Node, rank: int, inputs: list, outputs: list, ranks:
             ranks[output] = result
 
 
-def _length(sizes: torch._C.Value) -> int | None:
-    """The length of a list of sizes, built in the graph or folded to a constant."""
+def _length(sizes: torch._C.Value, ranks: dict | None = None) -> int | None:
+    """The length of a list of sizes, built in the graph, folded to a constant, or a tensor's
+    shape (``x.view(y.shape)``) of a rank known."""
     maker = sizes.node()
+    if maker.kind() == "aten::size" and maker.inputsSize() == 1 and ranks is not None:
+        rank = ranks.get(maker.inputsAt(0))
+        return rank if isinstance(rank, int) else None
     if maker.kind() == "prim::ListConstruct":
         return maker.inputsSize()
     if maker.kind() == "prim::Constant" and isinstance(sizes.toIValue(), (list, tuple)):
