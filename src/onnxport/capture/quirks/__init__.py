@@ -8,6 +8,7 @@
   lstsq_shapes.py        linalg_lstsq's fake kernel with the static shapes it has
   fused_cells.py         LSTMCell/GRUCell on a GPU: zero biases, fake kernels of the fused cells
   grouped_mm.py          aten::_grouped_mm (mixtures of experts) on fake tensors of any float
+  unique_indices.py      aten::_unique2's fake indices int64 (torch 2.11's took the input's)
   fake_kernels.py        (fake kernels given to ATen ops while a step runs: the helper)
   attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing,
                          and in scripted code)
@@ -59,7 +60,9 @@ def applied(step: str) -> Iterator[None]:
             from onnxport.capture.quirks.grouped_mm import grouped_mm_of_any_float
             from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
             from onnxport.capture.quirks.recurrent_shapes import shape_only_recurrent_layers
+            from onnxport.capture.quirks.unique_indices import unique_indices_of_int64
 
+            stack.enter_context(unique_indices_of_int64())
             stack.enter_context(static_lstsq_shapes())
             stack.enter_context(shape_only_recurrent_layers())
             stack.enter_context(fake_fused_cells())
@@ -129,8 +132,9 @@ def _patched_for_torch_export() -> Iterator[None]:
     from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
     from onnxport.capture.quirks.recurrent_shapes import shape_only_recurrent_layers
     from onnxport.capture.quirks.transformer_masks import causal_hint_as_given
+    from onnxport.capture.quirks.unique_indices import unique_indices_of_int64
 
     hf_cache.register_if_loaded()
     with shape_only_recurrent_layers(), static_lstsq_shapes(), causal_hint_as_given(), \
-            grouped_mm_of_any_float():
+            grouped_mm_of_any_float(), unique_indices_of_int64():
         yield
