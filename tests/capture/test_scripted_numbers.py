@@ -5,6 +5,8 @@ eager at the example's size and at others."""
 
 from __future__ import annotations
 
+from typing import List
+
 import pytest
 import torch
 
@@ -213,3 +215,44 @@ def test_shapes_compared_decide_at_run_time(model, dynamo):
     for x, y in [(torch.randn(4, 5), torch.randn(4, 5)), (torch.randn(6, 7), torch.randn(1, 7)),
                  (torch.randn(6, 2), torch.randn(3, 2)), (torch.randn(2, 3), torch.randn(2, 4))]:
         torch.testing.assert_close(program(x, y)[0], scripted(x, y))
+
+
+class _RepeatedFirst(torch.nn.Module):
+    def forward(self, x):
+        times = [1] * x.dim()
+        times[0] = 2
+        return x.repeat(times)
+
+
+class _AsManyAsTheSizes(torch.nn.Module):
+    def forward(self, x):
+        sizes: List[int] = x.shape
+        return x.reshape(-1)[:sum(sizes)]
+
+
+class _DoubledWhereThreeOrFourWide(torch.nn.Module):
+    def forward(self, x):
+        if x.size(-1) in [3, 4]:
+            return x * 2
+        return x
+
+
+class _HalfAndRemainder(torch.nn.Module):
+    def forward(self, x):
+        half, odd = divmod(x.size(1), 2)
+        return x[:, :half + odd]
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("model", [_RepeatedFirst, _AsManyAsTheSizes,
+                                   _DoubledWhereThreeOrFourWide, _HalfAndRemainder],
+                         ids=["[1] * rank", "sum of sizes", "size in a list", "divmod"])
+def test_sizes_in_python_list_and_number_ops(model, dynamo):
+    # Python's ops on sizes ran on the example's values: sum(x.shape) was 12 at every size
+    # and ``x.size(-1) in [3, 4]`` the example's answer, silently; [1] * x.dim() and divmod
+    # of a size failed. They are done on the sizes one by one.
+    scripted = torch.jit.script(model())
+    program = onnxport.export(scripted, (torch.randn(4, 5, 3),), dynamo=dynamo,
+                              input_names=["x"], dynamic_axes={"x": [0, 1, 2]})
+    for x in (torch.randn(4, 5, 3), torch.randn(6, 7, 4), torch.randn(2, 2, 5)):
+        torch.testing.assert_close(program(x)[0], scripted(x))

@@ -20,7 +20,8 @@ from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_ED
 from onnxport.capture.torchscript.loops import block_arguments, convert_if
 from onnxport.capture.torchscript.pieces import convert_piece
 from onnxport.capture.torchscript.size_lists import (LIST_COMPARISONS, compared_lists,
-                                                      convert_size, list_op, sizes_listed)
+                                                      convert_contains, convert_size, list_op,
+                                                      sizes_listed)
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.uninitialized import convert_uninitialized
 from onnxport.capture.torchscript.unrolling import KEPT_LOOPS, _KEPT, _convert_loop_node
@@ -142,6 +143,7 @@ def _converter_class():
         convert_aten_len = _convert_len
         convert_aten_list = _convert_list
         convert_aten_size = convert_size
+        convert_aten___contains__ = convert_contains
         convert_call_function_op = _convert_call
         convert_aten___getitem__ = _convert_getitem
         _convert_block_to_subgraph = _convert_blocks
@@ -297,9 +299,10 @@ def _init_converter(self, *args, **kwargs):
 
     TS2FXGraphConverter.__init__(self, *args, **kwargs)
     # torch's converter sets a handler on each instance for its standard operators; the
-    # class's own for len and size win.
+    # class's own for len, size and "in" win.
     self.__dict__.pop("convert_aten_len", None)
     self.__dict__.pop("convert_aten_size", None)
+    self.__dict__.pop("convert_aten___contains__", None)
     self.stack_traces = {}  # a source range's text -> its stack trace (_provenance)
     self.handlers = {}  # a node kind -> the method converting it (looked up once)
 
@@ -494,8 +497,10 @@ def _convert_call(self, node):
         # run-time length).
         self.name_to_node[node.output().debugName()] = StackedList(rows, source_line(node))
         return
-    if (listed := list_op(target, args)) is not None:
-        self.name_to_node[node.output().debugName()] = listed
+    if (listed := list_op(self.fx_graph, target, args)) is not None:
+        outputs = _outputs(node)
+        for output, value in zip(outputs, listed if len(outputs) > 1 else [listed]):
+            self.name_to_node[output.debugName()] = value  # (divmod's two results)
         return
     if target in LIST_COMPARISONS and all(isinstance(a, (list, tuple)) for a in args):
         # (x.shape == y.shape: the sizes compared one by one, a condition of the run)

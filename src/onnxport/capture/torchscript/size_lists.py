@@ -15,14 +15,36 @@ from onnxport.capture.torchscript.ranks import known_ranks
 LIST_COMPARISONS = (torch.ops.aten.eq.int_list, torch.ops.aten.ne.int_list)
 
 
-def list_op(target: Any, args: list) -> list | None:
-    """A slice (``x.shape[1:]``) or a join (``a + b``) of lists the converter holds item by
-    item, done on them; None for any other call."""
-    if target is torch.ops.aten.slice.t and isinstance(args[0], (list, tuple)) and \
+def list_op(graph: torch.fx.Graph, target: Any, args: list) -> Any:
+    """A call on lists the converter holds item by item (sizes among them), done on the
+    items: a slice (``x.shape[1:]``), a join (``a + b``), a repeat (``[1] * x.dim()``), a sum
+    (``sum(x.shape)``), ``n in [3, 4]``, ``divmod(n, 2)``; None for any other call. (torch's
+    ops on a list of symbolic sizes take the example's values: ``sum(x.shape)`` was the
+    example's sum at every size, silently.)"""
+    items = args[0] if args and isinstance(args[0], (list, tuple)) else None
+    if target is torch.ops.aten.slice.t and items is not None and \
             all(a is None or type(a) is int for a in args[1:]):
-        return list(args[0][slice(*args[1:])])
+        return list(items[slice(*args[1:])])
     if target is torch.ops.aten.add.t and all(isinstance(a, (list, tuple)) for a in args):
         return [*args[0], *args[1]]
+    if target is torch.ops.aten.mul.left_t and items is not None and type(args[1]) is int:
+        return list(items) * args[1]
+    if target is torch.ops.aten.sum.int and items is not None:
+        total: Any = 0
+        for item in items:
+            total = total + item if isinstance(item, int) and isinstance(total, int) else \
+                graph.call_function(operator.add, (total, item))
+        return total
+    if target is torch.ops.aten.__contains__.int_list and items is not None and \
+            not all(type(a) is int for a in (args[1], *items)):
+        found: Any = False
+        for item in items:
+            same = graph.call_function(operator.eq, (args[1], item))
+            found = same if found is False else graph.call_function(operator.or_, (found, same))
+        return found
+    if target is torch.ops.aten.divmod.int and not all(isinstance(a, int) for a in args):
+        return (graph.call_function(operator.floordiv, tuple(args)),
+                graph.call_function(operator.mod, tuple(args)))
     return None
 
 
@@ -72,3 +94,18 @@ def compared_lists(graph: torch.fx.Graph, target: Any, first: list, second: list
     if target is torch.ops.aten.eq.int_list:
         return equal
     return not equal if isinstance(equal, bool) else graph.call_function(torch.sym_not, (equal,))
+
+
+def convert_contains(converter: Any, node: torch._C.Node) -> None:
+    """``n in [3, 4]`` of ints, sizes among them: compared one by one (torch's converter runs
+    Python's ``in``, which took the example's answer); anything else as torch's converter
+    does."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    if node.inputsAt(0).type() == torch._C.ListType.ofInts():
+        args = [converter.get_fx_value_by_ir_value(value) for value in node.inputs()]
+        found = list_op(converter.fx_graph, torch.ops.aten.__contains__.int_list, args)
+        if found is not None:
+            converter.name_to_node[node.output().debugName()] = found
+            return
+    TS2FXGraphConverter._convert_standard_operators(converter, node)
