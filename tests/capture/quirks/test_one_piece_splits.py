@@ -125,6 +125,14 @@ class _ScriptedFirstPieceSized(torch.nn.Module):
         return y + y.new_zeros(y.shape)
 
 
+class _ScriptedPieceCounted(torch.nn.Module):
+    def forward(self, x):
+        last = x.chunk(2, 1)[-1]
+        piece = (last * last.size(1)).split(2, 1)[0]
+        piece = piece / piece.numel()
+        return piece @ piece.transpose(-1, -2)
+
+
 class _ScriptedSecondToLast(torch.nn.Module):
     def forward(self, x):
         return x.split(2, 1)[-2], x.chunk(2, 0)[-2], x.split(2, 0)[1]
@@ -157,6 +165,15 @@ def test_a_piece_of_a_split_in_scripted_code(example, dynamo):
         (actual,), expected = program(x), scripted(x)
         assert actual.shape == expected.shape, (shape, actual.shape, expected.shape)
         torch.testing.assert_close(actual, expected)
+    # split(2)[0] of a piece 2 wide at the example: torch took its width as 2 at every size
+    # (its slice's end past the size), and numel was twice the piece's at a width of 1
+    # (fuzz_dynamic --scripted seed 57081, silently).
+    scripted = torch.jit.script(_ScriptedPieceCounted())
+    program = onnxport.export(scripted, (torch.randn(5, 5),), input_names=["x"],
+                              dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)
+    for shape in [(5, 5), (6, 3), (4, 8), (3, 2)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x)[0], scripted(x))
     scripted = torch.jit.script(_ScriptedSecondToLast())
     program = onnxport.export(scripted, (torch.randn(4, 6),), input_names=["x"],
                               dynamic_axes={"x": {0: "a", 1: "b"}}, dynamo=dynamo)

@@ -45,7 +45,10 @@ def convert_piece(converter: Any, node: torch._C.Node) -> bool:
     else:  # (the last piece starts at the last multiple of the piece size below the size)
         last = call(operator.floordiv, call(operator.sub, counted, 1), piece)
         start = call(operator.mul, call(operator.add, last, index + 1), piece)
-    end = _INT64_MAX if index == -1 else call(operator.add, start, piece)
+    # (the end within the size: a slice's end past a symbolic size had torch guard that the
+    # size reaches it, and take the piece's size as the example's)
+    end = _INT64_MAX if index == -1 else \
+        call(torch.sym_min, call(operator.add, start, piece), n)
     converter.name_to_node[node.output().debugName()] = call(
         torch.ops.aten.slice.Tensor, tensor, dim, start, end)
     _drop_the_split(converter, pieces)
