@@ -161,7 +161,8 @@ class _RanksOfWhatTheScriptMakes(torch.nn.Module):
                 x.cumprod(0).dim(), x.repeat([2, 1, 1]).dim(), x.sum().dim(),
                 x.logsumexp([0, 2], False).dim(), x.any(1).dim(), x.mean().dim(),
                 x.max().dim(), (x > x.mean()).dim(), x.reshape(-1).view(x.shape).dim(),
-                x.sum(dtype=torch.float64).dim()]
+                x.sum(dtype=torch.float64).dim(),
+                x.repeat([2 if i == 0 else 1 for i in range(x.dim())]).dim()]
 
 
 class _RepeatedAlongTheFirstAxis(torch.nn.Module):

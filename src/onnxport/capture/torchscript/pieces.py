@@ -56,11 +56,14 @@ def convert_piece(converter: Any, node: torch._C.Node) -> bool:
 
 
 def _drop_the_split(converter: Any, pieces: torch._C.Node) -> None:
-    """The split itself, once nothing else reads its pieces: propagated, torch's split makes
-    its count of pieces a number, which fixes a dynamic axis to the example's size."""
+    """The split itself, once nothing but pieces counted from the end reads it: propagated,
+    torch's split makes its count of pieces a number, which fixes a dynamic axis to the
+    example's size. (Where a piece counted from the start is read, the split stays: the
+    checks its count makes keep the axis as its guards say, where a guard of a later op on
+    the piece's size, which capture does not read as a bound, left values silently wrong.)"""
     split = converter.name_to_node.get(pieces.output().debugName())
     if isinstance(split, torch.fx.Node) and not split._erased and not split.users and all(
             use.user.kind() == "aten::__getitem__" and
-            isinstance(use.user.inputsAt(1).toIValue(), int)
+            isinstance(index := use.user.inputsAt(1).toIValue(), int) and index < 0
             for use in pieces.output().uses()):
         converter.fx_graph.erase_node(split)

@@ -55,6 +55,9 @@ _BROADCAST = {
 _FACTORIES = {"aten::zeros", "aten::ones", "aten::empty", "aten::full", "aten::rand",
               "aten::randn", "aten::view", "aten::reshape", "aten::expand", "aten::new_zeros",
               "aten::new_ones", "aten::new_empty", "aten::new_full", "aten::repeat"}
+# Edits that change a list's length: a list they edit has no length known from its maker.
+_LIST_GROWERS = {"aten::append", "aten::insert", "aten::extend", "aten::pop", "aten::clear",
+                 "aten::Delete", "aten::add_"}
 # Recurrent cells: each result has the rank of the state given (input batched or not alike).
 _CELLS = {"aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell"}
 
@@ -257,6 +260,8 @@ def _length(sizes: torch._C.Value, ranks: dict | None = None) -> int | None:
     """The length of a list of sizes, built in the graph, folded to a constant, or a tensor's
     shape (``x.view(y.shape)``) of a rank known."""
     maker = sizes.node()
+    if any(use.user.kind() in _LIST_GROWERS for use in sizes.uses()):
+        return None  # (a list built by appends, [n if i == 0 else 1 for i in range(r)])
     if maker.kind() == "aten::size" and maker.inputsSize() == 1 and ranks is not None:
         rank = ranks.get(maker.inputsAt(0))
         return rank if isinstance(rank, int) else None
