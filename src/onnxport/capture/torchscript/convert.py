@@ -21,7 +21,7 @@ from onnxport.capture.torchscript.loops import block_arguments, convert_if
 from onnxport.capture.torchscript.pieces import convert_piece
 from onnxport.capture.torchscript.size_lists import (LIST_COMPARISONS, compared_lists,
                                                       convert_contains, convert_size, list_op,
-                                                      sizes_listed)
+                                                      ranks_inferred_once, sizes_listed)
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.uninitialized import convert_uninitialized
 from onnxport.capture.torchscript.unrolling import KEPT_LOOPS, _KEPT, _convert_loop_node
@@ -61,7 +61,8 @@ def _converted(state: _ConverterState) -> torch.fx.GraphModule:
             graph_converter = _converter_class()(
                 state.ts_graph, state.name_to_param, state.name_to_buffer, blocks,
                 state.name_to_non_tensor_attributes, state.name_to_constant, attribute_names)
-            graph_module = graph_converter.convert()
+            with ranks_inferred_once():
+                graph_module = graph_converter.convert()
             graph_module._onnxport_parameters = set(state.name_to_param)
             graph_module._onnxport_buffers = set(state.name_to_buffer)
     except Exception as error:

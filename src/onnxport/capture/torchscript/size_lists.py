@@ -4,12 +4,38 @@ a condition of the run."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import operator
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
 from onnxport.capture.torchscript.ranks import known_ranks
+
+# The ranks of the graph being converted, inferred once (by its top block's return node).
+_RANKS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("onnxport_script_ranks",
+                                                                     default=None)
+
+
+@contextlib.contextmanager
+def ranks_inferred_once() -> Iterator[None]:
+    """Within the block (a graph's conversion), the ranks of a graph are inferred once."""
+    token = _RANKS.set({})
+    try:
+        yield
+    finally:
+        _RANKS.reset(token)
+
+
+def _ranks_of(block: Any) -> dict:
+    cache, key = _RANKS.get(), block.returnNode()
+    if cache is not None and key in cache:
+        return cache[key]
+    ranks = known_ranks(block)
+    if cache is not None:
+        cache[key] = ranks
+    return ranks
 
 # ``a == b`` and ``a != b`` of two lists of ints.
 LIST_COMPARISONS = (torch.ops.aten.eq.int_list, torch.ops.aten.ne.int_list)
@@ -63,7 +89,7 @@ def convert_size(converter: Any, node: torch._C.Node) -> None:
             block = node.owningBlock()
             while block.owningNode() is not None:
                 block = block.owningNode().owningBlock()
-            rank = known_ranks(block).get(node.inputsAt(0))
+            rank = _ranks_of(block).get(node.inputsAt(0))
     if not isinstance(rank, int):
         TS2FXGraphConverter._convert_standard_operators(converter, node)
         return
