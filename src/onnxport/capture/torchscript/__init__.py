@@ -10,7 +10,9 @@ One module per phase, in the order an export runs them:
                  (ranks.py: the ranks of scripted code's values, from the inputs';
                  uninitialized.py: the results a branch leaves unset, typed as the other's)
   convert.py     torch's TorchScript-to-FX converter (loops.py: scripted loops as prim_loop;
-                 list_scans.py: lists they append to; unrolling.py: loops of a known count)
+                 list_scans.py: lists they append to; unrolling.py: loops of a known count;
+                 size_lists.py: x.shape as a list of sizes, and Python's ops on it;
+                 pieces.py: a piece of a split, computed from the size)
   aten_graph.py  the converted graph on ATen overloads, its weights made placeholders
   sizes.py       sizes the tracer read back from tensors: symbols, or this run's numbers
   constants.py   tensors filled through views with constants, folded to their values
