@@ -19,8 +19,7 @@ from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_ED
                                                      stacked_call)
 from onnxport.capture.torchscript.loops import block_arguments, convert_if
 from onnxport.capture.torchscript.pieces import convert_piece
-from onnxport.capture.torchscript.size_lists import (LIST_COMPARISONS, compared_lists,
-                                                      convert_contains, convert_size, list_op,
+from onnxport.capture.torchscript.size_lists import (convert_contains, convert_size, list_op,
                                                       ranks_inferred_once, sizes_listed)
 from onnxport.capture.torchscript.trace import _ConverterState, _PREFIX, _TracedCall
 from onnxport.capture.torchscript.uninitialized import convert_uninitialized
@@ -502,10 +501,6 @@ def _convert_call(self, node):
         outputs = _outputs(node)
         for output, value in zip(outputs, listed if len(outputs) > 1 else [listed]):
             self.name_to_node[output.debugName()] = value  # (divmod's two results)
-        return
-    if target in LIST_COMPARISONS and all(isinstance(a, (list, tuple)) for a in args):
-        # (x.shape == y.shape: the sizes compared one by one, a condition of the run)
-        self.name_to_node[node.output().debugName()] = compared_lists(self.fx_graph, target, *args)
         return
     if target in ARANGE_OUTS and "out" in kwargs and (dtype := _traced_dtype(node)) is not None:
         target, kwargs = functional_arange(target, kwargs, dtype)  # (else the fake run does)

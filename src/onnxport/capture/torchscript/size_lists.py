@@ -44,7 +44,8 @@ LIST_COMPARISONS = (torch.ops.aten.eq.int_list, torch.ops.aten.ne.int_list)
 def list_op(graph: torch.fx.Graph, target: Any, args: list) -> Any:
     """A call on lists the converter holds item by item (sizes among them), done on the
     items: a slice (``x.shape[1:]``), a join (``a + b``), a repeat (``[1] * x.dim()``), a sum
-    (``sum(x.shape)``), ``n in [3, 4]``, ``divmod(n, 2)``; None for any other call. (torch's
+    (``sum(x.shape)``), ``n in [3, 4]``, a comparison (``x.shape == y.shape``), ``divmod(n,
+    2)``; None for any other call. (torch's
     ops on a list of symbolic sizes take the example's values: ``sum(x.shape)`` was the
     example's sum at every size, silently.)"""
     items = args[0] if args and isinstance(args[0], (list, tuple)) else None
@@ -68,6 +69,8 @@ def list_op(graph: torch.fx.Graph, target: Any, args: list) -> Any:
             same = graph.call_function(operator.eq, (args[1], item))
             found = same if found is False else graph.call_function(operator.or_, (found, same))
         return found
+    if target in LIST_COMPARISONS and all(isinstance(a, (list, tuple)) for a in args):
+        return compared_lists(graph, target, *args)  # (x.shape == y.shape, size by size)
     if target is torch.ops.aten.divmod.int and not all(isinstance(a, int) for a in args):
         return (graph.call_function(operator.floordiv, tuple(args)),
                 graph.call_function(operator.mod, tuple(args)))

@@ -121,12 +121,13 @@ def reshape_to_sizes(g, x: ir.Value, shape: ir.Value) -> ir.Value:
     return g.op("Reshape", x, shape, allowzero_i=1 if g.opset >= 14 else None)
 
 
-def as_1d(g, value: ir.Value) -> ir.Value:
-    """A SymInt or scalar value as a 1-D [1] int64 tensor."""
+def as_1d(g, value: ir.Value, dtype: ir.DataType = ir.DataType.INT64) -> ir.Value:
+    """A SymInt or scalar value as a 1-D [1] tensor of ``dtype`` (int64; a loop's carried
+    float or bool in its own)."""
     if value.shape is not None and len(value.shape) == 1:
-        return cast(g, value, ir.DataType.INT64)
-    out = g.op("Reshape", cast(g, value, ir.DataType.INT64), g.const([1]))
-    out.dtype = ir.DataType.INT64
+        return cast(g, value, dtype)
+    out = g.op("Reshape", cast(g, value, dtype), g.const([1]))
+    out.dtype = dtype
     return out
 
 

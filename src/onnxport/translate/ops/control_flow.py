@@ -254,7 +254,8 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
                 value = _optional(g, body, value, optional[k])
         elif k in numbers:
             value = body.const([value], numbers[k]) if isinstance(value, (bool, int, float)) \
-                else as_1d_of(body, value, numbers[k])
+                else as_1d(body, value, numbers[k])
+            value.shape = value.shape or ir.Shape([1])
         body.add_output(value)
     if isinstance(trip_count, ir.Value):
         count = g.op("Reshape", cast(g, trip_count, ir.DataType.INT64),
@@ -275,16 +276,6 @@ def prim_loop(g, body_graph, trip_count, carried, outer=(), condition=True):
     for k in optional:
         results[k].type, results[k].shape = carried[k].type, carried[k].shape
     return results
-
-
-def as_1d_of(g, value: ir.Value, dtype: ir.DataType) -> ir.Value:
-    """A number a loop body computed, as the carried 1-D [1] value of ``dtype``."""
-    value = cast(g, value, dtype)
-    if value.shape is not None and len(value.shape) == 1:
-        return value
-    out = g.op("Reshape", value, g.const([1]))
-    out.dtype, out.shape = dtype, ir.Shape([1])
-    return out
 
 
 def _optional_carried(g, body_graph, carried: list, metas: list) -> dict[int, ir.Value]:
