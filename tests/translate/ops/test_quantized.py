@@ -16,7 +16,7 @@ import torch
 import onnxport
 import onnxport.errors
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-from op_check import BOTH_PATHS, PATH_IDS, as_module, check, op_types
+from op_check import check, op_types
 
 quantization = torch.ao.quantization
 
@@ -323,16 +323,31 @@ FAKE_QUANTIZE = {
         x, 0.1, 3, 0, 255),
     "per channel cachemask": lambda x: torch.ops.aten.fake_quantize_per_channel_affine_cachemask(
         x, _SCALES, _ZERO_POINTS, 1, -128, 127),
+    # LSQ's learnable observers: a float zero point, rounded half to even and clamped first.
+    "learnable per tensor": lambda x: torch._fake_quantize_learnable_per_tensor_affine(
+        x, torch.tensor([0.1]), torch.tensor([2.5]), 0, 255),
+    "learnable per channel": lambda x: torch._fake_quantize_learnable_per_channel_affine(
+        x, _SCALES, torch.tensor([0.5, 3.5, -300.0]), 1, -128, 127),
 }
 
 
-@pytest.mark.parametrize("dynamo", BOTH_PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("dynamo", [None, False, True], ids=["default", "torchscript", "dynamo"])
 @pytest.mark.parametrize("function", FAKE_QUANTIZE.values(), ids=FAKE_QUANTIZE.keys())
 def test_fake_quantize(function, dynamo):
     x = torch.randn(4, 3, 5) * 10
     x[0, 0, :3] = torch.tensor([0.25, 0.35, -0.05])  # halves of a step of 0.1
-    # (Static sizes: torch.export cannot capture fake quantization at symbolic sizes.)
     check(function, x, dynamo=dynamo)
+
+
+@pytest.mark.parametrize("dynamo", [None, False, True], ids=["default", "torchscript", "dynamo"])
+@pytest.mark.parametrize("function", FAKE_QUANTIZE.values(), ids=FAKE_QUANTIZE.keys())
+def test_fake_quantize_with_a_dynamic_batch_and_length(function, dynamo):
+    # torch has no fake kernels for the family: every path failed at symbolic sizes
+    # (capture/quirks/fake_quantize_shapes.py).
+    x = torch.randn(4, 3, 5) * 10
+    check(function, x, dynamo=dynamo, input_names=["x"],
+          dynamic_axes={"x": {0: "batch", 2: "length"}},
+          run_with=[(torch.randn(2, 3, 7) * 10,)])
 
 
 def _round_trip(x):

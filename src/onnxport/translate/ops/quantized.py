@@ -238,6 +238,32 @@ def fake_quantize_per_channel_affine_cachemask(g, self, scale, zero_point, axis,
     return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis)
 
 
+# The learnable observers (LSQ) forward as the plain ones, their float zero point rounded half
+# to even and clamped into the range first, as torch's kernels do; grad_factor is backward only.
+def _learned_zero_point(g, zero_point: ir.Value, quant_min: int, quant_max: int) -> ir.Value:
+    zero_point = g.op("Round", cast(g, zero_point, ir.DataType.FLOAT))
+    return g.op("Min", g.op("Max", zero_point, g.const(float(quant_min), ir.DataType.FLOAT)),
+                g.const(float(quant_max), ir.DataType.FLOAT))
+
+
+@translates("aten::_fake_quantize_learnable_per_tensor_affine")
+def fake_quantize_learnable_per_tensor_affine(g, self, scale, zero_point, quant_min, quant_max,
+                                              grad_factor=1.0):
+    """_fake_quantize_learnable_per_tensor_affine(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, float grad_factor=1.0) -> Tensor"""
+    zero_point = _learned_zero_point(g, zero_point, quant_min, quant_max)
+    return _fake_quantize(g, self, g.op("Reshape", scale, g.const([], ir.DataType.INT64)),
+                          g.op("Reshape", zero_point, g.const([], ir.DataType.INT64)),
+                          quant_min, quant_max)[0]
+
+
+@translates("aten::_fake_quantize_learnable_per_channel_affine")
+def fake_quantize_learnable_per_channel_affine(g, self, scale, zero_point, axis, quant_min,
+                                               quant_max, grad_factor=1.0):
+    """_fake_quantize_learnable_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max, float grad_factor=1.0) -> Tensor"""
+    zero_point = _learned_zero_point(g, zero_point, quant_min, quant_max)
+    return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis)[0]
+
+
 _QUANTIZATION = "onnxport.quantization"  # a quantized value's (scale, zero point) values
 
 
