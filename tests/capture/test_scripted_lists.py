@@ -594,3 +594,26 @@ def test_pieces_of_a_dynamic_axis_edited_as_a_list_are_refused_by_line(dynamo):
     with pytest.raises(CaptureError, match=r"edits \(aten::insert at .*test_scripted_lists.py"
                                            r".*the pieces of a dynamic axis \(aten::unbind\)"):
         _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+
+
+class _RowsStackedInABranch(nn.Module):
+    def forward(self, x):
+        out: List[Tensor] = []
+        for i in range(x.size(0)):
+            out.append(x[i] * float(i))
+        if len(out) > 2:
+            y = torch.cat(out, 0).sum() + torch.stack(out, 1).sum(1) + out[1]
+        else:
+            y = x.sum(0) + len(out)
+        return y
+
+
+@PATHS
+def test_a_list_a_loop_builds_read_in_a_branch_on_its_length(dynamo):
+    # The branch took the loop's list as an operand that fake tensors could not run
+    # (torch.stack of a StackedList): refused on dynamo=False. Its reads there are reads of
+    # the stacked rows (len, indexing, stack, cat).
+    model = torch.jit.script(_RowsStackedInABranch())
+    program = _run(model, (R(5, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+    for rows in (5, 1, 2, 3, 8):
+        _compare(program, model, R(rows, 3))

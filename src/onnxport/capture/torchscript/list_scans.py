@@ -116,8 +116,10 @@ def lists_as_scans(body: torch.fx.GraphModule, carried: list, names: list, outer
 
 def stacked_lists_read(body: torch.fx.GraphModule, outer: list) -> list:
     """``outer`` with each :class:`StackedList` (a list an earlier loop built, read by this
-    one: ``for y in ys``) as its stacked tensor, and ``body`` reading its rows: ``ys[i]`` is
-    row i. Refused for any other read of it in the body."""
+    loop's body or this branch: ``for y in ys``, ``torch.stack(ys) if len(ys) > 0 else x``)
+    as its stacked tensor, and ``body`` reading its rows: ``ys[i]`` is row i, ``len(ys)`` the
+    row count, ``torch.stack``/``torch.cat`` of it ops on the stacked tensor. Refused for
+    any other read of it in the body."""
     if not any(isinstance(value, StackedList) for value in outer):
         return outer
     placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]  # (names first)
@@ -125,17 +127,44 @@ def stacked_lists_read(body: torch.fx.GraphModule, outer: list) -> list:
     for placeholder, value in zip(placeholders, outer):
         if isinstance(value, StackedList):
             for user in list(placeholder.users):
-                if user.target is not operator.getitem or user.args[0] is not placeholder:
-                    raise CaptureError(
-                        f"a loop reads the list that the loop ({value.where}) appends to other "
-                        "than by index, which is not translated for a list whose length is "
-                        "known only at run time; stack it first (torch.stack(items))")
-                user.target = torch.ops.aten.select.int
-                user.args = (placeholder, 0, user.args[1])
+                _read_as_rows(body.graph, user, placeholder, value)
             value = value.node
         values.append(value)
     body.recompile()
     return values
+
+
+def _read_as_rows(graph: torch.fx.Graph, user: torch.fx.Node, rows: torch.fx.Node,
+                  value: StackedList) -> None:
+    """``user``, a read of the list whose items are the rows of ``rows``, made a read of
+    ``rows`` (in place, or replaced)."""
+    stacking = user.target in (torch.ops.aten.stack.default, torch.ops.aten.cat.default)
+    if user.args[0] is not rows or any(rows in (a if isinstance(a, (list, tuple)) else (a,))
+                                       for a in (*user.args[1:], *user.kwargs.values())):
+        pass
+    elif user.target is operator.getitem:
+        user.target, user.args = torch.ops.aten.select.int, (rows, 0, user.args[1])
+        return
+    elif user.target in (torch.ops.aten.len.t, len):
+        user.target, user.args = torch.ops.aten.sym_size.int, (rows, 0)
+        return
+    elif stacking and isinstance(dim := (list(user.args[1:]) + [user.kwargs.get("dim", 0)])[0],
+                                 int):
+        with graph.inserting_before(user):
+            if user.target is torch.ops.aten.stack.default:
+                new = graph.call_function(torch.ops.aten.movedim.int, (rows, 0, dim))
+            else:  # the count axis moved in front of dim, then merged with it
+                at = dim if dim >= 0 else dim - 1
+                moved = graph.call_function(torch.ops.aten.movedim.int, (rows, 0, at))
+                new = graph.call_function(torch.ops.aten.flatten.using_ints, (moved, at, at + 1))
+        user.replace_all_uses_with(new)
+        graph.erase_node(user)
+        return
+    raise CaptureError(
+        f"scripted code reads the list that the loop ({value.where}) appends to, inside a "
+        f"loop or branch, by {user.target}, which is not translated for a list whose length "
+        "is known only at run time (indexing, len(), torch.stack and torch.cat are); stack it "
+        "first (torch.stack(items))")
 
 
 def _append_chain(placeholder: torch.fx.Node, result: Any, output: torch.fx.Node,
