@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import onnx_ir as ir
 
 from onnxport.translate.ops._helpers import (FLOAT_TYPES, as_tensor, cast, expected_dtype, filled,
@@ -42,6 +43,9 @@ def _uniform_like(g, like: ir.Value, low: float, high: float) -> ir.Value:
     if (low, high) != (0.0, 1.0):
         unit = g.op("Add", g.op("Mul", unit, g.const(float(high) - float(low), ir.DataType.FLOAT)),
                     g.const(float(low), ir.DataType.FLOAT))
+        # (k / 2**24 * 3 + 2 rounds to 5.0 at the largest k: kept below high, as torch's)
+        below = float(np.nextafter(np.float32(high), np.float32(low)))
+        unit = g.op("Min", unit, g.const(below, ir.DataType.FLOAT))
     return cast(g, unit, like.dtype)
 
 
