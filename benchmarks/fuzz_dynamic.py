@@ -259,22 +259,24 @@ class _Model(torch.nn.Module):
 
 
 def check(seed: int, small: bool = False, paths=(None, False), more: bool = False,
-          script_folder: str | None = None) -> dict | None:
+          script_folder: str | None = None, device: str = "cpu") -> dict | None:
     """Each path's verdict on ``seed``'s program ("ok", "MISMATCH ...", "FAIL ..."), or None
     when the program does not run in eager at the sizes drawn (not a test). With
     ``script_folder``, the program is exported scripted (its source written there), or None
-    where TorchScript does not compile it or its scripted form computes otherwise in eager."""
+    where TorchScript does not compile it or its scripted form computes otherwise in eager.
+    ``device``: the model runs and is exported there (``model.cuda()``), ONNX Runtime on the
+    CPU."""
     shape, steps, function = program(seed, small, more)
     draw = random.Random(seed + 1)
-    example = torch.randn(shape)
-    others = [torch.randn([draw.randint(2, 7) for _ in shape]) for _ in range(3)]
+    example = torch.randn(shape).to(device)
+    others = [torch.randn([draw.randint(2, 7) for _ in shape]).to(device) for _ in range(3)]
     model = exported = _Model(function)
     try:  # (a mean over an empty axis is NaN: so is the export's, and NaNs compare equal)
         with torch.no_grad():
             for x in (example, *others):
                 model(x)
             if script_folder is not None:
-                exported = scripted(seed, small, more, script_folder)
+                exported = scripted(seed, small, more, script_folder).to(device)
                 for x in (example, *others):
                     torch.testing.assert_close(exported(x), model(x), equal_nan=True)
     except Exception:  # noqa: BLE001 - a program torch itself refuses at some size
@@ -308,9 +310,9 @@ def _verdict(model, example, others, dynamo, exported=None) -> str:
     declared, misdeclared = session.get_outputs()[0].shape, None
     for x in (example, *others):
         with torch.no_grad():
-            expected = model(x).numpy()
+            expected = model(x).cpu().numpy()
         try:
-            actual = session.run(None, {"x": x.numpy()})[0]
+            actual = session.run(None, {"x": x.cpu().numpy()})[0]
         except Exception as error:  # noqa: BLE001 - a loud failure at run time
             return f"FAIL at {tuple(x.shape)}: {_first_line(error)}"
         if actual.shape != expected.shape:
@@ -335,13 +337,15 @@ def main() -> int:
                         help="draw from the second op family too (MORE_OPS)")
     parser.add_argument("--scripted", action="store_true",
                         help="export the programs scripted (torch.jit.script) instead")
+    parser.add_argument("--device", default="cpu",
+                        help="where the model runs and is exported from (cuda: a GPU box)")
     options = parser.parse_args()
     first, end = (int(v) for v in options.seeds.split(":"))
     counts = collections.Counter()
     folder = tempfile.TemporaryDirectory() if options.scripted else None
     for seed in range(first, end):
         result = check(seed, options.small, more=options.more_ops,
-                       script_folder=folder.name if folder else None)
+                       script_folder=folder.name if folder else None, device=options.device)
         if result is None:
             continue
         for path, verdict in result["verdicts"].items():

@@ -221,3 +221,78 @@ def test_scripted_cells_in_a_loop_of_a_dynamic_count_from_cuda(dynamo):
     program = onnxport.export(model, (x,), input_names=["x"],
                               dynamic_axes={"x": {0: "t", 1: "b"}}, dynamo=dynamo)
     _compare(program, model, ((x,), {}), ((torch.randn(8, 3, 4, device="cuda"),), {}))
+
+
+@torch.jit.script
+def _rows_scaled_by_their_index(x: torch.Tensor) -> torch.Tensor:
+    out = []
+    for i in range(x.size(0)):
+        out.append(x[i] * float(i))
+    return torch.stack(out) if len(out) > 0 else x
+
+
+def _fake_quantized(x):
+    return torch.fake_quantize_per_channel_affine(
+        x, torch.full((x.size(1),), 0.1, device=x.device),
+        torch.zeros(x.size(1), dtype=torch.int32, device=x.device), 1, 0, 255)
+
+
+# The issue-18 behaviours (data-dependent sizes, scripted code, the ops added for it), each a
+# function of inputs made at a size n (5 for the example, 3 for the second run); an input's
+# axis 0 is dynamic. Made on cuda, run on the CPU in ONNX Runtime.
+BEHAVIOURS = {
+    "arange by a traced size": (lambda x: x * torch.arange(x.size(1), device=x.device),
+                                lambda n: (torch.randn(n, 4),)),
+    "float-step arange": (lambda x: x[:1] + torch.arange(0.0, 2.0, 0.25, device=x.device),
+                          lambda n: (torch.randn(n, 8),)),
+    "boolean mask read": (lambda x: x[x > 0], lambda n: (torch.randn(n, 4),)),
+    "boolean mask written": (lambda x: x.masked_fill(x < 0, 0.0).index_put(
+        (x > 1,), torch.tensor(7.0, device=x.device)), lambda n: (torch.randn(n, 4),)),
+    "repeat_interleave by a tensor": (lambda x, r: x.repeat_interleave(r, dim=0),
+                                      lambda n: (torch.randn(n, 2), torch.arange(n) % 3)),
+    ".item() as a size": (lambda x, k: x[:, :int(k.item())] * 2,
+                          lambda n: (torch.randn(n, 6), torch.tensor(4))),
+    "chunk of a dynamic axis": (lambda x: x.chunk(3, dim=0)[0] + 1,
+                                lambda n: (torch.randn(n, 2),)),
+    "narrow by a traced size": (lambda x: x.narrow(0, 1, x.size(0) - 1),
+                                lambda n: (torch.randn(n, 3),)),
+    "index_select by a 0-d index": (lambda x: torch.index_select(
+        x, 1, torch.tensor(1, device=x.device)), lambda n: (torch.randn(n, 4),)),
+    "std, var_mean unbiased=False": (lambda x: (torch.std(x, unbiased=False),
+                                                *torch.var_mean(x, 1, unbiased=False)),
+                                     lambda n: (torch.randn(n, 4),)),
+    "argmax keepdim, no dim": (lambda x: torch.argmax(x, keepdim=True),
+                               lambda n: (torch.randn(n, 4, 2),)),
+    "meshgrid, eye": (lambda x, y: (*torch.meshgrid(x, y, indexing="ij"),
+                                    torch.eye(x.size(0), y.size(0), device=x.device)),
+                      lambda n: (torch.randn(n), torch.randn(n + 1))),
+    "hann_window, stft": (lambda x: torch.stft(
+        x, 8, hop_length=2, window=torch.hann_window(8, periodic=True, device=x.device),
+        return_complex=True).abs(), lambda n: (torch.randn(n, 40),)),
+    "fake_quantize per channel": (_fake_quantized, lambda n: (torch.randn(n, 3, 2),)),
+    "scripted loop over rows": (lambda x: _rows_scaled_by_their_index(x) + 1,
+                                lambda n: (torch.randn(n, 3),)),
+}
+
+
+class _Function(torch.nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args):
+        return self.function(*args)
+
+
+@PATHS
+@pytest.mark.parametrize("name", list(BEHAVIOURS))
+def test_issue_18_behaviours_from_cuda(name, dynamo):
+    function, make = BEHAVIOURS[name]
+    model = _Function(function)
+    torch.manual_seed(0)
+    example = tuple(t.cuda() for t in make(5))
+    names = [f"in{i}" for i in range(len(example))]
+    axes = {n: {0: f"n{i}"} for i, (n, t) in enumerate(zip(names, example)) if t.dim() > 0}
+    program = onnxport.export(model, example, input_names=names, dynamic_axes=axes,
+                              dynamo=dynamo)
+    _compare(program, model, (example, {}), (tuple(t.cuda() for t in make(3)), {}))
