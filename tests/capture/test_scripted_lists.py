@@ -617,3 +617,21 @@ def test_a_list_a_loop_builds_read_in_a_branch_on_its_length(dynamo):
     program = _run(model, (R(5, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
     for rows in (5, 1, 2, 3, 8):
         _compare(program, model, R(rows, 3))
+
+
+class _RepeatedByComprehensions(nn.Module):
+    def forward(self, x):
+        x = x.repeat([2 if i == 2 else 1 for i in range(x.dim())])
+        return x.repeat([3 if i == 0 else 1 for i in range(x.dim())]) + 1
+
+
+@PATHS
+def test_repeats_built_by_a_comprehension_over_the_rank_of_a_repeat(dynamo):
+    # The first repeat's rank is the length of its repeats, a list a loop over range(x.dim())
+    # builds: unknown, so the second comprehension was a loop of a run-time count, and the
+    # repeat reading its list was refused (ranks._comprehension_length).
+    model = torch.jit.script(_RepeatedByComprehensions())
+    program = _run(model, (R(3, 4, 4),), dynamo, input_names=["x"],
+                   dynamic_axes={"x": [0, 1, 2]})
+    for shape in ((3, 4, 4), (2, 5, 1), (1, 1, 3)):
+        _compare(program, model, R(*shape))

@@ -261,7 +261,7 @@ def _length(sizes: torch._C.Value, ranks: dict | None = None) -> int | None:
     shape (``x.view(y.shape)``) of a rank known."""
     maker = sizes.node()
     if any(use.user.kind() in _LIST_GROWERS for use in sizes.uses()):
-        return None  # (a list built by appends, [n if i == 0 else 1 for i in range(r)])
+        return _comprehension_length(sizes, ranks)
     if maker.kind() == "aten::size" and maker.inputsSize() == 1 and ranks is not None:
         rank = ranks.get(maker.inputsAt(0))
         return rank if isinstance(rank, int) else None
@@ -269,6 +269,31 @@ def _length(sizes: torch._C.Value, ranks: dict | None = None) -> int | None:
         return maker.inputsSize()
     if maker.kind() == "prim::Constant" and isinstance(sizes.toIValue(), (list, tuple)):
         return len(sizes.toIValue())
+    return None
+
+
+def _comprehension_length(items: torch._C.Value, ranks: dict | None) -> int | None:
+    """The length of a list a ``for`` loop of a known count builds from empty, one append per
+    iteration (``[n if i == a else 1 for i in range(x.dim())]``, the repeats of x.repeat):
+    that count."""
+    maker = items.node()
+    growers = [use.user for use in items.uses() if use.user.kind() in _LIST_GROWERS]
+    if maker.kind() != "prim::ListConstruct" or maker.inputsSize() or len(growers) != 1 or \
+            growers[0].kind() != "aten::append":
+        return None
+    loop = growers[0].owningBlock().owningNode()
+    if loop is None or loop.kind() != "prim::Loop" or loop.owningBlock() != maker.owningBlock():
+        return None
+    body = next(loop.blocks())
+    if any(value.node().kind() != "prim::Constant" or value.toIValue() is not True
+           for value in (loop.inputsAt(1), next(body.outputs()))):
+        return None  # (a while loop, or a break)
+    count = loop.inputsAt(0)
+    if count.node().kind() == "prim::Constant" and isinstance(count.toIValue(), int):
+        return count.toIValue()
+    if count.node().kind() == "aten::dim" and ranks is not None:
+        rank = ranks.get(count.node().inputsAt(0))
+        return rank if isinstance(rank, int) else None
     return None
 
 
