@@ -259,13 +259,14 @@ class _Model(torch.nn.Module):
 
 
 def check(seed: int, small: bool = False, paths=(None, False), more: bool = False,
-          script_folder: str | None = None, device: str = "cpu") -> dict | None:
+          script_folder: str | None = None, device: str = "cpu", opset: int | None = None
+          ) -> dict | None:
     """Each path's verdict on ``seed``'s program ("ok", "MISMATCH ...", "FAIL ..."), or None
     when the program does not run in eager at the sizes drawn (not a test). With
     ``script_folder``, the program is exported scripted (its source written there), or None
     where TorchScript does not compile it or its scripted form computes otherwise in eager.
     ``device``: the model runs and is exported there (``model.cuda()``), ONNX Runtime on the
-    CPU."""
+    CPU. ``opset``: the export's (the default's when None)."""
     shape, steps, function = program(seed, small, more)
     draw = random.Random(seed + 1)
     example = torch.randn(shape).to(device)
@@ -283,11 +284,11 @@ def check(seed: int, small: bool = False, paths=(None, False), more: bool = Fals
         return None
     verdicts = {}
     for dynamo in paths:
-        verdicts[dynamo] = _verdict(model, example, others, dynamo, exported)
+        verdicts[dynamo] = _verdict(model, example, others, dynamo, exported, opset)
     return {"seed": seed, "shape": shape, "steps": steps, "verdicts": verdicts}
 
 
-def _verdict(model, example, others, dynamo, exported=None) -> str:
+def _verdict(model, example, others, dynamo, exported=None, opset=None) -> str:
     """``exported`` (the model, or its scripted form) exported and run in ONNX Runtime,
     compared with ``model`` in eager."""
     import onnxruntime as ort
@@ -300,7 +301,8 @@ def _verdict(model, example, others, dynamo, exported=None) -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             onnxport.export(exported if exported is not None else model, (example,), buffer,
-                            input_names=["x"], dynamic_axes=axes, dynamo=dynamo)
+                            input_names=["x"], dynamic_axes=axes, dynamo=dynamo,
+                            opset_version=opset)
         options = ort.SessionOptions()
         options.log_severity_level = 3
         session = ort.InferenceSession(buffer.getvalue(), options,
@@ -337,6 +339,7 @@ def main() -> int:
                         help="draw from the second op family too (MORE_OPS)")
     parser.add_argument("--scripted", action="store_true",
                         help="export the programs scripted (torch.jit.script) instead")
+    parser.add_argument("--opset", type=int, default=None, help="the export's opset")
     parser.add_argument("--device", default="cpu",
                         help="where the model runs and is exported from (cuda: a GPU box)")
     options = parser.parse_args()
@@ -345,7 +348,8 @@ def main() -> int:
     folder = tempfile.TemporaryDirectory() if options.scripted else None
     for seed in range(first, end):
         result = check(seed, options.small, more=options.more_ops,
-                       script_folder=folder.name if folder else None, device=options.device)
+                       script_folder=folder.name if folder else None, device=options.device,
+                       opset=options.opset)
         if result is None:
             continue
         for path, verdict in result["verdicts"].items():
