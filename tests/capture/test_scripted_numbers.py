@@ -162,7 +162,24 @@ class _RanksOfWhatTheScriptMakes(torch.nn.Module):
                 x.logsumexp([0, 2], False).dim(), x.any(1).dim(), x.mean().dim(),
                 x.max().dim(), (x > x.mean()).dim(), x.reshape(-1).view(x.shape).dim(),
                 x.sum(dtype=torch.float64).dim(),
-                x.repeat([2 if i == 0 else 1 for i in range(x.dim())]).dim()]
+                x.repeat([2 if i == 0 else 1 for i in range(x.dim())]).dim(),
+                x.var(1, keepdim=True, unbiased=False).dim(), x.std([0, 2], True).dim(),
+                torch.var_mean(x, 1, correction=0)[0].dim(), x.var().dim(),
+                torch.arange(x.size(0)).dim(), x.tensor_split(2, 1)[1].dim(),
+                torch.stack(x.unbind(1)[::-1], 1).dim(), x.reshape(x.shape[:-1] + [-1]).dim(),
+                x.unsqueeze(1).expand(x.shape[:1] + [2] + x.shape[1:]).dim()]
+
+
+def _twice_along_the_first_axis(y: torch.Tensor) -> torch.Tensor:
+    return y.repeat([2 if i == 0 else 1 for i in range(y.dim())])
+
+
+class _RepeatedAfterOpsOfKnownRank(torch.nn.Module):
+    def forward(self, x):
+        return [_twice_along_the_first_axis(y) for y in (
+            x.var(1, keepdim=True, unbiased=False), torch.var_mean(x, [0, 1], correction=0)[1],
+            x.tensor_split(2, 1)[1], x.reshape(x.shape[:-1] + [-1]),
+            x.unsqueeze(1).expand(x.shape[:1] + [2] + x.shape[1:]), x + torch.arange(x.size(-1)))]
 
 
 class _RepeatedAlongTheFirstAxis(torch.nn.Module):
@@ -187,6 +204,19 @@ def test_the_rank_of_a_tensor_the_script_makes(dynamo):
                               dynamic_axes={"x": [0, 1]})
     for x in (torch.randn(3, 4), torch.randn(5, 7)):
         torch.testing.assert_close(program(x)[0], scripted(x))
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_comprehensions_over_the_rank_of_variances_pieces_and_joined_shapes(dynamo):
+    # Each value's rank was unknown (var/std/var_mean, tensor_split's pieces, reshape or
+    # expand to joined slices of x.shape, arange), so the comprehension
+    # over range(y.dim()) was a loop of a run-time count whose list repeat could not read.
+    scripted = torch.jit.script(_RepeatedAfterOpsOfKnownRank())
+    program = onnxport.export(scripted, (torch.randn(3, 4, 5),), dynamo=dynamo,
+                              input_names=["x"], dynamic_axes={"x": [0, 1, 2]})
+    for x in (torch.randn(3, 4, 5), torch.randn(2, 6, 3)):
+        for actual, expected in zip(program(x), scripted(x), strict=True):
+            torch.testing.assert_close(actual, expected)
 
 
 class _AddedWhereTheShapesMatch(torch.nn.Module):

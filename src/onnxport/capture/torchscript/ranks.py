@@ -165,6 +165,14 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
     result: Any = None
     if kind in _SAME and known and isinstance(known[0], int):
         result = known[0]
+    elif kind == "aten::slice" and known and _element(known[0]) is not None and \
+            isinstance(node.inputsAt(0).type(), torch._C.ListType):
+        result = ("list", _element(known[0]))  # (some of a list's items: x.unbind(a)[::-1])
+    elif kind == "aten::arange":
+        result = 1
+    elif kind in _VARIANCES and known and isinstance(known[0], int):
+        _variance(node, known[0], outputs, ranks)
+        return
     elif kind in _BROADCAST and tensors and all(isinstance(r, int) for r in tensors):
         result = max(tensors)
     elif kind == "aten::select" and isinstance(known[0], int) and known[0] > 0:
@@ -218,7 +226,8 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
         return
     elif kind in ("prim::TupleIndex", "aten::__getitem__") and len(inputs) == 2:
         result = _item(known[0], inputs[1])
-    elif kind in ("aten::chunk", "aten::split", "aten::unbind") and isinstance(known[0], int):
+    elif kind in ("aten::chunk", "aten::split", "aten::unbind", "aten::tensor_split") and \
+            isinstance(known[0], int):
         result = ("list", known[0] - (kind == "aten::unbind"))
     elif kind in ("aten::cat", "aten::stack") and known:
         element = _element(known[0])
@@ -256,6 +265,40 @@ def _reduced(node: torch._C.Node, rank: int, inputs: list, outputs: list, ranks:
             ranks[output] = result
 
 
+# Variances and deviations: their dims and keepdim by name (unbiased or correction between).
+_VARIANCES = {"aten::var", "aten::std", "aten::var_mean", "aten::std_mean"}
+
+
+def _variance(node: torch._C.Node, rank: int, outputs: list, ranks: dict) -> None:
+    try:
+        dims, keep = node.namedInput("dim"), node.namedInput("keepdim")
+    except RuntimeError:  # (x.var(unbiased): of every element)
+        result = 0
+    else:
+        keep = keep.toIValue() if keep.node().kind() == "prim::Constant" else None
+        every = dims.type().kind() == "NoneType"
+        count = None if every else _constant_length(dims)
+        if keep is True:
+            result = rank
+        elif keep is False and (every or count == 0):  # (an empty list of dims is every dim)
+            result = 0
+        elif keep is False and count is not None:
+            result = rank - count
+        else:
+            return
+    for output in outputs:
+        ranks[output] = result
+
+
+def _constant_length(items: torch._C.Value) -> int | None:
+    """The length of a list of ints that is a constant or built of items."""
+    if items.node().kind() == "prim::Constant":
+        value = items.toIValue()
+        return len(value) if isinstance(value, (list, tuple)) else 1 if isinstance(value, int) \
+            else None
+    return items.node().inputsSize() if items.node().kind() == "prim::ListConstruct" else None
+
+
 def _length(sizes: torch._C.Value, ranks: dict | None = None) -> int | None:
     """The length of a list of sizes, built in the graph, folded to a constant, or a tensor's
     shape (``x.view(y.shape)``) of a rank known."""
@@ -267,6 +310,17 @@ def _length(sizes: torch._C.Value, ranks: dict | None = None) -> int | None:
         return rank if isinstance(rank, int) else None
     if maker.kind() == "prim::ListConstruct":
         return maker.inputsSize()
+    if maker.kind() == "aten::add" and isinstance(maker.inputsAt(0).type(), torch._C.ListType):
+        lengths = [_length(part, ranks) for part in maker.inputs()]  # (x.shape[:p] + [2])
+        return None if None in lengths else sum(lengths)
+    if maker.kind() == "aten::slice" and maker.inputsSize() == 4 and \
+            isinstance(maker.inputsAt(0).type(), torch._C.ListType):
+        length = _length(maker.inputsAt(0), ranks)
+        bounds = [v.toIValue() if v.node().kind() == "prim::Constant" else "?"
+                  for v in list(maker.inputs())[1:]]
+        if length is None or "?" in bounds or not bounds[2]:
+            return None
+        return len(range(length)[slice(*bounds)])
     if maker.kind() == "prim::Constant" and isinstance(sizes.toIValue(), (list, tuple)):
         return len(sizes.toIValue())
     return None
