@@ -101,7 +101,7 @@ def _run_stages(plan: ExportPlan, session, timings: dict[str, float]) -> ONNXPro
     with stage("translate"):
         onnx_model, numbers, input_names = _translate(captured, plan.capture, translation)
     _run_passes(onnx_model, plan.passes, captured.weights, stage)
-    unread = _drop_unread_inputs(onnx_model, input_names, numbers) \
+    unread = _drop_unread_inputs(onnx_model, input_names, numbers, plan.capture.dim_names) \
         if translation.drop_unread_inputs else []
     with stage("check"):
         header = check_model(onnx_model, "the export (translation, passes, type casts and "
@@ -203,10 +203,20 @@ def _translate(captured, capture: CaptureSettings,
     return onnx_model, numbers, input_names
 
 
-def _drop_unread_inputs(onnx_model: ir.Model, input_names: list[str], numbers) -> list[int]:
+def _drop_unread_inputs(onnx_model: ir.Model, input_names: list[str], numbers,
+                        dim_names: dict | None) -> list[int]:
     """The inputs the graph does not read removed (``translate.unread_inputs``), with a
-    warning naming them; their positions among the call's inputs."""
-    unread = drop_unread_inputs(onnx_model, len(input_names), [n.name for n in numbers])
+    warning naming them; their positions among the call's inputs. An input with a dynamic
+    axis asked for that the capture fixed (warning of it) stays: the graph computes with its
+    example's size there (torch.zeros(x.chunk(3)[2].size(0))), and ONNX Runtime refuses
+    other sizes only of an input it has."""
+    numbered = {n.name for n in numbers}
+    tensors = [value for value in onnx_model.graph.inputs[:len(input_names)]
+               if value.name not in numbered]
+    fixed = {tensors[k].name for k, axis in (dim_names or {}) if k < len(tensors)
+             and tensors[k].shape is not None and axis < len(tensors[k].shape)
+             and isinstance(tensors[k].shape[axis], int)}
+    unread = drop_unread_inputs(onnx_model, len(input_names), [*numbered, *fixed])
     if unread:
         names = ", ".join(input_names[k] for k in unread)
         plural = len(unread) > 1

@@ -1016,3 +1016,52 @@ def test_a_fixed_scale_is_checked_at_doubled_sizes_where_the_model_fails_at_othe
     assert program.model.graph.inputs[0].shape[2] == 8
     x = torch.randn(3, 5, 8)
     torch.testing.assert_close(program(x)[0], _ScaledHeads()(x))
+
+
+class _SizeOfAPiece(torch.nn.Module):
+    # The third of 3 chunks of 5 rows has 1: torch took (piece * 2)'s rows as 1 with a guard
+    # that holds at 3, 5 and 7 rows only, and the zeros made of that size were the example's.
+    def forward(self, x):
+        return torch.zeros((x.chunk(3, 0)[2] * 2).size(0) * 3)
+
+
+class _SizeOfTheLastPieceMinusOne(torch.nn.Module):
+    def forward(self, x):
+        return torch.zeros((x.split(2, 0)[-1] - 1).size(0) * 3)
+
+
+@pytest.mark.parametrize("dynamo", [None, False, True], ids=["default", "torchscript", "dynamo"])
+@pytest.mark.parametrize("model", [_SizeOfAPiece, _SizeOfTheLastPieceMinusOne],
+                         ids=["chunk piece", "last piece minus one"])
+def test_a_size_torch_took_as_the_example_s_is_no_silent_constant(model, dynamo):
+    # The graph made the example's zeros at every size (silently: 3 where eager made 6), and
+    # read x for nothing, so that it was dropped and nothing refused the other sizes. The axis
+    # is fixed now, with a warning, and x stays an input for ONNX Runtime to check.
+    model = model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(model, (torch.randn(5, 4),), input_names=["x"],
+                                  dynamic_axes={"x": [0, 1]}, dynamo=dynamo)
+    assert any("axis 0" in str(w.message) for w in caught
+               if issubclass(w.category, DynamicDimensionFixedWarning))
+    assert [v.name for v in program.model.graph.inputs] == ["x"]
+    assert program.model.graph.inputs[0].shape[0] == 5
+    torch.testing.assert_close(program(torch.randn(5, 3))[0], model(torch.randn(5, 3)))
+    with pytest.raises(Exception, match="dimensions"):
+        program(torch.randn(6, 4))
+
+
+def test_a_guard_torch_s_sympy_functions_refuse_at_a_size_is_undecided_there():
+    # From cuda, max_pool1d of a chunk left a guard with torch's Mod of a size difference;
+    # checking it at the example's sizes took Mod(-1, 2), which torch's Mod asserts against,
+    # and dynamo=False failed with "AssertionError: -1" (fuzz seed 70472 from cuda).
+    import sympy
+    from torch.utils._sympy.functions import Mod
+
+    from onnxport.capture.torchscript.propagate import _holds
+
+    size = sympy.Symbol("s", integer=True, positive=True)
+    guard = sympy.Eq(Mod(size - 3, 2), 1)
+    assert _holds(guard, {size: sympy.Integer(2)}) is True  # (undecided: no pin from it)
+    assert _holds(guard, {size: sympy.Integer(6)}) is True
+    assert _holds(guard, {size: sympy.Integer(5)}) is False

@@ -280,7 +280,10 @@ class _PinningGuards:
                     continue
                 if holds_beyond is None:
                     holds_beyond = self._holds_beyond(where, example)
-                if holds_beyond:
+                # (A program whose shapes hold may still compute the model's results at the
+                # example only: torch.zeros(x.chunk(3)[2].size(0)) of a piece it took as 1.)
+                if holds_beyond and not self._refuses_where_the_model_runs(guard, example,
+                                                                           where):
                     continue
             return code
         return None
@@ -348,13 +351,15 @@ def _piece_count(node: torch.fx.Node, symbol: Any, size: int) -> int | None:
 
 
 def pinning_guard(program: torch.export.ExportedProgram, size: Any, inputs: tuple | None = None,
-                  where: tuple[int, int] | None = None) -> str | None:
+                  where: tuple[int, int] | None = None,
+                  differs: Callable[[tuple[int, int], int], bool] | None = None) -> str | None:
     """The guard code of ``program`` that pins the dynamic ``size`` (a SymInt of an input,
     axis ``where`` of the example ``inputs``) to its example's value and what few sizes share
-    its result (:class:`_PinningGuards`)."""
+    its result (:class:`_PinningGuards`; ``differs`` as for :func:`fixed_dims`)."""
     if not isinstance(size, torch.SymInt) or not isinstance(size.node.expr, sympy.Symbol):
         return None
-    return _PinningGuards(program, inputs).of(size.node.expr, int(size.node.hint), where)
+    return _PinningGuards(program, inputs, differs).of(size.node.expr, int(size.node.hint),
+                                                       where)
 
 
 _SPLITS = {"split", "split_with_sizes", "chunk", "tensor_split", "unbind", "unsafe_split"}

@@ -60,7 +60,7 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
     try:
         program = export()
-        pinned = _pinned_to_small_sizes(program, dynamic, tensors)
+        pinned = _pinned_to_small_sizes(program, dynamic, tensors, graph_module)
         if pinned:
             # As the default path does: a dim the program holds for sizes up to 2 only (a
             # split into pieces of 2 from an example of 1: one piece there, more beyond) is
@@ -100,10 +100,15 @@ def _dynamic_input_sizes(program: torch.export.ExportedProgram, dynamic: list):
 
 
 def _pinned_to_small_sizes(program: torch.export.ExportedProgram, dynamic: list,
-                           tensors: tuple) -> dict[tuple[int, int], str]:
+                           tensors: tuple, graph_module: torch.fx.GraphModule
+                           ) -> dict[tuple[int, int], str]:
     """The dynamic dims whose range the program bounds so that they are as good as fixed, or
-    that a guard of its code pins (the size of a split's piece, :func:`pinning_guard`), each
-    with why."""
+    that a guard of its code pins (the size of a split's piece, :func:`pinning_guard`: where
+    the program, run without it, computes other results than the traced graph), each with
+    why."""
+    from onnxport.capture.torch_export.eager_check import differs_at_size
+
+    differs = differs_at_size(program, _Replay(graph_module), tensors, {})
     pinned = {}
     for k, axis, size, bounds in _dynamic_input_sizes(program, dynamic):
         if holds_at_small_sizes_only(*bounds):
@@ -111,7 +116,7 @@ def _pinned_to_small_sizes(program: torch.export.ExportedProgram, dynamic: list,
                 "the traced program holds for sizes up to 2 only (a split or chunk whose "
                 "number of pieces grows beyond: trace from a larger example)")
         elif bounds[1] is None and (
-                guard := pinning_guard(program, size, tensors, (k, axis))) is not None:
+                guard := pinning_guard(program, size, tensors, (k, axis), differs)) is not None:
             # (a bounded dim is checked beyond its bound: grown_check.bounds_that_bite)
             pinned[(k, axis)] = (
                 f"the traced program holds only where {guard}, which sizes far from it do "
