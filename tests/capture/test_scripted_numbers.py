@@ -167,7 +167,13 @@ class _RanksOfWhatTheScriptMakes(torch.nn.Module):
                 torch.var_mean(x, 1, correction=0)[0].dim(), x.var().dim(),
                 torch.arange(x.size(0)).dim(), x.tensor_split(2, 1)[1].dim(),
                 torch.stack(x.unbind(1)[::-1], 1).dim(), x.reshape(x.shape[:-1] + [-1]).dim(),
-                x.unsqueeze(1).expand(x.shape[:1] + [2] + x.shape[1:]).dim()]
+                x.unsqueeze(1).expand(x.shape[:1] + [2] + x.shape[1:]).dim(),
+                x.sum(1, keepdim=True).relu().squeeze(1).dim(), x.unsqueeze(0).squeeze(0).dim(),
+                x.gather(1, x.argmax(1, keepdim=True)).squeeze(-2).dim(),
+                torch.nn.functional.interpolate(x.unsqueeze(0), scale_factor=2.0).squeeze(0).dim(),
+                (x.mean(0, keepdim=True) * x.amax(0, keepdim=True)).squeeze(0).dim(),
+                (x.mean(0, keepdim=True) + x).squeeze(0).dim(),  # (not known to be 1: kept)
+                x.var(2, keepdim=True).squeeze(1).dim()]  # (nor this one)
 
 
 def _twice_along_the_first_axis(y: torch.Tensor) -> torch.Tensor:
@@ -179,7 +185,9 @@ class _RepeatedAfterOpsOfKnownRank(torch.nn.Module):
         return [_twice_along_the_first_axis(y) for y in (
             x.var(1, keepdim=True, unbiased=False), torch.var_mean(x, [0, 1], correction=0)[1],
             x.tensor_split(2, 1)[1], x.reshape(x.shape[:-1] + [-1]),
-            x.unsqueeze(1).expand(x.shape[:1] + [2] + x.shape[1:]), x + torch.arange(x.size(-1)))]
+            x.unsqueeze(1).expand(x.shape[:1] + [2] + x.shape[1:]), x + torch.arange(x.size(-1)),
+            x.gather(1, x.argmax(1, keepdim=True)).squeeze(1),
+            torch.nn.functional.interpolate(x.unsqueeze(0), scale_factor=2.0).squeeze(0))]
 
 
 class _RepeatedAlongTheFirstAxis(torch.nn.Module):
@@ -209,7 +217,8 @@ def test_the_rank_of_a_tensor_the_script_makes(dynamo):
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
 def test_comprehensions_over_the_rank_of_variances_pieces_and_joined_shapes(dynamo):
     # Each value's rank was unknown (var/std/var_mean, tensor_split's pieces, reshape or
-    # expand to joined slices of x.shape, arange), so the comprehension
+    # expand to joined slices of x.shape, arange, squeeze of a dim known to be 1), so the
+    # comprehension
     # over range(y.dim()) was a loop of a run-time count whose list repeat could not read.
     scripted = torch.jit.script(_RepeatedAfterOpsOfKnownRank())
     program = onnxport.export(scripted, (torch.randn(3, 4, 5),), dynamo=dynamo,

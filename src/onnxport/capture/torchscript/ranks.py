@@ -6,6 +6,7 @@ any other op, or of branches that disagree, has no rank here."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -96,6 +97,7 @@ def _walk(block: Any, ranks: dict) -> None:
                     ranks[output] = branches[0][k]
         else:
             _node(node, ranks)
+        _units(node, ranks)  # (after: a squeeze's rank needs its input's)
         for output in node.outputs():  # (a type that says its rank: a traced value's)
             _seed(output, ranks)
             made_here.add(output.unique())
@@ -236,6 +238,84 @@ def _node(node: torch._C.Node, ranks: dict) -> None:
     if result is not None and len(outputs) == 1 and (
             isinstance(outputs[0].type(), torch._C.TensorType) or isinstance(result, tuple)):
         ranks[outputs[0]] = result
+
+
+# Ops whose result has their first argument's shape: its dims known to be 1 stay so.
+_SHAPE_KEPT = {
+    "aten::contiguous", "aten::clone", "aten::detach", "aten::to", "aten::type_as",
+    "aten::relu", "aten::sigmoid", "aten::tanh", "aten::neg", "aten::abs", "aten::exp",
+    "aten::log", "aten::sqrt", "aten::rsqrt", "aten::dropout", "aten::softmax",
+    "aten::log_softmax", "aten::gelu", "aten::silu", "aten::cumsum", "aten::cumprod",
+    "aten::zeros_like", "aten::ones_like", "aten::empty_like", "aten::full_like",
+    "aten::reciprocal", "aten::sign", "aten::floor", "aten::ceil", "aten::round", "aten::sin",
+    "aten::cos", "aten::square", "aten::clamp_min", "aten::clamp_max", "aten::scatter",
+    "aten::scatter_add", "aten::index_fill", "aten::fill_", "aten::zero_", "aten::flip",
+    "aten::roll", "aten::argsort", "aten::logcumsumexp", "aten::nan_to_num",
+}
+
+
+# Resizes and pools of 1, 2 or 3 spatial dims (their last ones).
+_SPATIAL = ("aten::upsample_", "aten::max_pool", "aten::avg_pool", "aten::adaptive_avg_pool",
+            "aten::adaptive_max_pool")
+
+
+def units(value: torch._C.Value, ranks: dict) -> frozenset:
+    """The dims of ``value`` known to be of size 1 (an unsqueeze's, a kept reduced dim)."""
+    return ranks.get(("ones", value.unique()), frozenset())
+
+
+def _units(node: torch._C.Node, ranks: dict) -> None:
+    """The dims known to be 1 of each result of ``node`` (none where not known), and the rank
+    of ``squeeze(d)`` of a dim known to be 1: one less."""
+    inputs, outputs = list(node.inputs()), list(node.outputs())
+    if not outputs:
+        return
+    kind, rank = node.kind(), ranks.get(inputs[0]) if inputs else None
+    found: frozenset = frozenset()
+    constant = [v.toIValue() if v.node().kind() == "prim::Constant" else "?" for v in inputs]
+    if not isinstance(rank, int) or len(outputs) != 1:
+        pass
+    elif kind in _SHAPE_KEPT:
+        found = units(inputs[0], ranks)
+    elif kind.endswith(("1d", "2d", "3d")) and kind.startswith(_SPATIAL):
+        spatial = int(kind[-2])  # (resizes and pools: the leading dims keep their sizes)
+        found = frozenset(d for d in units(inputs[0], ranks) if d < rank - spatial)
+    elif kind == "aten::gather" and len(inputs) > 2:
+        found = units(inputs[2], ranks)  # (the index's shape)
+    elif kind == "aten::unsqueeze" and isinstance(constant[1], int):
+        d = constant[1] % (rank + 1)
+        found = frozenset({d} | {u + (u >= d) for u in units(inputs[0], ranks)})
+    elif kind == "aten::squeeze" and len(inputs) == 2 and isinstance(constant[1], int) and \
+            rank > 0 and constant[1] % rank in units(inputs[0], ranks):
+        d = constant[1] % rank
+        ranks[outputs[0]] = rank - 1
+        found = frozenset(u - (u > d) for u in units(inputs[0], ranks) if u != d)
+    elif kind in _BROADCAST and ranks.get(outputs[0]) is not None:
+        found = _broadcast_units(inputs, ranks.get(outputs[0]), ranks)
+    elif kind in _REDUCTIONS | _VARIANCES and ranks.get(outputs[0]) == rank and rank and \
+            len(constant) > 1:  # (keepdim: the dims reduced are 1)
+        reduced = constant[1]
+        if kind in _VARIANCES:
+            with contextlib.suppress(RuntimeError):
+                dims = node.namedInput("dim")
+                reduced = dims.toIValue() if dims.node().kind() == "prim::Constant" else "?"
+        reduced = [reduced] if isinstance(reduced, int) and not isinstance(reduced, bool) \
+            else reduced
+        if isinstance(reduced, list) and reduced and all(isinstance(d, int) for d in reduced):
+            found = units(inputs[0], ranks) | {d % rank for d in reduced}
+    ranks[("ones", outputs[0].unique())] = found if len(outputs) == 1 else frozenset()
+    for output in outputs[1:]:
+        ranks[("ones", output.unique())] = frozenset()
+
+
+def _broadcast_units(inputs: list, rank: int, ranks: dict) -> frozenset:
+    """The dims of a broadcast's result of ``rank`` that are 1 in every tensor argument (a
+    lower-ranked one's missing leading dims are 1)."""
+    tensors = [v for v in inputs if isinstance(v.type(), torch._C.TensorType)]
+    if not all(isinstance(ranks.get(v), int) for v in tensors):
+        return frozenset()
+    return frozenset(d for d in range(rank) if all(
+        d - (rank - ranks[v]) < 0 or d - (rank - ranks[v]) in units(v, ranks) for v in tensors))
 
 
 def _reduced(node: torch._C.Node, rank: int, inputs: list, outputs: list, ranks: dict) -> None:
