@@ -1065,3 +1065,35 @@ def test_a_guard_torch_s_sympy_functions_refuse_at_a_size_is_undecided_there():
     assert _holds(guard, {size: sympy.Integer(2)}) is True  # (undecided: no pin from it)
     assert _holds(guard, {size: sympy.Integer(6)}) is True
     assert _holds(guard, {size: sympy.Integer(5)}) is False
+
+
+class _PooledNarrowToTheSmallerSize(torch.nn.Module):
+    def forward(self, x):
+        x = x.chunk(2, 1)[0]
+        x = x + x.new_full((x.size(-1),), 2.0)
+        x = x.narrow(1, 0, min(x.size(1), x.size(0)))
+        pooled = torch.nn.functional.max_pool1d(x.reshape(1, -1, x.size(-1)), 2, ceil_mode=True)
+        return pooled.reshape(x.shape[:-1] + [-1])
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_comparison_of_sizes_torch_export_decided_is_no_silent_answer(dynamo):
+    # Scripted fuzz seed 73256: propagating the graph found the pool's width pinned; torch.export
+    # over it then took min(piece, rows) as the piece (a guard of no equation) and kept the
+    # axis dynamic: at 2 x 5 the ONNX model pooled 3 columns where the model pools 2. The
+    # axis is fixed now where the program differs from the traced graph at a larger size.
+    model = torch.jit.script(_PooledNarrowToTheSmallerSize())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(model, (torch.randn(3, 3),), input_names=["x"],
+                                  dynamic_axes={"x": [0, 1]}, dynamo=dynamo)
+    assert any(issubclass(w.category, DynamicDimensionFixedWarning) for w in caught)
+    x = torch.randn(3, 3)
+    torch.testing.assert_close(program(x)[0], model(x))
+    for shape in ((2, 5), (4, 7)):
+        try:
+            actual = program(torch.randn(shape))[0]
+        except Exception as error:  # noqa: BLE001 - refused: the axis is static
+            assert "dimensions" in str(error)
+        else:
+            pytest.fail(f"ran at {shape}: {tuple(actual.shape)}")

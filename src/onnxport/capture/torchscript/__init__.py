@@ -130,7 +130,7 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
             if program is None:
                 _refuse_run_time_loops(graph_module)
                 try:
-                    program = _export_traced(graph_module, tensors, dynamic)
+                    program = _export_traced(graph_module, tensors, dynamic, fixed)
                 except CaptureError:
                     program = _propagated_fixing_dims(graph_module, tensors, dynamic, fixed)
                     if program is None:

@@ -26,9 +26,10 @@ from onnxport.errors import CaptureError
 _REPLAY_PREFIX = "replayed."
 
 
-def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
-                   dynamic: list) -> torch.export.ExportedProgram:
-    """torch.export over the traced program.
+def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: list,
+                   suspects: list = ()) -> torch.export.ExportedProgram:
+    """torch.export over the traced program (``suspects``: the dynamic dims, (input, axis),
+    that propagating the graph found pinned by a guard).
 
     The tracer keeps sizes as 0-d tensors, and some code (torchvision's resize and detection
     heads, interpolate with recompute_scale_factor) computes sizes with tensor ops and reads
@@ -60,7 +61,7 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple,
     reads = _shape_reads(graph_module)  # none left when static: capture_tracing fixed them
     try:
         program = export()
-        pinned = _pinned_to_small_sizes(program, dynamic, tensors, graph_module)
+        pinned = _pinned_to_small_sizes(program, dynamic, tensors, graph_module, suspects)
         if pinned:
             # As the default path does: a dim the program holds for sizes up to 2 only (a
             # split into pieces of 2 from an example of 1: one piece there, more beyond) is
@@ -100,18 +101,30 @@ def _dynamic_input_sizes(program: torch.export.ExportedProgram, dynamic: list):
 
 
 def _pinned_to_small_sizes(program: torch.export.ExportedProgram, dynamic: list,
-                           tensors: tuple, graph_module: torch.fx.GraphModule
-                           ) -> dict[tuple[int, int], str]:
+                           tensors: tuple, graph_module: torch.fx.GraphModule,
+                           suspects: list = ()) -> dict[tuple[int, int], str]:
     """The dynamic dims whose range the program bounds so that they are as good as fixed, or
     that a guard of its code pins (the size of a split's piece, :func:`pinning_guard`: where
-    the program, run without it, computes other results than the traced graph), each with
-    why."""
+    the program, run without it, computes other results than the traced graph), or, of the
+    ``suspects``, where the program computes other results than the traced graph at a larger
+    size (torch.export took min(piece, rows) as the piece with a guard of no equation), each
+    with why."""
     from onnxport.capture.torch_export.eager_check import differs_at_size
 
     differs = differs_at_size(program, _Replay(graph_module), tensors, {})
     pinned = {}
     for k, axis, size, bounds in _dynamic_input_sizes(program, dynamic):
-        if holds_at_small_sizes_only(*bounds):
+        example = int(tensors[k].shape[axis])
+        # (A bounded dim is checked beyond its bound, one of 1 against larger sizes later:
+        # strategies._small_dims_the_trace_fixes.)
+        if (k, axis) in suspects and isinstance(size, torch.SymInt) and bounds[1] is None \
+                and example > 1 and any(
+                differs((k, axis), grown) for grown in (example + 1, 2 * example + 1,
+                                                        3 * example + 2)):
+            pinned[(k, axis)] = (
+                "the traced program computes other results than the model at other sizes "
+                "(torch.export decided a comparison of sizes at the example's)")
+        elif holds_at_small_sizes_only(*bounds):
             pinned[(k, axis)] = (
                 "the traced program holds for sizes up to 2 only (a split or chunk whose "
                 "number of pieces grows beyond: trace from a larger example)")
