@@ -2,7 +2,8 @@
 reads ``x.dim()`` to dispatch (nn.LSTMCell batches a 1-D input), also on values TorchScript
 types as any Tensor (a slice of an input, a loop's carried state), and ONNX has no branch
 whose results differ in rank. Only what the ops below say for sure is inferred; a value of
-any other op, or of branches that disagree, has no rank here."""
+any other op, or of branches that disagree, has no rank here. The dims known to be of size 1
+(an unsqueeze's, a kept reduced dim) are followed too, for the rank of a squeeze of them."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def _walk(block: Any, ranks: dict) -> None:
                     ranks[output] = branches[0][k]
         else:
             _node(node, ranks)
-        _units(node, ranks)  # (after: a squeeze's rank needs its input's)
+        _follow_ones(node, ranks)  # (after: a squeeze's rank needs its input's)
         for output in node.outputs():  # (a type that says its rank: a traced value's)
             _seed(output, ranks)
             made_here.add(output.unique())
@@ -259,12 +260,12 @@ _SPATIAL = ("aten::upsample_", "aten::max_pool", "aten::avg_pool", "aten::adapti
             "aten::adaptive_max_pool")
 
 
-def units(value: torch._C.Value, ranks: dict) -> frozenset:
+def _ones(value: torch._C.Value, ranks: dict) -> frozenset:
     """The dims of ``value`` known to be of size 1 (an unsqueeze's, a kept reduced dim)."""
     return ranks.get(("ones", value.unique()), frozenset())
 
 
-def _units(node: torch._C.Node, ranks: dict) -> None:
+def _follow_ones(node: torch._C.Node, ranks: dict) -> None:
     """The dims known to be 1 of each result of ``node`` (none where not known), and the rank
     of ``squeeze(d)`` of a dim known to be 1: one less."""
     inputs, outputs = list(node.inputs()), list(node.outputs())
@@ -276,22 +277,22 @@ def _units(node: torch._C.Node, ranks: dict) -> None:
     if not isinstance(rank, int) or len(outputs) != 1:
         pass
     elif kind in _SHAPE_KEPT:
-        found = units(inputs[0], ranks)
+        found = _ones(inputs[0], ranks)
     elif kind.endswith(("1d", "2d", "3d")) and kind.startswith(_SPATIAL):
         spatial = int(kind[-2])  # (resizes and pools: the leading dims keep their sizes)
-        found = frozenset(d for d in units(inputs[0], ranks) if d < rank - spatial)
+        found = frozenset(d for d in _ones(inputs[0], ranks) if d < rank - spatial)
     elif kind == "aten::gather" and len(inputs) > 2:
-        found = units(inputs[2], ranks)  # (the index's shape)
+        found = _ones(inputs[2], ranks)  # (the index's shape)
     elif kind == "aten::unsqueeze" and isinstance(constant[1], int):
         d = constant[1] % (rank + 1)
-        found = frozenset({d} | {u + (u >= d) for u in units(inputs[0], ranks)})
+        found = frozenset({d} | {u + (u >= d) for u in _ones(inputs[0], ranks)})
     elif kind == "aten::squeeze" and len(inputs) == 2 and isinstance(constant[1], int) and \
-            rank > 0 and constant[1] % rank in units(inputs[0], ranks):
+            rank > 0 and constant[1] % rank in _ones(inputs[0], ranks):
         d = constant[1] % rank
         ranks[outputs[0]] = rank - 1
-        found = frozenset(u - (u > d) for u in units(inputs[0], ranks) if u != d)
+        found = frozenset(u - (u > d) for u in _ones(inputs[0], ranks) if u != d)
     elif kind in _BROADCAST and ranks.get(outputs[0]) is not None:
-        found = _broadcast_units(inputs, ranks.get(outputs[0]), ranks)
+        found = _broadcast_ones(inputs, ranks.get(outputs[0]), ranks)
     elif kind in _REDUCTIONS | _VARIANCES and ranks.get(outputs[0]) == rank and rank and \
             len(constant) > 1:  # (keepdim: the dims reduced are 1)
         reduced = constant[1]
@@ -302,20 +303,20 @@ def _units(node: torch._C.Node, ranks: dict) -> None:
         reduced = [reduced] if isinstance(reduced, int) and not isinstance(reduced, bool) \
             else reduced
         if isinstance(reduced, list) and reduced and all(isinstance(d, int) for d in reduced):
-            found = units(inputs[0], ranks) | {d % rank for d in reduced}
+            found = _ones(inputs[0], ranks) | {d % rank for d in reduced}
     ranks[("ones", outputs[0].unique())] = found if len(outputs) == 1 else frozenset()
     for output in outputs[1:]:
         ranks[("ones", output.unique())] = frozenset()
 
 
-def _broadcast_units(inputs: list, rank: int, ranks: dict) -> frozenset:
+def _broadcast_ones(inputs: list, rank: int, ranks: dict) -> frozenset:
     """The dims of a broadcast's result of ``rank`` that are 1 in every tensor argument (a
     lower-ranked one's missing leading dims are 1)."""
     tensors = [v for v in inputs if isinstance(v.type(), torch._C.TensorType)]
     if not all(isinstance(ranks.get(v), int) for v in tensors):
         return frozenset()
     return frozenset(d for d in range(rank) if all(
-        d - (rank - ranks[v]) < 0 or d - (rank - ranks[v]) in units(v, ranks) for v in tensors))
+        d - (rank - ranks[v]) < 0 or d - (rank - ranks[v]) in _ones(v, ranks) for v in tensors))
 
 
 def _reduced(node: torch._C.Node, rank: int, inputs: list, outputs: list, ranks: dict) -> None:
