@@ -1293,7 +1293,13 @@ def test_a_dynamic_axis_the_trace_fixed_silently_is_kept_static_with_a_warning()
 
 class _RolledByHalf(torch.nn.Module):
     def forward(self, x):
-        return x.roll(x.size(1) // 2, 1) * 2  # the tracer keeps the shift, and warns of nothing
+        # (flattened: the tracer keeps the shift, and warns of nothing)
+        return x.roll(x.size(1) // 2) * 2
+
+
+class _RolledByHalfAlongDims(torch.nn.Module):
+    def forward(self, x):
+        return x.roll(x.size(1) // 2, 1) * 2 + x.roll((-x.size(0), 1 - x.size(1)), (0, 1))
 
 
 def test_a_number_the_tracer_keeps_silently_is_warned_of_and_its_axis_kept_static():
@@ -1309,6 +1315,24 @@ def test_a_number_the_tracer_keeps_silently_is_warned_of_and_its_axis_kept_stati
     assert str(program.model.graph.inputs[0].shape) == "[n,5]"
     other = torch.randn(6, 5)
     _close(program(other)[0], model(other))
+
+
+def test_a_roll_by_a_traced_number_along_dims_follows_the_size():
+    # x.roll(x.size(1) // 2, 1) kept the example's shift (warned of, the axis static); along
+    # named dims it is a gather of the positions shifted, which the trace records.
+    import warnings
+
+    from onnxport.errors import TracingWarning
+
+    model = _RolledByHalfAlongDims()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TracingWarning)
+        program = onnxport.export(model, (torch.randn(3, 5),), dynamo=False, input_names=["x"],
+                                  dynamic_axes={"x": {0: "n", 1: "m"}})
+    assert str(program.model.graph.inputs[0].shape) == "[n,m]"
+    for shape in ((3, 5), (6, 4), (1, 9), (2, 1), (0, 3)):
+        other = torch.randn(shape)
+        _close(program(other)[0], model(other))
 
 
 def test_numbers_the_tracer_records_are_not_warned_of():

@@ -24,6 +24,9 @@ class UnrecordedNumbers(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in _ROLLS and torch._C._get_tracing_state() is not None and \
+                (rolled := _traced_roll(*args, **kwargs)) is not None:
+            return rolled
         traced = []
         if torch._C._get_tracing_state() is not None and \
                 getattr(func, "__name__", None) not in _READS:
@@ -48,6 +51,27 @@ class UnrecordedNumbers(torch.overrides.TorchFunctionMode):
 _READS = frozenset(["__get__", "dim", "size", "numel", "is_floating_point", "is_complex",
                     "__bool__", "__int__", "__float__", "__index__", "item", "tolist",
                     "__format__", "__repr__", "__str__", "__len__"])
+
+
+_ROLLS = frozenset([torch.roll, torch.Tensor.roll])
+
+
+def _traced_roll(x, shifts, dims=()) -> torch.Tensor | None:
+    """``x.roll(shifts, dims)`` where a shift is a traced number (``x.roll(x.size(1) // 2,
+    1)``), as a gather of each dim's positions shifted, which records the shift where roll
+    kept the example's. None for any other roll (each dim named, shifts of known numbers)."""
+    shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    if not any(isinstance(s, torch.Tensor) for s in shifts) or len(dims) != len(shifts):
+        return None
+    for shift, dim in zip(shifts, dims):
+        # out[i] = x[(i - shift) mod n] (an empty dim's n is taken as 1: ONNX Runtime
+        # refuses a remainder of 0 even of no element)
+        n = x.size(dim)
+        positions = torch.arange(n, device=x.device)
+        n = torch.clamp(n, min=1) if isinstance(n, torch.Tensor) else max(n, 1)
+        x = x.index_select(dim, torch.remainder(positions - shift, n))
+    return x
 
 
 def _model_line() -> tuple[str, int]:
