@@ -1335,6 +1335,20 @@ def test_a_roll_by_a_traced_number_along_dims_follows_the_size():
         _close(program(other)[0], model(other))
 
 
+def test_an_op_given_a_run_time_number_it_takes_as_a_constant_says_so():
+    # torch.diagonal's offset from a dynamic size failed with a bare TypeError ("'>' not
+    # supported between instances of 'Value' and 'int").
+    from onnxport.errors import TranslationError
+
+    class Diagonal(torch.nn.Module):
+        def forward(self, x):
+            return torch.diagonal(x, x.size(1) // 2 - 1) * 2
+
+    with pytest.raises(TranslationError, match="aten::diagonal.*known only at run time.*static"):
+        onnxport.export(Diagonal(), (torch.randn(3, 5),), dynamo=False, input_names=["x"],
+                        dynamic_axes={"x": {0: "n", 1: "m"}})
+
+
 def test_numbers_the_tracer_records_are_not_warned_of():
     class Sized(torch.nn.Module):
         def forward(self, x):

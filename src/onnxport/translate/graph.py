@@ -371,7 +371,7 @@ class _Translator:
                 raise TranslationError(
                     f"translating {name} (node {node.name!r}"
                     f"{', at ' + _source_of(node) if _source_of(node) else ''}) failed: "
-                    f"{type(error).__name__}: {error}"
+                    f"{type(error).__name__}: {error}{_run_time_number_hint(node, error)}"
                 ) from error
         self._bind(node, result, expected)
         _carry_doubt((args, kwargs), result)
@@ -735,6 +735,18 @@ def _placed(error: TranslationError, place: str) -> TranslationError:
         first, newline, rest = message.partition("\n")
         error.args = (f"{first} (used at {place}){newline}{rest}",)
     return error
+
+
+def _run_time_number_hint(node: torch.fx.Node, error: Exception) -> str:
+    """What a translation's TypeError means where the op takes a number known only at run time
+    (torch.diagonal's offset computed from a dynamic size), which it reads as a constant."""
+    numbers = [a for a in torch.utils._pytree.tree_leaves((node.args, node.kwargs))
+               if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.SymInt)]
+    if not isinstance(error, TypeError) or not numbers:
+        return ""
+    return (". An argument is a number known only at run time (computed from a dynamic size), "
+            "which this op's translation takes only as a constant: make it a constant, or "
+            "export with the axes it comes from static")
 
 
 def _source_of(node: torch.fx.Node) -> str:
