@@ -1097,3 +1097,29 @@ def test_a_comparison_of_sizes_torch_export_decided_is_no_silent_answer(dynamo):
             assert "dimensions" in str(error)
         else:
             pytest.fail(f"ran at {shape}: {tuple(actual.shape)}")
+
+
+class _NarrowedToTheSmallerSizeThenChunked(torch.nn.Module):
+    def forward(self, x):
+        x = x.cummax(1)[0]
+        x = x.narrow(2, 0, min(x.size(2), x.size(0))).chunk(3, 2)[-1]
+        return x - x.logsumexp(1, keepdim=True)
+
+
+def test_a_relation_of_sizes_only_a_large_growth_tells_is_checked_on_small_inputs():
+    # Fuzz seed 76451 (dynamo=False, from 3 x 1 x 3): the trace took min(x.size(2), x.size(0))
+    # as x.size(2); the axis of 1 hides it (logsumexp over it is x itself) unless it grows
+    # with the last one, a growth of 16.3 times the example's elements, which the check left
+    # out: at 5 x 6 x 6 the ONNX model answered 2 columns where the model has 1.
+    model = _NarrowedToTheSmallerSizeThenChunked()
+    with pytest.warns(DynamicDimensionFixedWarning):
+        program = onnxport.export(model, (torch.randn(3, 1, 3),), input_names=["x"],
+                                  dynamic_axes={"x": {0: "a", 1: "b", 2: "c"}}, dynamo=False)
+    for shape in ((3, 1, 3), (5, 6, 6), (3, 7, 7), (6, 2, 4)):
+        x = torch.randn(shape)
+        try:
+            actual = program(x)[0]
+        except Exception as error:  # noqa: BLE001 - refused: an axis is static
+            assert "dimensions" in str(error) or "pieces" in str(error)
+        else:
+            torch.testing.assert_close(actual, model(x))
