@@ -138,33 +138,41 @@ def _read_as_rows(graph: torch.fx.Graph, user: torch.fx.Node, rows: torch.fx.Nod
                   value: StackedList) -> None:
     """``user``, a read of the list whose items are the rows of ``rows``, made a read of
     ``rows`` (in place, or replaced)."""
-    stacking = user.target in (torch.ops.aten.stack.default, torch.ops.aten.cat.default)
-    if user.args[0] is not rows or any(rows in (a if isinstance(a, (list, tuple)) else (a,))
-                                       for a in (*user.args[1:], *user.kwargs.values())):
-        pass
-    elif user.target is operator.getitem:
-        user.target, user.args = torch.ops.aten.select.int, (rows, 0, user.args[1])
-        return
-    elif user.target in (torch.ops.aten.len.t, len):
-        user.target, user.args = torch.ops.aten.sym_size.int, (rows, 0)
-        return
-    elif stacking and isinstance(dim := (list(user.args[1:]) + [user.kwargs.get("dim", 0)])[0],
-                                 int):
-        with graph.inserting_before(user):
-            if user.target is torch.ops.aten.stack.default:
-                new = graph.call_function(torch.ops.aten.movedim.int, (rows, 0, dim))
-            else:  # the count axis moved in front of dim, then merged with it
-                at = dim if dim >= 0 else dim - 1
-                moved = graph.call_function(torch.ops.aten.movedim.int, (rows, 0, at))
-                new = graph.call_function(torch.ops.aten.flatten.using_ints, (moved, at, at + 1))
-        user.replace_all_uses_with(new)
-        graph.erase_node(user)
-        return
+    others = [*user.args[1:], *user.kwargs.values()]
+    dim = (others + [0])[0]
+    if user.args[0] is rows and not any(
+            rows in (a if isinstance(a, (list, tuple)) else (a,)) for a in others):
+        if user.target is operator.getitem:
+            user.target, user.args = torch.ops.aten.select.int, (rows, 0, user.args[1])
+            return
+        if user.target in (torch.ops.aten.len.t, len):
+            user.target, user.args = torch.ops.aten.sym_size.int, (rows, 0)
+            return
+        if user.target in _JOINS and isinstance(dim, int):
+            with graph.inserting_before(user):
+                joined = _rows_joined(graph, user.target, rows, dim)
+            user.replace_all_uses_with(joined)
+            graph.erase_node(user)
+            return
     raise CaptureError(
         f"scripted code reads the list that the loop ({value.where}) appends to, inside a "
         f"loop or branch, by {user.target}, which is not translated for a list whose length "
         "is known only at run time (indexing, len(), torch.stack and torch.cat are); stack it "
         "first (torch.stack(items))")
+
+
+_JOINS = (torch.ops.aten.stack.default, torch.ops.aten.cat.default)
+
+
+def _rows_joined(graph: torch.fx.Graph, target: Any, rows: torch.fx.Node,
+                 dim: int) -> torch.fx.Node:
+    """``torch.stack`` or ``torch.cat`` (``target``) along ``dim`` of the list whose items are
+    the rows of ``rows``: for cat, the count axis moved in front of dim, then merged with it."""
+    if target is torch.ops.aten.stack.default:
+        return graph.call_function(torch.ops.aten.movedim.int, (rows, 0, dim))
+    at = dim if dim >= 0 else dim - 1
+    moved = graph.call_function(torch.ops.aten.movedim.int, (rows, 0, at))
+    return graph.call_function(torch.ops.aten.flatten.using_ints, (moved, at, at + 1))
 
 
 def _append_chain(placeholder: torch.fx.Node, result: Any, output: torch.fx.Node,
@@ -203,15 +211,9 @@ def stacked_call(converter: Any, node: torch._C.Node, target: Any, args: list) -
     op."""
     graph = converter.fx_graph
     stacked = next(a for a in args if isinstance(a, StackedList))
-    if target in (torch.ops.aten.stack.default, torch.ops.aten.cat.default) and \
-            args[0] is stacked and isinstance(args[1] if len(args) > 1 else 0, int):
-        dim = args[1] if len(args) > 1 else 0
-        if target is torch.ops.aten.stack.default:
-            return graph.call_function(torch.ops.aten.movedim.int, (stacked.node, 0, dim))
-        # cat along dim: the count axis moved in front of dim, then merged with it
-        at = dim if dim >= 0 else dim - 1
-        moved = graph.call_function(torch.ops.aten.movedim.int, (stacked.node, 0, at))
-        return graph.call_function(torch.ops.aten.flatten.using_ints, (moved, at, at + 1))
+    dim = args[1] if len(args) > 1 else 0
+    if target in _JOINS and args[0] is stacked and isinstance(dim, int):
+        return _rows_joined(graph, target, stacked.node, dim)
     if target is torch.ops.aten.slice.t and args[0] is stacked:
         # ys[start:end:step]: the rows of the stacked tensor, a list of them again
         start, end, step = (list(args[1:]) + [None, None, 1])[:3]

@@ -256,11 +256,12 @@ def convert_if(converter: Any, node: torch._C.Node) -> None:
         names |= set(converter.blocks_to_lifted_attrs[block])
     outer_values(converter, sorted(names))
     TS2FXGraphConverter.convert_prim_If(converter, node)
+    # A list an earlier loop built, among the operands: each branch reads its stacked rows.
     cond = next(n for n in reversed(converter.fx_graph.nodes) if n.target is torch.cond)
     operands = cond.args[3]
-    for branch in cond.args[1:3]:  # (both branches take the same operands)
-        read = stacked_lists_read(converter.subgraphs[branch.target], operands)
     if any(isinstance(value, StackedList) for value in operands):
+        for branch in cond.args[1:3]:  # (both take the same operands, and get the same ones)
+            read = stacked_lists_read(converter.subgraphs[branch.target], operands)
         cond.args = (*cond.args[:3], tuple(read), *cond.args[4:])
 
 
