@@ -277,3 +277,30 @@ def test_scripted_grid_sample_that_warns_of_its_default_corners(dynamo):
         check(model, torch.randn(1, 2, 5, 6), torch.rand(1, 3, 4, 2) * 2 - 1, dynamo=dynamo,
               input_names=["x", "grid"], dynamic_axes={"x": [2, 3], "grid": [1, 2]},
               run_with=[(torch.randn(1, 2, 7, 4), torch.rand(1, 5, 2, 2) * 2 - 1)])
+
+
+class _ScriptedInterpolate(torch.nn.Module):
+    def __init__(self, scale_factor, mode: str, recompute: bool | None):
+        super().__init__()
+        self.scale_factor, self.mode, self.recompute = scale_factor, mode, recompute
+
+    def forward(self, x):
+        return F.interpolate(x, scale_factor=self.scale_factor, mode=self.mode,
+                             recompute_scale_factor=self.recompute)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("scale_factor, mode, recompute, shape", [
+    (1.7, "nearest", True, (1, 2, 5, 7)),
+    (0.6, "bilinear", True, (1, 2, 5, 7)),
+    (2.5, "linear", True, (1, 2, 5)),
+    (2.0, "bicubic", False, (1, 2, 5, 7)),
+], ids=["nearest-recomputed", "bilinear-recomputed", "linear-recomputed", "bicubic"])
+def test_scripted_interpolate_by_a_scale_factor(dynamo, scale_factor, mode, recompute, shape):
+    # Scripted, F.interpolate casts its scale factors, a decided Optional[List[float]], to
+    # List[float] (prim::unchecked_cast of a list): the cast was left in the graph, and the
+    # export failed on it ("Expected a value of type 't'... found type 'list'").
+    model = torch.jit.script(_ScriptedInterpolate(scale_factor, mode, recompute))
+    other = torch.randn(2, 3, *(size + 3 for size in shape[2:]))
+    check(model, torch.randn(shape), dynamo=dynamo, opset=14, input_names=["x"],
+          dynamic_axes={"x": list(range(len(shape)))}, run_with=[(other,)], atol=1e-5)

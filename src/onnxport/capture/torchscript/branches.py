@@ -201,7 +201,9 @@ def _fold_identity_checks(graph: torch._C.Graph, distinct_inputs: bool = False) 
             fold_to_constant(graph, node, same == (node.kind() == "aten::__is__"))
             changed = True
         for node in graph.findAllNodes("prim::unchecked_cast", True):
-            if node.inputsAt(0).type().kind() == "TensorType":
+            # (a decided Optional: a tensor, or a list F.interpolate's scale factors build)
+            source = node.inputsAt(0).type()
+            if source.kind() == "TensorType" or source.isSubtypeOf(node.output().type()):
                 node.output().replaceAllUsesWith(node.inputsAt(0))
                 node.destroy()
                 changed = True
