@@ -1143,6 +1143,39 @@ def test_a_loop_over_a_list_input_beside_a_while_loop(dynamo):
         _close(program(x, *ys)[0], model(x, ys, 0.5))
 
 
+class _WhileUntilARow(torch.nn.Module):
+    def forward(self, x):
+        i = 0
+        scale = 1.0
+        found = False
+        while i < x.size(0):
+            if bool(x[i].sum() > 3):
+                found = True
+                break
+            x = x + 1
+            scale = scale * 0.5
+            i += 1
+        return x * scale, i, found
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_while_loop_whose_break_branch_keeps_its_numbers(dynamo):
+    # The branch that breaks returns the counter (and a float, a bool) it was given: torch's
+    # converter cloned each, which fails on a number ("aten::clone() Expected a value of type
+    # 'Tensor'").
+    model = torch.jit.script(_WhileUntilARow())
+    x = torch.zeros(4, 3)
+    x[2] = 5
+    program = onnxport.export(model, (x,), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0, 1]})
+    later, never = torch.zeros(6, 2), torch.zeros(3, 5)
+    later[4] = 5
+    for inputs in (x, later, never):
+        actual, expected = program(inputs.clone()), model(inputs.clone())
+        _close(actual[0], expected[0])
+        assert [int(actual[1]), bool(actual[2])] == [expected[1], expected[2]]
+
+
 def test_fake_tensor_errors_are_not_logged_while_propagating(monkeypatch):
     # A fake run's failure is reported by the CaptureError naming the op; torch's fake tensor
     # logger would also print it with a traceback. Silenced for the propagation only.

@@ -71,10 +71,10 @@ def _fold_run_state(graph: torch._C.Graph) -> bool:
 
 
 def _copy_outer_tensors_returned(graph: torch._C.Graph, block: Any) -> None:
-    """A branch that returns a tensor of the enclosing code unchanged (``res = y`` in one
-    branch of ``if cond:``) returns a clone of it made in the branch: torch's converter looks
-    a branch's results up among the values the branch makes and uses ("Output y.1 not
-    found")."""
+    """A branch that returns a tensor or number of the enclosing code unchanged (``res = y``
+    in one branch of ``if cond:``) returns a copy of it made in the branch (``_COPIES``):
+    torch's converter looks a branch's results up among the values the branch makes and
+    uses ("Output y.1 not found")."""
     for node in block.nodes():
         for sub_block in node.blocks():
             _copy_outer_tensors_returned(graph, sub_block)
@@ -82,15 +82,24 @@ def _copy_outer_tensors_returned(graph: torch._C.Graph, block: Any) -> None:
                 continue
             returned = sub_block.returnNode()
             for k, value in enumerate(list(returned.inputs())):
-                if value.type().kind() != "TensorType" or \
-                        value.node().owningBlock() == sub_block:
+                kind = value.type().kind()
+                if kind not in _COPIES or value.node().owningBlock() == sub_block or \
+                        (kind != "TensorType" and value.node().kind() == "prim::Constant"):
                     continue
-                none = graph.insertConstant(None)
-                none.node().moveBefore(returned)
-                copy = graph.create("aten::clone", [value, none])
+                op, second = _COPIES[kind]
+                operand = graph.insertConstant(second)
+                operand.node().moveBefore(returned)
+                copy = graph.create(op, [value, operand])
                 copy.insertBefore(returned)
                 copy.output().setType(value.type())
                 returned.replaceInput(k, copy.output())
+
+
+# A copy of a value of each kind, made in the branch that returns it: a tensor's clone, a
+# number plus 0 (the counter a ``while`` loop's ``break`` branch keeps: torch's converter
+# clones a branch's input it returns, which fails on an int).
+_COPIES = {"TensorType": ("aten::clone", None), "IntType": ("aten::add", 0),
+           "FloatType": ("aten::add", 0.0), "BoolType": ("aten::__and__", True)}
 
 
 def _fold_known_ranks(graph: torch._C.Graph) -> bool:
