@@ -635,3 +635,40 @@ def test_repeats_built_by_a_comprehension_over_the_rank_of_a_repeat(dynamo):
                    dynamic_axes={"x": [0, 1, 2]})
     for shape in ((3, 4, 4), (2, 5, 1), (1, 1, 3)):
         _compare(program, model, R(*shape))
+
+
+class _ReturnsEarlyOnSizes(nn.Module):
+    def forward(self, x):
+        if x[0].shape[0] < 5:
+            if x.size(0) == 3:
+                x[0] = x[0] + 3
+            else:
+                return [x]
+        return [x]
+
+
+class _ReturnsEarlyOnAStaticAndADynamicSize(nn.Module):
+    def forward(self, x):
+        if x.size(1) < 5:  # (static)
+            if x[0].size(0) > 3:  # (static too: the size of a row)
+                return [x * 2]
+            return [x + 1, x]
+        return [x, x - 1, x]
+
+
+@PATHS
+def test_an_early_return_on_static_sizes_is_decided(dynamo):
+    # TorchScript turns the early return into a flag and an uninitialized list that the branch
+    # not returning gives; an ONNX If cannot return it (the export failed on a cond returning
+    # a list). The sizes are static in the export: the branches are decided on them, as the
+    # TorchScript exporter decides them.
+    model = torch.jit.script(_ReturnsEarlyOnSizes())
+    x = torch.ones((3, 4), dtype=torch.int)
+    actual = _run(model, (x.clone(),), dynamo)(x.clone())  # (the model writes into x)
+    assert len(actual) == 1
+    torch.testing.assert_close(actual[0], model(x.clone())[0])
+    # Axis 0 dynamic: the size of a row (axis 1) still decides.
+    model = torch.jit.script(_ReturnsEarlyOnAStaticAndADynamicSize())
+    program = _run(model, (R(3, 4),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+    for rows in (3, 1, 6):
+        _compare(program, model, R(rows, 4))

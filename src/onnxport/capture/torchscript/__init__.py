@@ -232,7 +232,7 @@ def _scripted_program(scripted, args: tuple, tensors: tuple, dynamic: list,
     over them unrolled. A list of a run-time length the model still returns is then an ONNX
     sequence."""
     try:
-        state = _script_state(scripted, args)
+        state = _script_state(scripted, args, dynamic=dynamic_axes)
         return _program_keeping_loops(lambda: _scripted_graph(state), tensors, dynamic)
     except CaptureError as error:
         first = last = error

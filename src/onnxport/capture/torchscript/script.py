@@ -11,6 +11,7 @@ from onnxport.capture.script_mutations import functionalize_writes, nodes_inside
 from onnxport.capture.torchscript.branches import (_LIST_EDITS as _EDITS_IN_PLACE,
                                                    decide_branches, fold_to_constant,
                                                    unpacked_item)
+from onnxport.capture.torchscript.static_conditions import fold_static_size_conditions
 from onnxport.capture.torchscript.trace import _ConverterState
 
 
@@ -34,14 +35,17 @@ def is_tensor_sequence(value) -> bool:
 
 
 def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
-                  args: tuple = (), static_sizes: set | None = None) -> _ConverterState | None:
+                  args: tuple = (), static_sizes: set | None = None,
+                  dynamic: set = frozenset()) -> _ConverterState | None:
     """A scripted model's inlined graph, with its parameters and buffers known by name (not by
     comparing values, which takes a buffer equal to a parameter for that parameter), and the
     numbers among ``args`` bound as constants, as tracing fixes a model's number inputs.
 
     With ``static_sizes`` (the (input, axis) pairs that are dynamic), the sizes of the inputs'
     static axes that the graph reads are the example's, as tracing fixes them: a loop over one
-    is then unrolled (with the lists it appends to); None when the graph reads no such size."""
+    is then unrolled (with the lists it appends to); None when the graph reads no such size.
+    Without them, the branches on sizes static in the export (the axes not in ``dynamic``) are
+    decided (:mod:`.static_conditions`)."""
     is_module = isinstance(scripted, torch.jit.ScriptModule)
     graph = scripted.inlined_graph if is_module else scripted.graph.copy()
     if not is_module:  # (the functions it calls, F.layer_norm or torch.norm, inlined too)
@@ -63,6 +67,9 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
         # nn.TransformerEncoder's second layer checks the dtype of the first's output).
         if graph.findNode("prim::If", True) is not None:
             decide_branches(graph, distinct)
+    if fold_static_size_conditions(graph, tensors, 1 if is_module else 0,
+                                   static_sizes if static_sizes is not None else dynamic):
+        decide_branches(graph, distinct)
     _fold_split_counts(graph)
     _drop_sole_list_copies(graph)
     if static_sizes is not None:
