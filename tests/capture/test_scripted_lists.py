@@ -380,16 +380,22 @@ def test_writes_in_a_loop_of_a_run_time_count(dynamo):
 
 
 @PATHS
-def test_a_loop_torch_export_would_fix_is_refused(dynamo, monkeypatch):
+def test_a_loop_torch_export_would_fix_fixes_its_axis_with_a_warning(dynamo, monkeypatch):
     # Replayed by torch.export, a loop of a run-time count runs the example's count of steps
     # at every size: when propagation here fails (made to, as no known model fails it now),
-    # the export stops.
+    # the loop is not kept; the axis is fixed, with a warning that says why, and ONNX Runtime
+    # refuses other sizes.
     from onnxport.capture import torchscript
+    from onnxport.errors import DynamicDimensionFixedWarning
 
     monkeypatch.setattr(torchscript, "_propagated_program", lambda *args: None)
     model = torch.jit.script(_WritesInALoopOfARunTimeCount())
-    with pytest.raises(CaptureError, match="run-time count"):
-        _run(model, (R(4),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+    with pytest.warns(DynamicDimensionFixedWarning, match="fixed to 4.*run-time count"):
+        program = onnxport.export(model, (R(4),), dynamo=dynamo, input_names=["x"],
+                                  dynamic_axes={"x": [0]})
+    _compare(program, model, R(4))
+    with pytest.raises(Exception, match="dimensions"):
+        program(R(5))
 
 
 class _ListsExtendedClearedReversed(nn.Module):
@@ -589,11 +595,16 @@ def test_pieces_of_a_static_axis_edited_as_a_list(dynamo):
 
 
 @PATHS
-def test_pieces_of_a_dynamic_axis_edited_as_a_list_are_refused_by_line(dynamo):
+def test_pieces_of_a_dynamic_axis_edited_as_a_list_fix_it_naming_the_line(dynamo):
+    from onnxport.errors import DynamicDimensionFixedWarning
+
     model = torch.jit.script(_PiecesEdited())
-    with pytest.raises(CaptureError, match=r"edits \(aten::insert at .*test_scripted_lists.py"
-                                           r".*the pieces of a dynamic axis \(aten::unbind\)"):
-        _run(model, (R(4, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+    with pytest.warns(DynamicDimensionFixedWarning,
+                      match=r"fixed to 4.*edits \(aten::insert at .*test_scripted_lists.py"
+                            r".*the pieces of a dynamic axis \(aten::unbind\)"):
+        program = onnxport.export(model, (R(4, 3),), dynamo=dynamo, input_names=["x"],
+                                  dynamic_axes={"x": [0]})
+    _compare(program, model, R(4, 3))
 
 
 class _RowsStackedInABranch(nn.Module):
@@ -672,3 +683,33 @@ def test_an_early_return_on_static_sizes_is_decided(dynamo):
     program = _run(model, (R(3, 4),), dynamo, input_names=["x"], dynamic_axes={"x": [0]})
     for rows in (3, 1, 6):
         _compare(program, model, R(rows, 4))
+
+
+class _ReturnsTheRowsEarlyOnSizes(nn.Module):
+    def forward(self, x):
+        if x[0].shape[0] < 5:
+            if x.size(0) == 3:
+                x[0] += x[0]
+            else:
+                return list(x)
+        return list(x)
+
+
+@PATHS
+def test_an_early_return_on_dynamic_sizes_that_no_if_can_return_fixes_them(dynamo):
+    # One branch returns the rows of x, a list of a run-time length, the other nothing (the
+    # flag of TorchScript's early return): no ONNX If returns that. The capture failed; it now
+    # fixes the dynamic axes, with a warning naming each, and decides the branches on them.
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    model = torch.jit.script(_ReturnsTheRowsEarlyOnSizes())
+    x = R(3, 4, dtype=torch.double)
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 1 of tensor input 0 is fixed"):
+        program = onnxport.export(model, (x.clone(),), dynamo=dynamo, input_names=["input_1"],
+                                  dynamic_axes={"input_1": [0, 1]})
+    actual, expected = program(x.clone()), model(x.clone())
+    assert len(actual) == len(expected) == 3
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+    with pytest.raises(Exception, match="input_1"):  # ONNX Runtime refuses another size
+        program(R(4, 4, dtype=torch.double))

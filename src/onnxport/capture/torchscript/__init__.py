@@ -24,7 +24,7 @@ One module per phase, in the order an export runs them:
 from __future__ import annotations
 
 import logging
-
+import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
@@ -231,22 +231,54 @@ def _scripted_program(scripted, args: tuple, tensors: tuple, dynamic: list,
     sizes of the static axes are fixed to the example's, as tracing fixes them, and the loops
     over them unrolled. A list of a run-time length the model still returns is then an ONNX
     sequence."""
+    state = static = None
     try:
         state = _script_state(scripted, args, dynamic=dynamic_axes)
         return _program_keeping_loops(lambda: _scripted_graph(state), tensors, dynamic)
     except CaptureError as error:
         first = last = error
-    static = _script_state(scripted, args, static_sizes=dynamic_axes)
-    if static is not None:
-        try:
+    try:
+        static = _script_state(scripted, args, static_sizes=dynamic_axes)
+        if static is not None:
             return _program_keeping_loops(lambda: _scripted_graph(static), tensors, dynamic)
-        except CaptureError as error:
-            last = error
+    except CaptureError as error:
+        last = error
     if not isinstance(last, ReturnedListError):
-        raise first
+        program = _scripted_at_the_example_s_sizes(scripted, args, tensors, dynamic, first)
+        if program is None:
+            raise first
+        return program
     with sequence_outputs():
         return _program_keeping_loops(lambda: _scripted_graph(static or state), tensors,
                                       dynamic)
+
+
+def _scripted_at_the_example_s_sizes(scripted, args: tuple, tensors: tuple, dynamic: list,
+                                     why: CaptureError) -> torch.export.ExportedProgram | None:
+    """The last try of a scripted model with dynamic axes, which failed with them (``why``):
+    every size the graph reads the example's (a branch on ``x.size(0) == 3`` returning
+    ``list(x)`` in one branch and nothing in the other, which ONNX If cannot return), each
+    dynamic axis fixed, with a warning that says why; None when that fails too."""
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    if not any(dynamic):
+        return None
+    try:
+        state = _script_state(scripted, args, static_sizes=set())
+        if state is None:
+            return None
+        program = _program_keeping_loops(lambda: _scripted_graph(state), tensors,
+                                         [None] * len(tensors))
+    except CaptureError:
+        return None
+    for k, axes in enumerate(dynamic):
+        for axis in axes or ():
+            warnings.warn(
+                f"axis {axis} of tensor input {k} is fixed to {tensors[k].shape[axis]} by the "
+                "model (scripted): the ONNX model has it static, with the branches and loops "
+                "on it decided, as its code could not be captured with the axis dynamic: "
+                f"{why}", DynamicDimensionFixedWarning, stacklevel=2)
+    return program
 
 
 def _scripted_graph(state) -> torch.fx.GraphModule:
