@@ -101,7 +101,7 @@ def masked_scatter(g, self, mask, source):
     return g.op("Where", mask, picked, self)
 
 
-@translates("aten::_unique2", "aten::unique_dim", since_opset=11)
+@translates("aten::_unique2", since_opset=11)
 def unique(g, self, sorted=True, return_inverse=False, return_counts=False):
     """_unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)"""
     # torch sorts on the CPU whatever ``sorted`` says; ONNX Unique without an axis flattens.
@@ -111,6 +111,18 @@ def unique(g, self, sorted=True, return_inverse=False, return_counts=False):
     values, _, inverse, counts = g.op("Unique", x, sorted_i=1, outputs=4)
     values.dtype, inverse.dtype, counts.dtype = x.dtype, _I64, _I64
     inverse = reshape_to_sizes(g, inverse, g.op("Shape", self))
+    return cast(g, values, self.dtype), inverse, counts
+
+
+@translates("aten::unique_dim", since_opset=11)
+def unique_dim(g, self, dim, sorted=True, return_inverse=False, return_counts=False):
+    """unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)"""
+    # The subtensors along dim, sorted as torch sorts them (lexicographically), whatever
+    # ``sorted`` says; the inverse and counts are 1-D along dim.
+    x = cast(g, self, _I64) if self.dtype == ir.DataType.BOOL else self
+    axis = dim % len(self.shape) if self.shape is not None else dim
+    values, _, inverse, counts = g.op("Unique", x, axis_i=axis, sorted_i=1, outputs=4)
+    values.dtype, inverse.dtype, counts.dtype = x.dtype, _I64, _I64
     return cast(g, values, self.dtype), inverse, counts
 
 
