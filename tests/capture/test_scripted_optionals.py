@@ -4,7 +4,7 @@ returned from a branch) exported on both paths and compared with the scripted mo
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import pytest
 import torch
@@ -258,3 +258,23 @@ def test_a_loop_of_a_run_time_count_reading_its_optional_is_refused(dynamo):
     with pytest.raises(onnxport.errors.OnnxExporterError, match="loop"):
         onnxport.export(model, (torch.randn(4, 2),), input_names=["x"],
                         dynamic_axes={"x": {0: "n"}}, dynamo=dynamo)
+
+
+class _SumsAnOptionalList(nn.Module):
+    def forward(self, x: Tensor, ys: Optional[List[Tensor]] = None):
+        if ys is None:
+            return x
+        total = x
+        for y in ys:
+            total = total + y
+        return total * len(ys)
+
+
+@PATHS
+def test_an_optional_list_of_tensors_given_a_list(dynamo):
+    # The list built of the example's tensors kept the parameter's Optional type, so that
+    # `ys is None` stayed undecided and the loop over it had a run-time count: refused.
+    model = torch.jit.script(_SumsAnOptionalList())
+    x, ys = torch.randn(2, 3), [torch.randn(2, 3), torch.randn(2, 3)]
+    program = onnxport.export(model, (x, ys), dynamo=dynamo)
+    _compare(program, model, x, ys)

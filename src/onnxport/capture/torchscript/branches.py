@@ -371,8 +371,9 @@ def _same_object(a: torch._C.Value, b: torch._C.Value,
     kinds = {a.type().kind(), b.type().kind()}
     if kinds == {"NoneType"}:
         return True
-    if kinds == {"TensorType", "NoneType"}:
-        return False
+    if kinds in ({"TensorType", "NoneType"}, {"ListType", "NoneType"},
+                 {"TupleType", "NoneType"}):
+        return False  # (a list or tuple: of an Optional[List[Tensor]] given one)
     if kinds == {"TensorType"} and (_new_tensor(a) or _new_tensor(b)):
         return False  # (a decoder's query, normalized, is not its memory)
     if kinds == {"TensorType"} and distinct_inputs and _graph_input(a) and _graph_input(b):

@@ -487,7 +487,9 @@ def _bind_arguments(graph: torch._C.Graph, args: tuple, defaults: list, first: i
                     element.setType(_of_rank(tensor))
                 kind = "prim::ListConstruct" if isinstance(arg, list) else "prim::TupleConstruct"
                 built = graph.insertNode(graph.create(kind, elements))
-                built.output().setType(value.type())
+                kind = value.type()  # (Optional[List[Tensor]] given a list: that list)
+                built.output().setType(kind.getElementType()
+                                       if isinstance(kind, torch._C.OptionalType) else kind)
                 value.replaceAllUsesWith(built.output())
                 order += elements
             else:
