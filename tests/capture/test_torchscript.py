@@ -1791,15 +1791,16 @@ class _SizesReturned(torch.jit.ScriptModule):
 @pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_numbers_computed_from_sizes_returned(dynamo, dynamic):
-    # With dynamic axes the float had no declared shape (the checker refused the file) and
-    # was float64 where the static export, as torch.tensor(2.5), gives float32.
+    # With dynamic axes the float had no declared shape (the checker refused the file). A
+    # Python float is returned as a 0-d double, static or not: TorchScript's float, what
+    # torch.onnx's TorchScript exporter gives (and NumPy's float, to compare with).
     axes = {"x": [0, 1]} if dynamic else None
     program = onnxport.export(_SizesReturned(), (torch.randn(4, 3),), input_names=["x"],
                               dynamic_axes=axes, dynamo=dynamo)
     x = torch.randn(7, 2) if dynamic else torch.randn(4, 3)
     count, half = program(x)
     assert count.shape == () and count.dtype == torch.int64 and int(count) == 2 * x.shape[0]
-    assert half.shape == () and half.dtype == torch.float32 and float(half) == x.shape[1] + 0.5
+    assert half.shape == () and half.dtype == torch.float64 and float(half) == x.shape[1] + 0.5
 
 
 class _OneResultBranch(torch.nn.Module):
@@ -1828,3 +1829,38 @@ def test_a_one_result_branch_runs_in_pytorch_as_the_program_says(dynamo):
         (ran,) = run_program(program.exported_program, (x, mask))
         _close(ran, model(x, mask))
         _close(program(x, mask)[0], model(x, mask))
+
+
+class _HalfTheColumns(torch.nn.Module):
+    def forward(self, x, scale: float):
+        return x * scale, x.shape[1] / 2
+
+
+@pytest.mark.parametrize("scripted", [False, True], ids=["traced", "scripted"])
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_python_float_returned_is_a_double(dynamo, scripted):
+    # (float32 before on every path: NumPy's float of the number, which PyTorch's exporter
+    # tests compare with, is a double, as torch.onnx's TorchScript exporter gives it)
+    model = torch.jit.script(_HalfTheColumns()) if scripted else _HalfTheColumns()
+    x = torch.randn(2, 3)
+    product, half = onnxport.export(model, (x, 2.5), dynamo=dynamo)(x, 2.5)
+    _close(product, x * 2.5)
+    # (Traced, the tracer computes x.shape[1] / 2 as a float32 tensor, not a Python float.)
+    traced_number = dynamo is False and not scripted
+    assert half.dtype == (torch.float32 if traced_number else torch.float64)
+    assert half.shape == () and float(half) == 1.5
+
+
+class _CompareNumbers(torch.nn.Module):
+    def forward(self, x: int, y: int):
+        return x == y
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_scripted_model_of_number_inputs_only(dynamo):
+    # No tensor input: torch.export was given a dynamic-shapes spec of one entry for none.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the numbers computed with as the example's)
+        program = onnxport.export(torch.jit.script(_CompareNumbers()), (3, 2), dynamo=dynamo)
+    (equal,) = program(3, 2)
+    assert equal.dtype == torch.bool and not bool(equal)

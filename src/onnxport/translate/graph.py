@@ -281,11 +281,11 @@ class _Translator:
             item = results[index]
             value = self.env.get(item) if isinstance(item, torch.fx.Node) else None
             if value is None:
-                value = g.const(item) if not isinstance(item, torch.fx.Node) else None
+                value = _number_output(g, item) if not isinstance(item, torch.fx.Node) else None
                 if value is None:
                     raise TranslationError(f"output {index} ({item}) was not translated")
             if isinstance(value, (int, float, bool)):
-                value = g.const(value)
+                value = _number_output(g, value)
             needs_identity = (
                 id(value) in used
                 or value.producer() is None
@@ -296,10 +296,10 @@ class _Translator:
             # (of an unknown shape: a number computed with a float, x.shape[1] + 0.5)
             number = isinstance(meta, (torch.SymInt, torch.SymFloat, torch.SymBool)) and \
                 (value.shape is None or list(value.shape) == [1])
-            if number:  # a number the model returns: 0-d, as torch.tensor(number)
+            if number:  # a number the model returns: 0-d
                 value = g.op("Reshape", value, g.const([], ir.DataType.INT64))
-                if isinstance(meta, torch.SymFloat):  # (float32, torch's default dtype)
-                    value = g.op("Cast", value, to_i=int(ir.DataType.FLOAT))
+                if isinstance(meta, torch.SymFloat):  # (double: _number_output)
+                    value = g.op("Cast", value, to_i=int(ir.DataType.DOUBLE))
             elif needs_identity:
                 if value.name == onnx_name:  # a constant returned as it is: its name is taken
                     onnx_name = f"{onnx_name}_output"
@@ -311,7 +311,7 @@ class _Translator:
             if number:
                 value.shape = ir.Shape([])
                 if isinstance(meta, torch.SymFloat):
-                    value.dtype = ir.DataType.FLOAT
+                    value.dtype = ir.DataType.DOUBLE
             g.graph.outputs.append(value)
 
     def _translate_node(self, node: torch.fx.Node) -> None:
@@ -787,3 +787,9 @@ _ONNXPORT_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) +
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a is b or (a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
                       and a.device.type != "meta" and bool(torch.equal(a, b)))
+
+
+def _number_output(g, value: Any) -> ir.Value:
+    """A Python number the model returns, 0-d: a float as double (TorchScript's float, what
+    torch.onnx's TorchScript exporter gives, and NumPy's float of it), an int as int64."""
+    return g.const(value, ir.DataType.DOUBLE) if isinstance(value, float) else g.const(value)

@@ -52,8 +52,10 @@ def _export_traced(graph_module: torch.fx.GraphModule, tensors: tuple, dynamic: 
         # (A failing torch.export prints its partial graph to stderr; its error says enough.)
         with fx_config.patch(backed_size_oblivious=oblivious), \
                 contextlib.redirect_stderr(io.StringIO()):
+            # (none of a model of number inputs only: torch.export refuses a spec of none)
             program = torch.export.export(_Replay(graph_module), tensors,
-                                          dynamic_shapes=(tuple(auto),), strict=False)
+                                          dynamic_shapes=(tuple(auto),) if tensors else None,
+                                          strict=False)
         # (as capture_torch_export's strategies record it, for a later trace of the program)
         program.graph_module.meta["backed_size_oblivious"] = oblivious
         return program

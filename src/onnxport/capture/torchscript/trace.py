@@ -69,7 +69,10 @@ class _TracedCall(torch.nn.Module):
         for leaf, name in [(leaf, name) for k, (leaf, name) in enumerate(zip(leaves, names))
                            if k not in dropped]:
             if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, torch.Tensor):
-                leaf = torch.tensor(leaf)
+                # A float as double: TorchScript's float, as the scripted export gives it (a
+                # number the tracer computed from sizes, x.shape[1] / 2, is a tensor here).
+                leaf = torch.tensor(leaf, dtype=torch.float64 if isinstance(leaf, float)
+                                    else None)
             if isinstance(leaf, torch.Tensor):
                 results.append(leaf)
                 self.output_names.append(name)
