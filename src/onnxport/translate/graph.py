@@ -30,6 +30,7 @@ from onnxport.translate.builder import (GIVEN_SIZES, RECORDED_SIZES_DOUBTFUL,
                                         SHAPE_AT_THE_EXAMPLE, GraphBuilder, Provenance)
 from onnxport.translate.number_inputs import unique_name
 from onnxport.translate.ops._helpers import fail_unless
+from onnxport.translate.ops.quantized import refuse_quantized_operands
 from onnxport.translate.registry import Registry, aten_name
 
 # Calls that only carry information for torch (asserts, shape guards); they emit nothing.
@@ -351,6 +352,7 @@ class _Translator:
         g.dim = self.dim
         args = torch.fx.node.map_arg(node.args, self._lookup)
         kwargs = torch.fx.node.map_arg(node.kwargs, self._lookup)
+        refuse_quantized_operands(name, args, kwargs)
         written = _written_arguments(target)
         if written and node.kwargs:  # an out= overload computes what the functional one does
             names = {name for _, name in written}

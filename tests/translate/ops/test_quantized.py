@@ -366,3 +366,29 @@ def test_torch_quantize_per_tensor_round_trip(dynamo):
         warnings.simplefilter("ignore", onnxport.errors.FallbackWarning)
         program = check(_round_trip, torch.randn(3, 8) * 4, dynamo=dynamo)
     assert {"QuantizeLinear", "DequantizeLinear"} <= set(op_types(program))
+
+
+def _integers_and_values(x):
+    q = torch.quantize_per_tensor(x, 0.1, 10, torch.quint8)
+    return q.int_repr(), q.dequantize()
+
+
+def _sigmoid_of_quantized(x):
+    return torch.sigmoid(torch.quantize_per_tensor(x, 0.1, 10, torch.quint8)).dequantize()
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_integers_of_a_quantized_tensor_the_model_makes(dynamo):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", onnxport.errors.FallbackWarning)
+        check(_integers_and_values, torch.randn(3, 8) * 4, dynamo=dynamo)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_other_ops_of_a_quantized_tensor_the_model_makes_are_refused(dynamo):
+    # The sigmoid ran on the integers as on floats, and dequantize took its result for a
+    # dequantized float: silently wrong by up to 0.6.
+    with warnings.catch_warnings(), pytest.raises(onnxport.errors.TranslationError,
+                                                  match="aten::sigmoid of a quantized tensor"):
+        warnings.simplefilter("ignore", onnxport.errors.FallbackWarning)
+        check(_sigmoid_of_quantized, torch.randn(3, 8), dynamo=dynamo)

@@ -314,3 +314,32 @@ def aten_dequantize(g, self):
     y.dtype = scale.dtype
     return cast(g, y, ir.DataType.FLOAT)
 
+
+
+@translates("aten::int_repr")
+def int_repr(g, self):
+    """int_repr(Tensor self) -> Tensor
+
+    The integers of a quantized tensor the model made, which is what the graph holds."""
+    _quantization_of(self, "Tensor.int_repr")
+    return g.op("Identity", self)
+
+
+# The ops that read a quantized tensor the model made (torch.quantize_per_tensor) as what the
+# graph holds of it, its integers with their scale and zero point beside.
+_READ_AS_INTEGERS = {"aten::dequantize.self", "aten::int_repr", "aten::dequantize"}
+
+
+def refuse_quantized_operands(name: str, args: tuple, kwargs: dict) -> None:
+    """Any other op given such a tensor would compute on its integers as on floats (a sigmoid
+    of them, then dequantized as a float, was silently wrong): a clear error instead."""
+    if name in _READ_AS_INTEGERS:
+        return
+    for value in (*args, *kwargs.values()):
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        if any(isinstance(v, ir.Value) and _QUANTIZATION in v.meta for v in values):
+            raise TranslationError(
+                f"{name} of a quantized tensor the model makes (torch.quantize_per_tensor) "
+                "has no translation: only dequantize() and int_repr() of it do. Dequantize "
+                "it first and compute in float, or give the model the quantized tensor as an "
+                "input (then its ops run as torch.onnx exports them)")
