@@ -1864,3 +1864,50 @@ def test_a_scripted_model_of_number_inputs_only(dynamo):
         program = onnxport.export(torch.jit.script(_CompareNumbers()), (3, 2), dynamo=dynamo)
     (equal,) = program(3, 2)
     assert equal.dtype == torch.bool and not bool(equal)
+
+
+class _StateSetInBranches(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.state = torch.ones(2, 3)
+        self.steps = 1
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.state = x * 2
+            self.steps = 5
+        elif x.mean() < -0.5:
+            self.state = x * 7
+        return self.state + x, self.steps
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_attributes_set_in_branches_are_read_after_them(dynamo):
+    # SILENT before: the writes in the branches were dropped, later reads took the
+    # attribute's value at export (a constant: the input unread, the output ones).
+    x = torch.randn(2, 3).abs()
+    program = onnxport.export(torch.jit.script(_StateSetInBranches()), (x,), dynamo=dynamo)
+    for inputs in (x, -torch.randn(2, 3).abs() - 1, torch.full((2, 3), -0.1)):
+        state, steps = program(inputs)
+        expected = _StateSetInBranches()(inputs)  # (a fresh module: the state changes)
+        _close(state, expected[0])
+        assert int(steps) == expected[1]
+
+
+class _StateSetInALoop(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.total = torch.zeros(3)
+
+    def forward(self, x):
+        self.total = torch.zeros(3)
+        for i in range(x.size(0)):
+            self.total = self.total + x[i]
+        return self.total
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_an_attribute_set_in_a_loop_of_a_run_time_count_is_refused(dynamo):
+    with pytest.raises(CaptureError, match="sets self.total in a loop"):
+        onnxport.export(torch.jit.script(_StateSetInALoop()), (torch.randn(4, 3),),
+                        dynamo=dynamo, input_names=["x"], dynamic_axes={"x": [0]})

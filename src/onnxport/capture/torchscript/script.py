@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from onnxport.capture import quirks
+from onnxport.capture.common import source_line
 from onnxport.compat.jit_scalar_type import JitScalarType
 from onnxport.capture.script_mutations import functionalize_writes, nodes_inside, within
 from onnxport.capture.torchscript.branches import (_LIST_EDITS as _EDITS_IN_PLACE,
@@ -13,6 +14,7 @@ from onnxport.capture.torchscript.branches import (_LIST_EDITS as _EDITS_IN_PLAC
                                                    unpacked_item)
 from onnxport.capture.torchscript.static_conditions import fold_static_size_conditions
 from onnxport.capture.torchscript.trace import _ConverterState
+from onnxport.errors import CaptureError
 
 
 def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
@@ -56,7 +58,7 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
                if isinstance(t, torch.Tensor)]
     if is_module:
         _fold_training_flags(graph, scripted)
-        _forward_attribute_writes(graph.block(), next(graph.inputs()))
+        _forward_attribute_writes(graph, graph.block(), next(graph.inputs()), scripted)
     distinct = len({id(t) for t in tensors}) == len(tensors)
     for _ in range(4):
         folded = _fold_dtypes(graph, tensors, 1 if is_module else 0,
@@ -215,15 +217,24 @@ def _dtype_of(value: torch._C.Value, sources: dict, depth: int = 0) -> int | Non
     return None
 
 
-def _forward_attribute_writes(block, module_value, written: dict | None = None) -> None:
+def _forward_attribute_writes(graph, block, module_value, module,
+                              written: dict | None = None) -> dict:
     """``self.count = self.count + x`` (a module's attribute set in its forward, in a loop
     that scripting unrolled): each later read of the attribute in the same block reads the
-    value written, and the writes go (the module's state after the call is no output).
-    Writes inside a branch or loop body are left to the converter."""
+    value written, and the writes go (the module's state after the call is no output). A
+    branch's writes become outputs of the branch, read after it. Returns the attributes'
+    values at the block's end."""
     written = {} if written is None else written
     for node in list(block.nodes()):
-        for inner in node.blocks():
-            _forward_attribute_writes(inner, module_value, dict(written))
+        inner = [_forward_attribute_writes(graph, b, module_value, module, dict(written))
+                 for b in node.blocks()]
+        changes = [{path: value for path, value in ends.items() if written.get(path) is not value}
+                   for ends in inner]
+        if node.kind() == "prim::If" and any(changes):
+            _branch_writes_as_outputs(graph, node, changes, written, module_value, module)
+            continue
+        for path in (path for change in changes for path in change):
+            written[path] = _SET_IN_A_LOOP  # (a loop body's writes: no value of it here)
         if any(n.kind() == "prim::SetAttr" for n in nodes_inside(node)):
             written.clear()  # (what a branch or loop body wrote is not known here)
             continue
@@ -235,8 +246,49 @@ def _forward_attribute_writes(block, module_value, written: dict | None = None) 
             written[path] = node.inputsAt(1)
             node.destroy()
         elif path in written:
+            if written[path] is _SET_IN_A_LOOP:
+                raise CaptureError(
+                    f"the model sets self.{'.'.join(path)} in a loop and reads it after the "
+                    "loop: ONNX has no form of a module's state a loop changes. Carry it as a "
+                    "local variable of the loop instead")
             node.output().replaceAllUsesWith(written[path])
             node.destroy()
+    return written
+
+
+_SET_IN_A_LOOP = object()
+
+
+def _branch_writes_as_outputs(graph, node, changes: list[dict], written: dict,
+                              module_value, module) -> None:
+    """The attributes the blocks of the prim::If ``node`` set (``changes``, per block) as new
+    outputs of it: each block returns the value it set, or the one from before the branch
+    (a read of the attribute in the block, when the forward had not set it yet)."""
+    for path in dict.fromkeys(path for change in changes for path in change):
+        before = written.get(path)
+        if before is _SET_IN_A_LOOP or any(c.get(path) is _SET_IN_A_LOOP for c in changes):
+            written[path] = _SET_IN_A_LOOP
+            continue
+        kind = next(c[path] for c in changes if path in c).type()
+        if before is None and len(path) != 1:
+            raise CaptureError(
+                f"the model sets self.{'.'.join(path)} in one branch of an if "
+                f"({source_line(node)}): set it in each branch, or on the model itself")
+        output = node.addOutput()
+        output.setType(kind)
+        for block, change in zip(node.blocks(), changes):
+            value = change.get(path, before)
+            if value is None and not isinstance(kind, torch._C.TensorType):
+                with graph.insert_point_guard(block.returnNode()):  # (a number: its value)
+                    value = graph.insertConstant(getattr(module, path[0]))
+            elif value is None:  # (read in the block: the converter looks tensors up there)
+                read = graph.create("prim::GetAttr", [module_value])
+                read.s_("name", path[0])
+                read.insertBefore(block.returnNode())
+                read.output().setType(kind)
+                value = read.output()
+            block.registerOutput(value)
+        written[path] = output
 
 
 def _fold_training_flags(graph: torch._C.Graph, module: torch.jit.ScriptModule) -> None:
