@@ -713,3 +713,32 @@ def test_an_early_return_on_dynamic_sizes_that_no_if_can_return_fixes_them(dynam
         torch.testing.assert_close(a, e)
     with pytest.raises(Exception, match="input_1"):  # ONNX Runtime refuses another size
         program(R(4, 4, dtype=torch.double))
+
+
+@torch.jit.script
+def _rows_shifted(x):
+    out: List[Tensor] = []
+    for i in range(x.size(0)):
+        out.append(x[i] + i)
+    return out
+
+
+class _StacksAScriptedFunctionsList(nn.Module):
+    def forward(self, x):
+        return torch.stack(_rows_shifted(x)) * 2
+
+
+@PATHS
+def test_a_traced_model_unpacks_the_list_a_scripted_function_builds(dynamo):
+    # The trace unpacks the function's list into its example's count of items: on the
+    # TorchScript path that unpacking got the stacked list object ("'StackedList' object is
+    # not subscriptable"). With a dynamic axis the count is the example's: no silent answer.
+    model = _StacksAScriptedFunctionsList()
+    x = R(3, 2)
+    _compare(_run(model, (x,), dynamo), model, x)
+    try:
+        program = _run(model, (x,), dynamo, input_names=["x"], dynamic_axes={"x": [0, 1]})
+    except CaptureError:
+        return
+    with pytest.raises(Exception, match="dimensions"):
+        program(R(5, 2))

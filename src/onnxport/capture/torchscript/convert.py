@@ -197,8 +197,15 @@ def _convert_iterator(self, node):
 
 
 def _convert_unpack(self, node):
+    """Each item of an unpacked list or tuple; of a list a loop appended to (a scripted
+    function's, that a trace unpacks as its example's count of items), that row of its
+    stacked items, unbound: the count is the example's, which a dynamic length cannot keep
+    (unbind fixes it)."""
     for k, output in enumerate(_outputs(node)):
         container = self.get_fx_value_by_ir_value(node.input())  # (as torch's: once each)
+        if isinstance(container, StackedList):
+            container = self.fx_graph.call_function(torch.ops.aten.unbind.int,
+                                                    (container.node, 0))
         self.name_to_node[output.debugName()] = self.fx_graph.call_function(
             operator.getitem, (container, k))
 
