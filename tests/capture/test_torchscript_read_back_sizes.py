@@ -213,3 +213,24 @@ def test_region_proposals_with_every_axis_named_dynamic(dynamo):
         for a, e in zip(actual, expected):
             assert a.shape == e.shape and a.shape[0] > 30
             _close(a, e)
+
+
+class _NarrowFromComputedStarts(torch.nn.Module):
+    def forward(self, x, y):
+        half = x.size(1) // 2
+        return (torch.narrow(x, -1, x.size(1) - 2, 2), x.narrow(1, half, half),
+                x.narrow(0, y.size(0), 2))
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_narrow_from_a_start_computed_from_sizes(dynamo):
+    # Traced, the start is a tensor (narrow.Tensor reads it inside the op): on dynamo=False
+    # torch.export failed ("Pending unbacked symbols"), or the size was refused as read back.
+    model = _NarrowFromComputedStarts()
+    x, y = torch.randn(6, 6), torch.randn(2, 3)
+    program = onnxport.export(model, (x, y), dynamo=dynamo, input_names=["x", "y"],
+                              dynamic_axes={"x": [0, 1], "y": [0, 1]})
+    for inputs in ((x, y), (torch.randn(7, 9), torch.randn(3, 3)),
+                   (torch.randn(4, 4), torch.randn(1, 2))):
+        for actual, expected in zip(program(*inputs), model(*inputs)):
+            torch.testing.assert_close(actual, expected)

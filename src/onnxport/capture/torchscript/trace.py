@@ -131,6 +131,7 @@ def _trace(wrapper: torch.nn.Module, tensors: tuple, dynamic: bool = False) -> _
         quirks.in_scripted_graph(graph)
     functionalize_writes(graph)  # (writes in the scripted functions' branches and loops)
     _numbers_of_the_result_dtype(graph)
+    _narrow_starts_as_ints(graph)
     _inputs_read_through_data(graph, [*tensors, *state.values()])
     values = list(graph.inputs())[count:]
     for value, name in zip(values, state):
@@ -182,6 +183,20 @@ def _numbers_of_the_result_dtype(graph: torch._C.Graph) -> None:
                 with graph.insert_point_guard(node):
                     made[dtype] = graph.insertConstant(torch.tensor(value, dtype=dtype))
             user.replaceInput(use.offset, made[dtype])
+
+
+def _narrow_starts_as_ints(graph: torch._C.Graph) -> None:
+    """``x.narrow(d, x.size(1) - 2, 2)``: the tracer records the start computed from a size as
+    a tensor (narrow.Tensor, which reads it inside the op, a number torch.export cannot bind
+    to the size). Read as an int before the call, as a length is, it stays the size's."""
+    for node in graph.findAllNodes("aten::narrow", True):
+        start = node.inputsAt(2)
+        if not isinstance(start.type(), torch._C.TensorType):
+            continue
+        as_int = graph.create("aten::Int", [start])
+        as_int.output().setType(torch._C.IntType.get())
+        as_int.insertBefore(node)
+        node.replaceInput(2, as_int.output())
 
 
 def _integral(value: torch._C.Value) -> bool:
