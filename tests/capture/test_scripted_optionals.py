@@ -253,11 +253,19 @@ class _LoopReadsItsOptional(nn.Module):
 
 
 @PATHS
-def test_a_loop_of_a_run_time_count_reading_its_optional_is_refused(dynamo):
+def test_a_loop_reading_its_optional_is_unrolled_at_the_example_s_count(dynamo):
+    # A loop over a static size carrying an Optional was refused: it is unrolled, each
+    # `y is None` decided. Over a dynamic size (ONNX Loop carries no Optional), the axis is
+    # fixed with a warning that says why, and ONNX Runtime refuses other sizes.
     model = torch.jit.script(_LoopReadsItsOptional())
-    with pytest.raises(onnxport.errors.OnnxExporterError, match="loop"):
-        onnxport.export(model, (torch.randn(4, 2),), input_names=["x"],
-                        dynamic_axes={"x": {0: "n"}}, dynamo=dynamo)
+    x = torch.randn(4, 2)
+    _compare(onnxport.export(model, (x,), dynamo=dynamo), model, x)
+    with pytest.warns(onnxport.errors.DynamicDimensionFixedWarning, match="fixed to 4.*loop"):
+        program = onnxport.export(model, (x,), input_names=["x"],
+                                  dynamic_axes={"x": {0: "n"}}, dynamo=dynamo)
+    _compare(program, model, x)
+    with pytest.raises(Exception, match="dimensions"):
+        program(torch.randn(5, 2))
 
 
 class _SumsAnOptionalList(nn.Module):

@@ -457,13 +457,16 @@ def _unroll_branching_list_loops(graph: torch._C.Graph) -> bool:
     ys.append(y)``) or other than by appending (``ys.insert(0, y)``), unrolled in the
     TorchScript graph, each iteration's branch then decided by constant propagation: torch's
     converter unrolls such a loop but drops the edits made in a branch (the list stays empty)
-    or fails on the others, and ONNX Loop carries no list. TorchScript's own unrolling
-    pass leaves loops of many iterations partly rolled, which are then refused as before.
-    Whether there was such a loop."""
+    or fails on the others, and ONNX Loop carries no list. So are loops carrying an Optional
+    (``t = x[i] if t is None else t + x[i]``): unrolled, each check of it is decided.
+    TorchScript's own unrolling pass leaves loops of many iterations partly rolled, which
+    are then refused as before. Whether there was such a loop."""
     loops = [loop for loop in graph.findAllNodes("prim::Loop")
              if loop.inputsAt(0).node().kind() == "prim::Constant"
              and (any(_edits_in_branch(block) or _edits_list(block, _LIST_EDITS - {"aten::append"})
-                      for block in loop.blocks()) or _list_edited_after(loop))]
+                      for block in loop.blocks()) or _list_edited_after(loop)
+                  or any(isinstance(value.type(), torch._C.OptionalType)
+                         for value in loop.outputs()))]
     if not loops:
         return False
     torch._C._jit_pass_constant_loop_unrolling(graph)
