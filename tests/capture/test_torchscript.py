@@ -1911,3 +1911,23 @@ def test_an_attribute_set_in_a_loop_of_a_run_time_count_is_refused(dynamo):
     with pytest.raises(CaptureError, match="sets self.total in a loop"):
         onnxport.export(torch.jit.script(_StateSetInALoop()), (torch.randn(4, 3),),
                         dynamo=dynamo, input_names=["x"], dynamic_axes={"x": [0]})
+
+
+def _doubled(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+class _Forked(torch.nn.Module):
+    def forward(self, x):
+        future = torch.jit.fork(_doubled, x)
+        return torch.jit.wait(future) + x.sum(0)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_call_forked_and_waited_for_in_scripted_code(dynamo):
+    # torch's converter has no prim::fork: the call runs in place, as torch.onnx inlines it.
+    model = torch.jit.script(_Forked())
+    program = onnxport.export(model, (torch.randn(2, 3),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0]})
+    for x in (torch.randn(2, 3), torch.randn(5, 3)):
+        _close(program(x)[0], model(x))
