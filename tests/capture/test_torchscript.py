@@ -1931,3 +1931,17 @@ def test_a_call_forked_and_waited_for_in_scripted_code(dynamo):
                               dynamic_axes={"x": [0]})
     for x in (torch.randn(2, 3), torch.randn(5, 3)):
         _close(program(x)[0], model(x))
+
+
+class _MovedToTheCpu(torch.nn.Module):
+    def forward(self, x):
+        return x.cpu() * 2, x.to(x.device) + 1
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_scripted_x_cpu(dynamo):
+    # (aten::cpu, which scripting records for x.cpu(), had no translation)
+    model = torch.jit.script(_MovedToTheCpu())
+    x = torch.randn(2, 3)
+    for actual, expected in zip(onnxport.export(model, (x,), dynamo=dynamo)(x), model(x)):
+        _close(actual, expected)

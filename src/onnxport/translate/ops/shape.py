@@ -221,7 +221,8 @@ def t(g, self):
 @translates("aten::contiguous", "aten::clone", "aten::alias", "aten::detach", "aten::detach_",
             "aten::lift_fresh_copy", "aten::lift_fresh", "aten::resolve_conj", "aten::resolve_neg",
             "aten::dropout", "aten::dropout_", "aten::feature_dropout", "aten::alpha_dropout",
-            "aten::feature_alpha_dropout", "aten::alias_copy", "prim::data")
+            "aten::feature_alpha_dropout", "aten::alias_copy", "prim::data",
+            "aten::cpu", "aten::cuda")  # (scripted x.cpu(): ONNX has no device)
 def identity(g, self, *_, **__):
     """contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)"""
     dtype = expected_dtype(g)
