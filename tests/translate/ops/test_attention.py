@@ -138,3 +138,16 @@ def test_sdpa_is_one_attention_node_from_opset_23(case):
     assert (count(program, "Attention") == 1) == expected
     if count(program, "Attention"):
         assert "Softmax" not in op_types(program) and "Expand" not in op_types(program)
+
+
+@pytest.mark.parametrize("opset", [18, 23])
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+def test_sdpa_of_a_dynamic_head_size_scales_at_run_time(dynamo, opset):
+    # (refused before: "attention with a symbolic head size needs an explicit scale")
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    axes = {name: [0, 2, 3] for name in ("q", "k", "v")}
+    args = [torch.randn(1, 2, 4, 8) for _ in range(3)]
+    check(attention, *args, dynamo=dynamo, opset=opset, dynamic_axes=axes,
+          input_names=["q", "k", "v"], run_with=[[torch.randn(2, 2, 5, 6) for _ in range(3)]])

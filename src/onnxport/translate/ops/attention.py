@@ -30,7 +30,8 @@ def _heads_shape(g, x, repeats):
 def scaled_dot_product_attention(g, query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
-    if g.opset >= 23 and g.fused_ops and rank(query) == 4:
+    if g.opset >= 23 and g.fused_ops and rank(query) == 4 and (
+            scale is not None or isinstance(query.shape[3], int)):  # (Attention's scale: fixed)
         return _fused_attention(g, query, key, value, attn_mask, is_causal, scale)
     return _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)[0]
 
@@ -145,10 +146,11 @@ def _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
     """(the attention output, the masked and scaled scores fed to its softmax)."""
     r = rank(query)
     head_size = query.shape[r - 1]
-    if scale is None:
-        if not isinstance(head_size, int):
-            raise NotImplementedError("attention with a symbolic head size needs an explicit scale")
+    if scale is None and isinstance(head_size, int):
         scale = 1.0 / math.sqrt(head_size)
+    elif scale is None:  # a head size known at run time: 1 / sqrt of it, computed there
+        size = g.op("Gather", g.op("Shape", query), g.const(r - 1, ir.DataType.INT64), axis_i=0)
+        scale = g.op("Reciprocal", g.op("Sqrt", cast(g, size, query.dtype)))
     given_mask = attn_mask
     if is_causal:
         # From the key as given: its repeated-heads form below has no recorded shape.
@@ -162,7 +164,9 @@ def _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa):
     perm[-1], perm[-2] = perm[-2], perm[-1]
     key_t = g.op("Transpose", key, perm_i=perm)
     scores = g.op("MatMul", query, key_t)
-    if not (isinstance(scale, (int, float)) and scale == 1):  # (T5's attention is unscaled)
+    if isinstance(scale, ir.Value):
+        scores = g.op("Mul", scores, scale)
+    elif scale != 1:  # (T5's attention is unscaled)
         scores = g.op("Mul", scores, g.const(scale, query.dtype))
     if attn_mask is not None:
         if attn_mask.dtype == ir.DataType.BOOL:
