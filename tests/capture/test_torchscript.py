@@ -3,7 +3,7 @@ tensors fixed), translated by the same op library; sizes read from inputs stay d
 
 import copy
 import warnings
-from typing import List, Optional
+from typing import List, Optional, Union
 
 import numpy as np
 import onnx_ir as ir
@@ -1945,3 +1945,23 @@ def test_scripted_x_cpu(dynamo):
     x = torch.randn(2, 3)
     for actual, expected in zip(onnxport.export(model, (x,), dynamo=dynamo)(x), model(x)):
         _close(actual, expected)
+
+
+def _scaled_by(x: torch.Tensor, factor: Union[torch.Tensor, List[float]]) -> torch.Tensor:
+    if isinstance(factor, torch.Tensor):
+        return x * factor
+    return x * factor[0]
+
+
+class _CallsAFunctionOfAUnion(torch.nn.Module):
+    def forward(self, x, factor):
+        return _scaled_by(x, factor)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_isinstance_of_an_inlined_function_s_union_parameter(dynamo):
+    # Inlined with a tensor, the function's isinstance(factor, Tensor) stays in the graph
+    # (pack_padded_sequence's lengths), which torch's converter has no conversion for.
+    model = torch.jit.script(_CallsAFunctionOfAUnion())
+    x, factor = torch.randn(2, 3), torch.tensor(2.5)
+    _close(onnxport.export(model, (x, factor), dynamo=dynamo)(x, factor)[0], model(x, factor))

@@ -209,10 +209,15 @@ def _fold_identity_checks(graph: torch._C.Graph, distinct_inputs: bool = False) 
                 continue
             fold_to_constant(graph, node, same == (node.kind() == "aten::__is__"))
             changed = True
+        for node in graph.findAllNodes("prim::isinstance", True):
+            decided = _isinstance_decided(node)
+            if decided is not None:
+                fold_to_constant(graph, node, decided)
+                changed = True
         for node in graph.findAllNodes("prim::unchecked_cast", True):
             # (a decided Optional: a tensor, or a list F.interpolate's scale factors build)
-            source = node.inputsAt(0).type()
-            if source.kind() == "TensorType" or source.isSubtypeOf(node.output().type()):
+            source, target = node.inputsAt(0).type(), node.output().type()
+            if source.kind() == target.kind() == "TensorType" or source.isSubtypeOf(target):
                 node.output().replaceAllUsesWith(node.inputsAt(0))
                 node.destroy()
                 changed = True
@@ -221,6 +226,18 @@ def _fold_identity_checks(graph: torch._C.Graph, distinct_inputs: bool = False) 
         folded = True
         torch._C._jit_pass_constant_propagation(graph)
     return folded
+
+
+def _isinstance_decided(node: torch._C.Node) -> bool | None:
+    """``isinstance(lengths, torch.Tensor)`` that the value's type decides: TorchScript decides
+    it when compiling, but not once a function is inlined with a narrower argument
+    (pack_padded_sequence's Union[Tensor, List[int]] lengths given a tensor)."""
+    kind = node.inputsAt(0).type()
+    if any(kind.isSubtypeOf(option) for option in node.tys("types")):
+        return True
+    if isinstance(kind, (torch._C.OptionalType, torch._C.UnionType, torch._C.AnyType)):
+        return None
+    return False
 
 
 def _forward_unchanged_values(graph: torch._C.Graph, block: Any) -> bool:
