@@ -315,7 +315,6 @@ def aten_dequantize(g, self):
     return cast(g, y, ir.DataType.FLOAT)
 
 
-
 @translates("aten::int_repr")
 def int_repr(g, self):
     """int_repr(Tensor self) -> Tensor
