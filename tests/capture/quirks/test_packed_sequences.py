@@ -172,3 +172,40 @@ def test_dynamic_axes_on_inputs_gathered_by_star_args(dynamo):
             expected = model(*given)
         for a, e in zip(program(*given), expected):
             torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)
+
+
+class _ScriptablePacked(torch.nn.Module):
+    def __init__(self, mode, layers, bidirectional, batch_first):
+        super().__init__()
+        self.rnn = PackedRecurrent(mode, layers, bidirectional, batch_first).rnn
+        self.batch_first = batch_first
+
+    def forward(self, x, lengths):
+        packed = pack_padded_sequence(x, lengths, batch_first=self.batch_first)
+        output, state = self.rnn(packed)
+        padded, _ = pad_packed_sequence(output, batch_first=self.batch_first)
+        return padded, state
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("mode, layers, bidirectional, batch_first", [
+    ("LSTM", 2, True, True), ("GRU", 1, False, False), ("RNN_TANH", 3, True, False)])
+def test_a_scripted_packed_recurrent_layer(mode, layers, bidirectional, batch_first, dynamo):
+    # Scripted, the packing ran as torch's kernels: an isinstance of the lengths stopped it,
+    # then torch's fake packing (a float batch_sizes, sizes that are values). The chain is one
+    # call on the padded batch, as while tracing.
+    torch.manual_seed(0)
+    model = torch.jit.script(_ScriptablePacked(mode, layers, bidirectional, batch_first).eval())
+    inputs = _inputs(model, 3, 5, False, descending=True)
+    batch_axis, step_axis = (0, 1) if batch_first else (1, 0)
+    program = onnxport.export(model, tuple(inputs.values()), input_names=list(inputs),
+                              dynamic_axes={"x": [batch_axis, step_axis], "lengths": [0]},
+                              dynamo=dynamo)
+    assert {node.op_type for node in program.model.graph} & {"LSTM", "GRU", "RNN"}
+    for batch, steps in ((3, 5), (6, 8)):
+        inputs = _inputs(model, batch, steps, False, descending=True)
+        expected = torch.utils._pytree.tree_leaves(model(*inputs.values()))
+        actual = program(*inputs.values())
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4)

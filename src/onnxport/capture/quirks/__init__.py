@@ -114,6 +114,14 @@ def in_scripted_graph(graph: Any) -> None:
         torch._C._jit_pass_constant_propagation(graph)
 
 
+def in_decided_scripted_graph(graph: Any) -> None:
+    """The quirks a graph with scripted code needs once its branches are decided: a packed
+    recurrent layer as one call on the padded batch (:mod:`.scripted_packed_sequences`)."""
+    from onnxport.capture.quirks.scripted_packed_sequences import packed_layers_as_padded
+
+    packed_layers_as_padded(graph)
+
+
 @contextlib.contextmanager
 def keeping_autograd_functions(keep: Callable[[type], bool]) -> Iterator[None]:
     """Around a whole capture: each ``torch.autograd.Function`` for which ``keep`` is true is

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from onnxport.capture import quirks
 from onnxport.capture.common import first_lines, source_line
 from onnxport.capture.torchscript.branches import decide_branches
 from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_arange
@@ -54,6 +55,7 @@ def _converted(state: _ConverterState) -> torch.fx.GraphModule:
             if any(state.ts_graph.findNode(kind, True) is not None
                    for kind in ("prim::If", "aten::warn", "prim::Loop")):
                 decide_branches(state.ts_graph, state.distinct_inputs)
+            quirks.in_decided_scripted_graph(state.ts_graph)
             paths = _lift_attributes(state)
             blocks, attribute_names = _lifted_attributes(state.ts_graph)
             attribute_names.update(paths)
