@@ -545,9 +545,10 @@ def _bind_arguments(graph: torch._C.Graph, args: tuple, defaults: list, first: i
                     element.setType(_of_rank(tensor))
                 kind = "prim::ListConstruct" if isinstance(arg, list) else "prim::TupleConstruct"
                 built = graph.insertNode(graph.create(kind, elements))
-                kind = value.type()  # (Optional[List[Tensor]] given a list: that list)
-                built.output().setType(kind.getElementType()
-                                       if isinstance(kind, torch._C.OptionalType) else kind)
+                declared = value.type()  # (Optional[List[Tensor]] given a list: that list)
+                built.output().setType(declared.getElementType()
+                                       if isinstance(declared, torch._C.OptionalType)
+                                       else declared)
                 value.replaceAllUsesWith(built.output())
                 order += elements
             else:
