@@ -878,6 +878,30 @@ def test_sizes_of_aranges_and_fills_of_dynamic_sizes_stay_dynamic(dynamo):
             _close(actual, expected)
 
 
+class _BagsOfRows(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bags = torch.nn.EmbeddingBag(10, 5, mode="mean")
+
+    def forward(self, x):
+        return self.bags(x)
+
+
+@pytest.mark.parametrize("script", [False, True])
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_an_arange_stepping_by_a_dynamic_size_stays_dynamic(dynamo, script):
+    # 2-d indices make nn.EmbeddingBag's offsets arange(0, x.numel(), x.size(1)): with the
+    # step a symbol, the fake run took its length at the example's (4 bags at every batch
+    # size, silently, on dynamo=False).
+    model = _BagsOfRows()
+    exported = torch.jit.script(model) if script else model
+    program = onnxport.export(exported, (torch.randint(0, 10, (4, 3)),), dynamo=dynamo,
+                              input_names=["x"], dynamic_axes={"x": {0: "n", 1: "k"}})
+    for shape in ((4, 3), (2, 5), (7, 1)):
+        x = torch.randint(0, 10, shape)
+        _close(program(x)[0], model(x))
+
+
 class _Dropping(torch.nn.Module):
     def __init__(self):
         super().__init__()

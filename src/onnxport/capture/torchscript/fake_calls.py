@@ -226,15 +226,28 @@ def _symbolic_arange(target: Any, args: tuple, kwargs: dict) -> Any:
     symbolic = (torch.SymInt, torch.SymFloat)
     if not any(isinstance(b, symbolic) for b in bounds) or \
             not all(isinstance(b, (int, float, *symbolic)) and not isinstance(b, bool)
-                    for b in bounds) or isinstance(step, symbolic) or step == 0:
+                    for b in bounds) or _sign(step) in (0, None) or \
+            (isinstance(step, symbolic) and not all(isinstance(b, (int, torch.SymInt))
+                                                     for b in bounds)):
         return None
     example = _run_on_hints(target, args, kwargs)
     if all(isinstance(b, (int, torch.SymInt)) for b in bounds):
-        length = (end - start + step - 1) // step if step > 0 else \
+        # (A step that is a size, F.embedding_bag's bags of x.size(1) of x.numel(): its sign
+        # is its example's, as a size's is at every size.)
+        length = (end - start + step - 1) // step if _sign(step) > 0 else \
             (start - end - step - 1) // -step
     else:
         length = math.ceil((end - start) / step)
     return example.new_empty((torch.sym_max(length, 0),))
+
+
+def _sign(number: Any) -> int | None:
+    """-1, 0 or 1 for a number or a symbol's example value; None for a symbol without one."""
+    if isinstance(number, torch.SymInt):
+        if not number.node.has_hint():
+            return None
+        number = number.node.hint
+    return (number > 0) - (number < 0)
 
 
 def _run_on_hints(target: Any, args: tuple, kwargs: dict) -> Any:
