@@ -51,3 +51,30 @@ def test_a_size_read_by_len_stays_dynamic_through_strict_capture(recwarn):
     for length in (6, 11):
         src = torch.randint(0, 50, (length, 3))
         torch.testing.assert_close(program(src)[0], model(src), rtol=1e-3, atol=1e-4)
+
+
+class _MaskedTransformer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.transformer = torch.nn.Transformer(8, 2, 1, 1, 16, dropout=0.0)
+
+    def forward(self, src, tgt, tgt_mask):
+        return self.transformer(src, tgt, tgt_mask=tgt_mask)
+
+
+def test_a_traced_transformer_applies_the_mask_it_is_given(recwarn):
+    # Traced with a causal example mask, the decoder's check of the mask by value was kept as
+    # its answer: the file ignored the mask (is_causal), silently wrong for any other mask at
+    # the example's size, and the grown check then fixed every axis.
+    torch.manual_seed(0)
+    model = _MaskedTransformer().eval()
+    causal = torch.nn.Transformer.generate_square_subsequent_mask
+    program = onnxport.export(model, (torch.randn(5, 2, 8), torch.randn(4, 2, 8), causal(4)),
+                              dynamo=False, input_names=["src", "tgt", "mask"],
+                              dynamic_axes={"src": [0, 1], "tgt": [0, 1], "mask": [0, 1]})
+    assert not [w for w in recwarn if "fixed" in str(w.message) or "kept" in str(w.message)]
+    for s, t, b in ((5, 4, 2), (6, 3, 3)):
+        for mask in (causal(t), torch.randn(t, t), torch.zeros(t, t)):
+            inputs = (torch.randn(s, b, 8), torch.randn(t, b, 8), mask)
+            torch.testing.assert_close(program(*inputs)[0], model(*inputs), rtol=1e-3,
+                                       atol=1e-4)

@@ -77,8 +77,11 @@ def applied(step: str) -> Iterator[None]:
             stack.enter_context(_patched_for_torch_export())
         if step in ("torch.export", "torch.export strict", "trace"):  # the model's own code
             from onnxport.capture.quirks.pooling_1d import max_pool1d_as_2d
+            from onnxport.capture.quirks.transformer_masks import causal_hint_as_given
 
             stack.enter_context(max_pool1d_as_2d())
+            # (a trace kept the example's answer: its mask ignored as causal at every input)
+            stack.enter_context(causal_hint_as_given())
         if step in ("torch.export", "torch.export strict"):  # (the tracer records it whole)
             from onnxport.capture.quirks.shape_as_tensor import shape_as_tensor_stacked
 
@@ -136,18 +139,16 @@ def keeping_autograd_functions(keep: Callable[[type], bool]) -> Iterator[None]:
 def _patched_for_torch_export() -> Iterator[None]:
     """Register pytree support for transformers' cache classes when transformers is loaded,
     and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic), and
-    linalg_lstsq with its static output shapes, and nn.Transformer's masks without reading
-    their values, and grouped products of experts in float32, and the fake-quantize ops on
-    fake tensors."""
+    linalg_lstsq with its static output shapes, and grouped products of experts in float32,
+    and the fake-quantize ops on fake tensors."""
     from onnxport import hf_cache
     from onnxport.capture.quirks.fake_quantize_shapes import fake_quantize_shapes
     from onnxport.capture.quirks.grouped_mm import grouped_mm_of_any_float
     from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
     from onnxport.capture.quirks.recurrent_shapes import shape_only_recurrent_layers
-    from onnxport.capture.quirks.transformer_masks import causal_hint_as_given
     from onnxport.capture.quirks.unique_indices import unique_indices_of_int64
 
     hf_cache.register_if_loaded()
-    with shape_only_recurrent_layers(), static_lstsq_shapes(), causal_hint_as_given(), \
+    with shape_only_recurrent_layers(), static_lstsq_shapes(), \
             grouped_mm_of_any_float(), unique_indices_of_int64(), fake_quantize_shapes():
         yield

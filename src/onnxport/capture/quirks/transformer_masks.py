@@ -1,5 +1,6 @@
 """nn.TransformerEncoder/Decoder compare the attention mask with a causal one by value, to pass
-SDPA an is_causal hint; torch.export cannot trace that read of values. While capturing, the
+SDPA an is_causal hint; torch.export cannot trace that read of values, and a trace keeps the
+example's answer (a causal example mask made every mask, or none, causal). While capturing, the
 hint is what the caller gave (else False): the mask is then applied as given, which computes
 the same attention."""
 
