@@ -183,3 +183,38 @@ def test_is_of_two_scripted_inputs_follows_the_example(dynamo):
     torch.testing.assert_close(program(x, y)[0], x - y)
     program = onnxport.export(scripted, (x, x), dynamo=dynamo)
     torch.testing.assert_close(program(x, x)[0], x * 2)
+
+
+class _SelfOrCross(torch.nn.Module):
+    def __init__(self, batch_first):
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+
+    def forward(self, query, key, value, padding):
+        return self.attention(query, key, value, key_padding_mask=padding)[0]
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("batch_first", [False, True], ids=["", "batch first"])
+def test_scripted_attention_given_one_tensor_as_key_and_value(batch_first, dynamo):
+    # Two inputs given one tensor: `key is value` stays a branch, which read the packed
+    # in_proj_weight from before it ("Attribute ... not found") and, batch first, built the
+    # list of transposes by appends in it (torch's append read a list as a node).
+    torch.manual_seed(0)
+    model = _SelfOrCross(batch_first).eval()
+
+    def inputs(batch, length, memory):
+        query = torch.randn(batch, length, 8) if batch_first else torch.randn(length, batch, 8)
+        key = torch.randn(batch, memory, 8) if batch_first else torch.randn(memory, batch, 8)
+        padding = torch.zeros(batch, memory, dtype=torch.bool)
+        padding[-1, -1] = True
+        return query, key, key, padding
+
+    axes = [0, 1]
+    program = onnxport.export(torch.jit.script(model), inputs(2, 3, 4), dynamo=dynamo,
+                              input_names=["q", "k", "v", "pad"],
+                              dynamic_axes={name: axes for name in ("q", "k", "v", "pad")})
+    for sizes in ((2, 3, 4), (3, 5, 6)):
+        arguments = inputs(*sizes)
+        torch.testing.assert_close(program(*arguments)[0], model(*arguments), rtol=1e-3,
+                                   atol=1e-4)

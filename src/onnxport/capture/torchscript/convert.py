@@ -16,8 +16,8 @@ from onnxport.capture.common import first_lines, source_line
 from onnxport.capture.torchscript.branches import decide_branches
 from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_arange
 from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_EDITS,
-                                                     StackedList, returned_as_sequences,
-                                                     stacked_call)
+                                                     StackedList, convert_append,
+                                                     returned_as_sequences, stacked_call)
 from onnxport.capture.torchscript.loops import block_arguments, convert_if
 from onnxport.capture.torchscript.pieces import convert_piece
 from onnxport.capture.torchscript.size_lists import (convert_contains, convert_size, list_op,
@@ -161,6 +161,7 @@ def _converter_class():
         convert_aten_tensor = _convert_tensor
         convert_aten_allclose = _convert_allclose
         convert_prim_Uninitialized = convert_uninitialized
+        convert_aten_append = convert_append
 
     return Converter
 

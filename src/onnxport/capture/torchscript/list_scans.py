@@ -66,6 +66,24 @@ INDEXED_LIST_EDITS = {torch.ops.aten._set_item.t, torch.ops.aten.insert.t,
                       torch.ops.aten.Delete.t, torch.ops.aten.pop.t}
 
 
+def convert_append(converter: Any, node: torch._C.Node) -> None:
+    """TS2FXGraphConverter.convert_aten_append, and an append, in a branch or a loop's body, to
+    a list the converter holds as a Python list made there (nn.MultiheadAttention's
+    ``query, key = (x.transpose(1, 0) for x in (query, key))`` under ``if key is value``):
+    done on that list. torch's read the list as a node there and failed."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    items = converter.get_fx_value_by_ir_value(node.inputsAt(0))
+    if converter.is_top_level_graph() or not isinstance(items, list):
+        TS2FXGraphConverter.convert_aten_append(converter, node)
+        return
+    if type(items) is not list:  # (FX's immutable list of a node's arguments)
+        items = list(items)
+        converter.name_to_node[node.inputsAt(0).debugName()] = items
+    items.append(converter.get_fx_value_by_ir_value(node.inputsAt(1)))
+    converter.name_to_node[node.output().debugName()] = items
+
+
 def lists_as_scans(body: torch.fx.GraphModule, carried: list, names: list, outer: list,
                    updated: list) -> list[_Slot]:
     """Rewrite ``body`` (placeholders: outer names, the iteration, the carried values; outputs:

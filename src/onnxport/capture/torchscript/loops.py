@@ -218,10 +218,18 @@ def block_arguments(converter: Any, node: torch._C.Node) -> set[str]:
     """TS2FXGraphConverter._identify_inputs_as_arguments, with the values made before ``node``
     that one of its blocks returns as they are (``for _ in range(n): y = x``, a branch's
     ``y = x``): torch's counts the inputs of the blocks' nodes only, and the block's
-    conversion failed ("Output x.1 not found")."""
+    conversion failed ("Output x.1 not found"); and the weights read before ``node`` that
+    its blocks use, by their path, as torch's lifts those read inside them
+    (F.multi_head_attention_forward's in_proj_weight in the branch on ``k is v``: "Attribute
+    m.in_proj_weight not found")."""
     from torch._export.converter import TS2FXGraphConverter
 
     arguments = TS2FXGraphConverter._identify_inputs_as_arguments(converter, node)
+    for inner in nodes_inside(node):
+        for value in inner.inputs():
+            path = converter.name_to_attribute_fqn.get(value.debugName())
+            if path in converter.name_to_param or path in converter.name_to_buffer:
+                arguments.add(path)
     blocks = [*node.blocks(), *(inner for n in nodes_inside(node) for inner in n.blocks())]
     for block in blocks:
         returned = block.returnNode()
