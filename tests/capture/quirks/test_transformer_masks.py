@@ -1,6 +1,7 @@
 """The word-language Transformer of pytorch/examples: nn.TransformerEncoder with a causal mask,
 captured by torch.export (it compared the mask with a causal one by value)."""
 
+import pytest
 import torch
 
 import onnxport
@@ -75,6 +76,24 @@ def test_a_traced_transformer_applies_the_mask_it_is_given(recwarn):
     assert not [w for w in recwarn if "fixed" in str(w.message) or "kept" in str(w.message)]
     for s, t, b in ((5, 4, 2), (6, 3, 3)):
         for mask in (causal(t), torch.randn(t, t), torch.zeros(t, t)):
+            inputs = (torch.randn(s, b, 8), torch.randn(t, b, 8), mask)
+            torch.testing.assert_close(program(*inputs)[0], model(*inputs), rtol=1e-3,
+                                       atol=1e-4)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+def test_a_scripted_transformer_applies_the_mask_it_is_given(dynamo):
+    # Scripted, the decoder's check of the mask by value was a branch on the mask's values
+    # returning a bool, which capture refused.
+    torch.manual_seed(0)
+    model = _MaskedTransformer().eval()
+    causal = torch.nn.Transformer.generate_square_subsequent_mask
+    program = onnxport.export(torch.jit.script(model),
+                              (torch.randn(5, 2, 8), torch.randn(4, 2, 8), causal(4)),
+                              dynamo=dynamo, input_names=["src", "tgt", "mask"],
+                              dynamic_axes={"src": [0, 1], "tgt": [0, 1], "mask": [0, 1]})
+    for s, t, b in ((5, 4, 2), (6, 3, 3)):
+        for mask in (causal(t), torch.randn(t, t)):
             inputs = (torch.randn(s, b, 8), torch.randn(t, b, 8), mask)
             torch.testing.assert_close(program(*inputs)[0], model(*inputs), rtol=1e-3,
                                        atol=1e-4)

@@ -108,12 +108,13 @@ def applied(step: str) -> Iterator[None]:
 def in_scripted_graph(graph: Any) -> None:
     """The quirks a graph with scripted code needs before its branches are decided (the step
     "replay" comes later): nn.MultiheadAttention's and nn.TransformerEncoder's fast path off,
-    as :func:`applied` turns it off while tracing."""
+    and nn.Transformer's mask not checked by value, as :func:`applied` does while tracing."""
     import torch
 
     from onnxport.capture.quirks.attention_fast_path import fast_path_off_in
+    from onnxport.capture.quirks.transformer_masks import causal_hint_as_given_in
 
-    if fast_path_off_in(graph):
+    if fast_path_off_in(graph) | causal_hint_as_given_in(graph):
         torch._C._jit_pass_constant_propagation(graph)
 
 
