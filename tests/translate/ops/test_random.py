@@ -107,5 +107,7 @@ def test_in_place_uniform_and_normal(dynamo, opset):
                               dynamic_axes={"x": [0, 1]})
     uniform, normal = (a.numpy() for a in program(torch.rand(20, N // 10 + 1)))
     assert uniform.shape == normal.shape == (20, N // 10 + 1) and uniform.dtype == np.float32
-    assert 2.0 <= uniform.min() and uniform.max() < 5.0 and abs(uniform.mean() - 3.5) < 0.03
+    # (<= 5: 2 + 3 * u for u within 2 ** -24 of 1 rounds to 5 in float32, in torch's
+    # uniform_ too; about once in 80,000 draws)
+    assert 2.0 <= uniform.min() and uniform.max() <= 5.0 and abs(uniform.mean() - 3.5) < 0.03
     assert abs(normal.mean() - 3.0) < 0.02 and abs(normal.std() - 0.5) < 0.015
