@@ -742,3 +742,104 @@ def test_a_traced_model_unpacks_the_list_a_scripted_function_builds(dynamo):
         return
     with pytest.raises(Exception, match="dimensions"):
         program(R(5, 2))
+
+
+class _SplitBySizesAppended(nn.Module):
+    def forward(self, x):
+        sizes: List[int] = []
+        for i in range(x.size(0) // 2):
+            sizes.append(2)
+        total = x[0] * 0
+        for piece in x.split(sizes):
+            total = total + piece.sum(0) * (piece.size(0) + 1)
+        return total
+
+
+@PATHS
+def test_a_split_by_sizes_a_loop_appends_keeps_its_pieces(dynamo):
+    # The count of the loop over the pieces was folded to the length of the list of sizes as
+    # made, empty: the loop was dropped, and the file returned zeros, silently. With the axis
+    # dynamic the loop of appends has a run-time count: the axis is fixed, with a warning.
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    model = torch.jit.script(_SplitBySizesAppended())
+    x = R(4, 3)
+    _compare(_run(model, (x,), dynamo), model, x)
+    with pytest.warns(DynamicDimensionFixedWarning, match="axis 0 of tensor input 0"):
+        program = onnxport.export(model, (x,), dynamo=dynamo, input_names=["x"],
+                                  dynamic_axes={"x": [0]})
+    _compare(program, model, x)
+
+
+class _SplitBySizesRead(nn.Module):
+    def forward(self, x, split_sizes: Tensor):
+        out = []
+        split_list: List[int] = []
+        for i in range(split_sizes.size(0)):
+            split_list.append(split_sizes[i].item())
+        for piece in x.split(split_list):
+            out.append(piece * 2)
+        return torch.cat(out, dim=0)
+
+
+class _ListJoinedThenEdited(nn.Module):
+    def forward(self, x):
+        res: List[Tensor] = []
+        sizes: List[int] = []
+        for i in range(x.size(0)):
+            res += [x[i] * i]
+            sizes = sizes + [i + 1]
+        sizes.remove(2)
+        del res[1]
+        return torch.stack(res), torch.tensor(sizes)
+
+
+class _IntsJoinedThenOneRemoved(nn.Module):
+    def forward(self, x):
+        sizes: List[int] = []
+        for i in range(x.size(0)):
+            sizes = sizes + [i + 1]
+        sizes.remove(2)
+        return x[: len(sizes)] * torch.tensor(sizes).unsqueeze(1)
+
+
+class _SizesListedWithoutTheFirst(nn.Module):
+    def forward(self, x):
+        sizes: List[int] = []
+        for i in range(x.dim()):
+            sizes.append(x.size(i))
+        sizes.remove(x.size(0))
+        return x.sum(0).reshape(sizes)
+
+
+@PATHS
+@pytest.mark.parametrize("name", ["sizes read from a tensor", "joined, then edited",
+                                  "ints joined, then one removed", "sizes, one removed"])
+def test_a_list_a_loop_of_static_count_builds_and_another_op_reads(name, dynamo):
+    # A loop over a static size building a list that a split, remove or del reads after it:
+    # kept as a loop, the list was its stacked items, which those ops cannot read. Unrolled,
+    # `ys + [y]` was a call whose result the run copies: `remove` after it edited the copy,
+    # and the file returned all four rows, silently.
+    model, inputs = {
+        "sizes read from a tensor": (_SplitBySizesRead(), (R(6, 4, 3), torch.tensor([1, 2, 3]))),
+        "joined, then edited": (_ListJoinedThenEdited(), (R(4, 3),)),
+        "ints joined, then one removed": (_IntsJoinedThenOneRemoved(), (R(4, 3),)),
+        "sizes, one removed": (_SizesListedWithoutTheFirst(), (R(2, 3, 4),)),
+    }[name]
+    model = torch.jit.script(model)
+    _compare(_run(model, inputs, dynamo), model, *inputs)
+
+
+class _RemovesAValueOfTheRun(nn.Module):
+    def forward(self, x, k):
+        sizes: List[int] = [1, 2, 3]
+        sizes.remove(int(k))
+        return x * len(sizes) + sizes[0]
+
+
+@PATHS
+def test_an_edit_of_a_list_by_a_value_of_the_run_is_refused(dynamo):
+    # Left to the run, the ATen op edits a copy of the list: refused, naming the op.
+    model = torch.jit.script(_RemovesAValueOfTheRun())
+    with pytest.raises(CaptureError, match="edits a list in place .aten::remove"):
+        _run(model, (R(3), torch.tensor(1)), dynamo)

@@ -34,7 +34,7 @@ from onnxport.capture import quirks
 from onnxport.capture.dynamic import onnx_input_names, tensor_input_slots
 from onnxport.capture.torch_export import CapturedProgram, capture_torch_export, parameter_names
 from onnxport.capture.torchscript.convert import _to_fx
-from onnxport.capture.torchscript.list_scans import ReturnedListError, sequence_outputs
+from onnxport.capture.torchscript.list_scans import LIST_EDITS, ReturnedListError, sequence_outputs
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.propagate import SCRIPTED, _propagated, _propagated_static
 from onnxport.capture.torchscript.replay import (_REPLAY_PREFIX, _export_traced,
@@ -206,11 +206,20 @@ def _propagated_fixing_dims(graph_module: torch.fx.GraphModule, tensors: tuple,
 
 def _refuse_run_time_loops(graph_module: torch.fx.GraphModule) -> None:
     """torch.export runs a loop of a run-time count (:data:`prim_loop`) in Python, which
-    fixes the count to this example's: silently wrong at any other size. Refused instead."""
+    fixes the count to this example's: silently wrong at any other size. Refused instead. So
+    is an edit of a list in place (``ys.remove(2)``) left to the run: the ATen op edits a copy
+    of the Python list it is given, and the reads after it saw the list unedited."""
     for module in graph_module.modules():
         if not isinstance(module, torch.fx.GraphModule):
             continue
         for node in module.graph.nodes:
+            if node.target in LIST_EDITS and node.target is not torch.ops.aten.add.t:
+                raise CaptureError(
+                    f"scripted code edits a list in place ({node.target._schema.name} at "
+                    f"{node.meta.get('stack_trace') or node.name}) whose items or arguments "
+                    "are known only at run time; ONNX has no such list to edit. Build a new "
+                    "list (or a tensor) instead of editing one, or keep the sizes it depends "
+                    "on static")
             if node.target is prim_loop and not isinstance(node.args[1], int):
                 where = node.meta.get("stack_trace") or node.name
                 raise CaptureError(

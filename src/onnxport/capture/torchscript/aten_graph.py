@@ -14,7 +14,8 @@ from torch._export.converter import (execute_subgraph_from_prim_loop, get_dtype_
 
 from onnxport.capture.torchscript.convert import _shape_as_tensor, _tensor
 from onnxport.capture.torchscript.fx_helpers import _attribute
-from onnxport.capture.torchscript.list_scans import INDEXED_LIST_EDITS, LIST_EDITS, LIST_JOINS
+from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_EDITS, LIST_JOINS,
+                                                     edits_known_list)
 from onnxport.capture.torchscript.loops import prim_loop
 from onnxport.capture.torchscript.sizes import _size_read_back
 from onnxport.errors import CaptureError
@@ -251,9 +252,9 @@ def _edited_list(graph: torch.fx.Graph, node: torch.fx.Node, remap: dict) -> Any
     items = remap[node.args[0]]
     if type(items) is not list:  # a tuple, or FX's immutable_list of a node's arguments
         items = remap[node.args[0]] = list(items)
-    if node.target not in INDEXED_LIST_EDITS:  # ys.extend(zs), ys.clear(), ys.reverse()
+    if node.target not in INDEXED_LIST_EDITS:  # ys.extend(zs), ys.clear(), ys.remove(2)
         others = [remap.get(a) if isinstance(a, torch.fx.Node) else a for a in node.args[1:]]
-        if not all(isinstance(other, (list, tuple)) for other in others):
+        if not edits_known_list(node.target, [items, *others]):
             return _REFUSED
         remap[node] = LIST_EDITS[node.target](items, *others)
         return True

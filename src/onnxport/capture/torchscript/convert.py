@@ -15,9 +15,9 @@ from onnxport.capture import quirks
 from onnxport.capture.common import first_lines, source_line
 from onnxport.capture.torchscript.branches import decide_branches
 from onnxport.capture.torchscript.fake_calls import ARANGE_OUTS, functional_arange
-from onnxport.capture.torchscript.list_scans import (INDEXED_LIST_EDITS, LIST_EDITS,
-                                                     StackedList, convert_append,
-                                                     returned_as_sequences, stacked_call)
+from onnxport.capture.torchscript.list_scans import (
+    LIST_EDITS, StackedList, convert_append, convert_list_add, edits_known_list,
+    returned_as_sequences, stacked_call)
 from onnxport.capture.torchscript.loops import block_arguments, convert_if
 from onnxport.capture.torchscript.pieces import convert_piece
 from onnxport.capture.torchscript.size_lists import (convert_contains, convert_size, list_op,
@@ -162,6 +162,7 @@ def _converter_class():
         convert_aten_allclose = _convert_allclose
         convert_prim_Uninitialized = convert_uninitialized
         convert_aten_append = convert_append
+        convert_aten_add = convert_list_add
 
     return Converter
 
@@ -451,9 +452,13 @@ def _convert_getitem(self, node):
     container = self.get_fx_value_by_ir_value(node.inputsAt(0))
     if convert_piece(self, node):
         return None
+    index = self.get_fx_value_by_ir_value(node.inputsAt(1))
+    if isinstance(container, list) and type(index) is int and -len(container) <= index < \
+            len(container):  # (the item itself, as the list holds it now)
+        self.name_to_node[node.output().debugName()] = container[index]
+        return None
     if not isinstance(container, StackedList):
         return TS2FXGraphConverter.convert_aten___getitem__(self, node)
-    index = self.get_fx_value_by_ir_value(node.inputsAt(1))
     self.name_to_node[node.output().debugName()] = self.fx_graph.call_function(
         torch.ops.aten.select.int, (container.node, 0, index))
 
@@ -471,9 +476,7 @@ def _convert_call(self, node):
             (argument.name, argument.kwarg_only) for argument in target._schema.arguments))
     target, arguments = found
     args, kwargs = _split_arguments(self, node, arguments)
-    if target in LIST_EDITS and isinstance(args[0], list) and (
-            all(isinstance(a, int) for a in args[1:2]) if target in INDEXED_LIST_EDITS
-            else all(isinstance(a, list) for a in args[1:])):
+    if target in LIST_EDITS and edits_known_list(target, args):
         # An edit of a list the converter holds as a Python list (``outs[0] = y`` after
         # ``outs = [a, b]``): done on that list, which the reads after it take their items from
         # (FX's immutable list of a node's arguments first made a list of its own).

@@ -60,10 +60,45 @@ LIST_EDITS = {torch.ops.aten._set_item.t: _set_item, torch.ops.aten.insert.t: _i
               torch.ops.aten.pop.t: lambda items, index=-1: items.pop(index),
               torch.ops.aten.extend.t: lambda items, other: items.extend(other),
               torch.ops.aten.clear.t: lambda items: items.clear(),
-              torch.ops.aten.reverse.t: lambda items: items.reverse()}
+              torch.ops.aten.reverse.t: lambda items: items.reverse(),
+              # (``ys += [y]``, ``ys = ys + [y]`` of a loop unrolled in the TorchScript graph)
+              torch.ops.aten.add_.t: lambda items, other: (items.extend(other), items)[1],
+              torch.ops.aten.add.t: lambda items, other: [*items, *other],
+              # (not of tensors: torch removes the first item equal in value, which a run knows)
+              torch.ops.aten.remove.int: list.remove, torch.ops.aten.remove.float: list.remove,
+              torch.ops.aten.remove.bool: list.remove}
 # Those of them that take an index (an int) after the list; the others take a list or nothing.
 INDEXED_LIST_EDITS = {torch.ops.aten._set_item.t, torch.ops.aten.insert.t,
                       torch.ops.aten.Delete.t, torch.ops.aten.pop.t}
+
+
+def edits_known_list(target: Any, args: list) -> bool:
+    """Whether ``target`` (in LIST_EDITS) edits ``args[0]``, a list whose items are known, by
+    arguments known too: an int index, other lists, or a number it holds (``ys.remove(3)``)."""
+    if not isinstance(args[0], list):
+        return False
+    if target in INDEXED_LIST_EDITS:
+        return all(isinstance(a, int) for a in args[1:2])
+    if target in (torch.ops.aten.remove.int, torch.ops.aten.remove.float,
+                  torch.ops.aten.remove.bool):
+        return all(type(a) in (int, float, bool) for a in (*args[0], args[1])) and \
+            args[1] in args[0]
+    return all(isinstance(a, (list, tuple)) for a in args[1:])
+
+
+def convert_list_add(converter: Any, node: torch._C.Node) -> None:
+    """TS2FXGraphConverter.convert_aten_add, and ``ys + zs`` of two lists the converter holds
+    as Python lists (a loop the graph unrolled joined them): the joined list, which the edits
+    after it (``ys.remove(2)``) change in place. torch's made a call, whose result a run
+    copies: an edit of it was lost, silently."""
+    from torch._export.converter import TS2FXGraphConverter
+
+    if node.inputsSize() == 2:
+        parts = [converter.get_fx_value_by_ir_value(node.inputsAt(k)) for k in range(2)]
+        if all(isinstance(part, (list, tuple)) for part in parts):
+            converter.name_to_node[node.output().debugName()] = [*parts[0], *parts[1]]
+            return
+    TS2FXGraphConverter.convert_aten_add(converter, node)
 
 
 def convert_append(converter: Any, node: torch._C.Node) -> None:

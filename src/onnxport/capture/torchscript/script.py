@@ -81,6 +81,10 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
         if not _unroll_branching_list_loops(graph) and not folded:
             return None
+        # (the sizes the unrolled iterations read, x.size(i), and the lengths of the lists
+        # of sizes they built)
+        _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
+        _fold_split_counts(graph)
     functionalize_writes(graph)
     return _ConverterState(
         ts_model=scripted, ts_graph=graph,
@@ -368,9 +372,25 @@ def _fold_split_counts(graph: torch._C.Graph) -> None:
             continue
         sizes = split.inputsAt(1).node()
         if sizes.kind() == "prim::ListConstruct":  # (its items may be values of the run)
-            fold_to_constant(graph, length, sizes.inputsSize())
+            if (count := _length_built(sizes, split)) is not None:
+                fold_to_constant(graph, length, count)
         elif sizes.kind() == "prim::Constant" and isinstance(sizes.output().toIValue(), list):
             fold_to_constant(graph, length, len(sizes.output().toIValue()))
+
+
+def _length_built(made: torch._C.Node, read: torch._C.Node) -> int | None:
+    """The length of the list ``made`` when ``read`` reads it: its items, and one per append
+    in its block before ``read`` (of a loop the graph unrolled); None when anything else edits
+    it (an append in a loop: folding its length as made dropped the loop over the pieces)."""
+    count = made.inputsSize()
+    for use in made.output().uses():
+        user = use.user
+        if user.kind() == "aten::append" and user.owningBlock() == made.owningBlock() and \
+                user.isBefore(read):
+            count += 1
+        elif user.kind() in _LIST_EDITS | {"aten::remove", "aten::append"}:
+            return None
+    return count
 
 
 def _drop_sole_list_copies(graph: torch._C.Graph) -> None:
@@ -463,11 +483,13 @@ def _unroll_branching_list_loops(graph: torch._C.Graph) -> bool:
     or fails on the others, and ONNX Loop carries no list. So are loops carrying an Optional
     (``t = x[i] if t is None else t + x[i]``): unrolled, each check of it is decided.
     TorchScript's own unrolling pass leaves loops of many iterations partly rolled, which
-    are then refused as before. Whether there was such a loop."""
+    are then refused as before. So are loops building a list read after them other than as
+    stacked items (:func:`_list_read_after_as_items`). Whether there was such a loop."""
     loops = [loop for loop in graph.findAllNodes("prim::Loop")
              if loop.inputsAt(0).node().kind() == "prim::Constant"
              and (any(_edits_in_branch(block) or _edits_list(block, _LIST_EDITS - {"aten::append"})
                       for block in loop.blocks()) or _list_edited_after(loop)
+                  or _list_read_after_as_items(loop)
                   or any(isinstance(value.type(), torch._C.OptionalType)
                          for value in loop.outputs()))]
     if not loops:
@@ -488,6 +510,24 @@ def _list_edited_after(loop: torch._C.Node) -> bool:
                not within(use.user, loop) for use in node.inputsAt(0).uses()):
             return True
     return False
+
+
+# What reads a list a loop built as its items stacked (list_scans.StackedList).
+_READS_OF_ROWS = {"aten::stack", "aten::cat", "aten::len", "aten::__getitem__", "aten::slice",
+                  "prim::Return"}
+
+
+def _list_read_after_as_items(loop: torch._C.Node) -> bool:
+    """Whether a list the loop builds (carried, ``ys += [y]``) is read after it other than
+    as its stacked items (``ys.remove(ys[2])``; ``x.split(sizes)`` of the ints it appended):
+    built in a loop of a constant count, it is a list of values once unrolled."""
+    return any(isinstance(output.type(), torch._C.ListType) and any(
+        use.user.kind() not in _READS_OF_ROWS for use in output.uses())
+        for output in loop.outputs()) or any(
+        node.kind() == "aten::append" and not within(node.inputsAt(0).node(), loop) and any(
+            use.user.kind() not in _READS_OF_ROWS | _LIST_EDITS and not within(use.user, loop)
+            for use in node.inputsAt(0).uses())
+        for node in nodes_inside(loop))
 
 
 def _edits_in_branch(block) -> bool:
