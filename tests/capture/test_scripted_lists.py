@@ -843,3 +843,26 @@ def test_an_edit_of_a_list_by_a_value_of_the_run_is_refused(dynamo):
     model = torch.jit.script(_RemovesAValueOfTheRun())
     with pytest.raises(CaptureError, match="edits a list in place .aten::remove"):
         _run(model, (R(3), torch.tensor(1)), dynamo)
+
+
+class _RangeListAppendedInABranch(nn.Module):
+    def forward(self, x):
+        y = list(range(x.size(0)))
+        if y[0] < 5:
+            if x.size(0) == 3:
+                y.append(10)
+            else:
+                return y
+        return y
+
+
+@PATHS
+def test_a_list_of_a_range_read_by_a_branch_that_appends(dynamo):
+    # y[0] of list(range(3)) decides the branch, which appends to y: kept as a loop, y was
+    # its stacked items, and the branch on y[0] one of the run that edits y (refused).
+    model = torch.jit.script(_RangeListAppendedInABranch())
+    x = torch.ones(3, 4, dtype=torch.int)
+    program = _run(model, (x,), dynamo)
+    assert [item.item() for item in program(x)] == model(x) == [0, 1, 2, 10]
+    program = _run(model, (x,), dynamo, input_names=["x"], dynamic_axes={"x": [0, 1]})
+    assert [item.item() for item in program(x)] == [0, 1, 2, 10]

@@ -82,9 +82,12 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
         if not _unroll_branching_list_loops(graph) and not folded:
             return None
         # (the sizes the unrolled iterations read, x.size(i), and the lengths of the lists
-        # of sizes they built)
+        # of sizes they built, and their items read: ``if y[0] < 5`` of list(range(3)))
         _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
         _fold_split_counts(graph)
+        if _fold_known_list_items(graph):
+            torch._C._jit_pass_constant_propagation(graph)
+            decide_branches(graph, distinct)
     functionalize_writes(graph)
     return _ConverterState(
         ts_model=scripted, ts_graph=graph,
@@ -393,6 +396,35 @@ def _length_built(made: torch._C.Node, read: torch._C.Node) -> int | None:
     return count
 
 
+def _fold_known_list_items(graph: torch._C.Graph) -> bool:
+    """Items read by a constant index (``y[0]``) of a list of constants the block built by
+    appends of constants (an unrolled ``list(range(3))``), up to the first other use of it,
+    become those constants; whether there was one."""
+    folded = False
+    for made in graph.findAllNodes("prim::ListConstruct"):
+        if not all(value.node().kind() == "prim::Constant" for value in made.inputs()):
+            continue
+        items = [value.toIValue() for value in made.inputs()]
+        listed = made.output()
+        block = list(made.owningBlock().nodes())
+        for node in block[block.index(made) + 1:]:
+            uses = [use for use in listed.uses() if use.user == node or within(use.user, node)]
+            if not uses:
+                pass
+            elif node.kind() == "aten::append" and len(uses) == 1 and \
+                    node.inputsAt(1).node().kind() == "prim::Constant":
+                items.append(node.inputsAt(1).toIValue())
+            elif node.kind() == "aten::__getitem__" and \
+                    node.inputsAt(1).node().kind() == "prim::Constant" and \
+                    isinstance(index := node.inputsAt(1).toIValue(), int) and \
+                    -len(items) <= index < len(items):
+                fold_to_constant(graph, node, items[index])
+                folded = True
+            else:
+                break
+    return folded
+
+
 def _drop_sole_list_copies(graph: torch._C.Graph) -> None:
     """``list(torch.unbind(x))``: the copy of a list nothing else reads is that list (torch's
     converter fails on ``aten::list``)."""
@@ -502,12 +534,14 @@ def _unroll_branching_list_loops(graph: torch._C.Graph) -> bool:
 
 def _list_edited_after(loop: torch._C.Node) -> bool:
     """Whether a list the loop appends to is edited after it other than by appending
-    (``ys.clear()``, ``ys.pop()``): the scan output the loop would leave takes no such edit."""
+    (``ys.clear()``, ``ys.pop()``), or appended to in a branch (``y = list(range(n))``, then
+    ``if c: y.append(10)``): the scan output the loop would leave takes no such edit."""
     for node in nodes_inside(loop):
         if node.kind() != "aten::append" or within(node.inputsAt(0).node(), loop):
             continue
-        if any(use.user.kind() in _LIST_EDITS - {"aten::append"} and
-               not within(use.user, loop) for use in node.inputsAt(0).uses()):
+        if any((use.user.kind() in _LIST_EDITS - {"aten::append"} or
+                use.user.kind() == "aten::append" and use.user.owningBlock().owningNode())
+               and not within(use.user, loop) for use in node.inputsAt(0).uses()):
             return True
     return False
 
@@ -519,8 +553,13 @@ _READS_OF_ROWS = {"aten::stack", "aten::cat", "aten::len", "aten::__getitem__", 
 
 def _list_read_after_as_items(loop: torch._C.Node) -> bool:
     """Whether a list the loop builds (carried, ``ys += [y]``) is read after it other than
-    as its stacked items (``ys.remove(ys[2])``; ``x.split(sizes)`` of the ints it appended):
+    as its stacked items (``x.split(sizes)`` of the ints it appended), or holds numbers:
     built in a loop of a constant count, it is a list of values once unrolled."""
+    if any(node.kind() == "aten::append" and not within(node.inputsAt(0).node(), loop) and
+           node.inputsAt(0).type().getElementType().kind() in ("IntType", "FloatType",
+                                                                "BoolType")
+           for node in nodes_inside(loop)):
+        return True  # (numbers: ``y = list(range(3))``, then ``if y[0] < 5``)
     return any(isinstance(output.type(), torch._C.ListType) and any(
         use.user.kind() not in _READS_OF_ROWS for use in output.uses())
         for output in loop.outputs()) or any(
