@@ -866,3 +866,62 @@ def test_a_list_of_a_range_read_by_a_branch_that_appends(dynamo):
     assert [item.item() for item in program(x)] == model(x) == [0, 1, 2, 10]
     program = _run(model, (x,), dynamo, input_names=["x"], dynamic_axes={"x": [0, 1]})
     assert [item.item() for item in program(x)] == [0, 1, 2, 10]
+
+
+class _PresentInputsJoined(nn.Module):
+    def forward(self, x, y: Optional[Tensor] = None):
+        outs = []
+        for t in [x, y]:
+            if t is not None:
+                outs.append(t.relu())
+        return torch.cat(outs)
+
+
+class _PairsListed(nn.Module):
+    def forward(self, x):
+        pairs: List[Tuple[Tensor, Tensor]] = []
+        for i in range(x.size(0)):
+            pairs.append((x[i], x[i] * 2))
+        out = x[0] * 0
+        for a, b in pairs:
+            out = out + a * b
+        return out
+
+
+class _SizesSorted(nn.Module):
+    def forward(self, x):
+        sizes: List[int] = [x.size(1), 3, x.size(0)]
+        sizes.sort()
+        return x.new_ones(sizes[0], sizes[2]) * x.sum()
+
+
+@PATHS
+def test_a_loop_over_a_list_of_inputs_some_none(dynamo):
+    # `for t in [x, y]: if t is not None` (unrolled by TorchScript): y's check read the list's
+    # item, left a branch of the run that appends (refused); the item is y itself.
+    model = torch.jit.script(_PresentInputsJoined())
+    program = _run(model, (R(2, 3), R(1, 3)), dynamo, input_names=["x", "y"],
+                   dynamic_axes={"x": [0], "y": [0]})
+    _compare(program, model, R(4, 3), R(2, 3))
+
+
+@PATHS
+def test_a_loop_of_a_static_count_appending_tuples(dynamo):
+    model = torch.jit.script(_PairsListed())
+    program = _run(model, (R(3, 4),), dynamo, input_names=["x"], dynamic_axes={"x": [1]})
+    _compare(program, model, R(3, 6))
+
+
+@PATHS
+def test_a_sort_of_a_list_of_sizes(dynamo):
+    # Sorted while converting at static sizes (aten::sort.int has no translation); with the
+    # axes dynamic the order is known at run time only: they are fixed, with a warning.
+    from onnxport.errors import DynamicDimensionFixedWarning
+
+    model = torch.jit.script(_SizesSorted())
+    x = R(2, 5)
+    _compare(_run(model, (x,), dynamo), model, x)
+    with pytest.warns(DynamicDimensionFixedWarning):
+        program = onnxport.export(model, (x,), dynamo=dynamo, input_names=["x"],
+                                  dynamic_axes={"x": [0, 1]})
+    _compare(program, model, x)

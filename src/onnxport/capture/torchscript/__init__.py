@@ -136,6 +136,7 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
                     if program is None:
                         raise
                 _drop_runtime_asserts(program)
+            _refuse_list_edits(program.graph_module)
     finally:
         fake_log.removeFilter(_critical_only)
     return program
@@ -204,11 +205,10 @@ def _propagated_fixing_dims(graph_module: torch.fx.GraphModule, tensors: tuple,
     return program
 
 
-def _refuse_run_time_loops(graph_module: torch.fx.GraphModule) -> None:
-    """torch.export runs a loop of a run-time count (:data:`prim_loop`) in Python, which
-    fixes the count to this example's: silently wrong at any other size. Refused instead. So
-    is an edit of a list in place (``ys.remove(2)``) left to the run: the ATen op edits a copy
-    of the Python list it is given, and the reads after it saw the list unedited."""
+def _refuse_list_edits(graph_module: torch.fx.GraphModule) -> None:
+    """An edit of a list in place (``ys.remove(2)``, ``sizes.sort()``) left to the run:
+    torch.export's run of the ATen op edits a copy of the Python list it is given (the reads
+    after it saw the list unedited), and no translation edits a list. Refused."""
     for module in graph_module.modules():
         if not isinstance(module, torch.fx.GraphModule):
             continue
@@ -220,6 +220,16 @@ def _refuse_run_time_loops(graph_module: torch.fx.GraphModule) -> None:
                     "are known only at run time; ONNX has no such list to edit. Build a new "
                     "list (or a tensor) instead of editing one, or keep the sizes it depends "
                     "on static")
+
+
+def _refuse_run_time_loops(graph_module: torch.fx.GraphModule) -> None:
+    """torch.export runs a loop of a run-time count (:data:`prim_loop`) in Python, which
+    fixes the count to this example's: silently wrong at any other size. Refused instead."""
+    _refuse_list_edits(graph_module)
+    for module in graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
             if node.target is prim_loop and not isinstance(node.args[1], int):
                 where = node.meta.get("stack_trace") or node.name
                 raise CaptureError(

@@ -53,6 +53,10 @@ def _delete(items: list, index: int) -> None:
     del items[index]
 
 
+_REMOVES_OF_NUMBERS = (torch.ops.aten.remove.int, torch.ops.aten.remove.float,
+                       torch.ops.aten.remove.bool)
+_SORTS_OF_NUMBERS = (torch.ops.aten.sort.int, torch.ops.aten.sort.float,
+                     torch.ops.aten.sort.bool)
 # Edits of a list whose items are known (a Python list while converting or inlining), done in
 # place as TorchScript's shared lists are; each returns what the op returns.
 LIST_EDITS = {torch.ops.aten._set_item.t: _set_item, torch.ops.aten.insert.t: _insert,
@@ -66,7 +70,9 @@ LIST_EDITS = {torch.ops.aten._set_item.t: _set_item, torch.ops.aten.insert.t: _i
               torch.ops.aten.add.t: lambda items, other: [*items, *other],
               # (not of tensors: torch removes the first item equal in value, which a run knows)
               torch.ops.aten.remove.int: list.remove, torch.ops.aten.remove.float: list.remove,
-              torch.ops.aten.remove.bool: list.remove}
+              torch.ops.aten.remove.bool: list.remove,
+              **dict.fromkeys(_SORTS_OF_NUMBERS, lambda items, reverse=False: items.sort(
+                  reverse=reverse))}
 # Those of them that take an index (an int) after the list; the others take a list or nothing.
 INDEXED_LIST_EDITS = {torch.ops.aten._set_item.t, torch.ops.aten.insert.t,
                       torch.ops.aten.Delete.t, torch.ops.aten.pop.t}
@@ -74,15 +80,17 @@ INDEXED_LIST_EDITS = {torch.ops.aten._set_item.t, torch.ops.aten.insert.t,
 
 def edits_known_list(target: Any, args: list) -> bool:
     """Whether ``target`` (in LIST_EDITS) edits ``args[0]``, a list whose items are known, by
-    arguments known too: an int index, other lists, or a number it holds (``ys.remove(3)``)."""
+    arguments known too: an int index, other lists, or a number it holds (``ys.remove(3)``);
+    a sort of numbers."""
     if not isinstance(args[0], list):
         return False
     if target in INDEXED_LIST_EDITS:
         return all(isinstance(a, int) for a in args[1:2])
-    if target in (torch.ops.aten.remove.int, torch.ops.aten.remove.float,
-                  torch.ops.aten.remove.bool):
-        return all(type(a) in (int, float, bool) for a in (*args[0], args[1])) and \
-            args[1] in args[0]
+    numbers = all(type(a) in (int, float, bool) for a in args[0])
+    if target in _REMOVES_OF_NUMBERS:
+        return numbers and type(args[1]) in (int, float, bool) and args[1] in args[0]
+    if target in _SORTS_OF_NUMBERS:  # (``sizes.sort()``, ``sort(reverse=True)``)
+        return numbers and all(type(a) is bool for a in args[1:])
     return all(isinstance(a, (list, tuple)) for a in args[1:])
 
 

@@ -76,6 +76,8 @@ def _script_state(scripted: torch.jit.ScriptModule | torch.jit.ScriptFunction,
                                    static_sizes if static_sizes is not None else dynamic):
         decide_branches(graph, distinct)
     _fold_split_counts(graph)
+    if _fold_known_list_items(graph):  # (``for t in [x, y]: if t is not None``, unrolled)
+        decide_branches(graph, distinct)
     _drop_sole_list_copies(graph)
     if static_sizes is not None:
         folded = _fold_sizes(graph, tensors, 1 if is_module else 0, static_sizes)
@@ -367,9 +369,14 @@ def _list_sizes(graph: torch._C.Graph, reader: torch._C.Node, rank: int) -> None
 
 def _fold_split_counts(graph: torch._C.Graph) -> None:
     """``len(x.split([3, 4, 1], d))``, the count of a loop over the pieces: the length of the
-    list of sizes, so the loop is unrolled as one over a constant range."""
+    list of sizes, so the loop is unrolled as one over a constant range. So is the length of
+    a list made in the graph (``for t in [x, y]``)."""
     for length in graph.findAllNodes("aten::len"):
         split = length.input().node()
+        if split.kind() == "prim::ListConstruct":
+            if (count := _length_built(split, length)) is not None:
+                fold_to_constant(graph, length, count)
+            continue
         if split.kind() not in ("aten::split", "aten::split_with_sizes") or \
                 split.inputsSize() < 2:
             continue
@@ -391,34 +398,40 @@ def _length_built(made: torch._C.Node, read: torch._C.Node) -> int | None:
         if user.kind() == "aten::append" and user.owningBlock() == made.owningBlock() and \
                 user.isBefore(read):
             count += 1
-        elif user.kind() in _LIST_EDITS | {"aten::remove", "aten::append"}:
+        elif user.kind() in _LIST_EDITS | _ALIASES | {"aten::remove", "aten::append"}:
             return None
     return count
 
 
+# Uses that may let a list be edited under another name (held by another list, carried by a
+# loop, returned by a branch or a call).
+_ALIASES = {"prim::ListConstruct", "prim::TupleConstruct", "prim::DictConstruct", "prim::Loop",
+            "prim::Return", "prim::CallFunction", "prim::CallMethod", "prim::SetAttr",
+            "aten::_set_item", "aten::sort"}
+
+
 def _fold_known_list_items(graph: torch._C.Graph) -> bool:
-    """Items read by a constant index (``y[0]``) of a list of constants the block built by
-    appends of constants (an unrolled ``list(range(3))``), up to the first other use of it,
-    become those constants; whether there was one."""
+    """Items read by a constant index (``y[0]``) of a list the block built, from its items and
+    appends (an unrolled ``list(range(3))``, ``for t in [x, y]``), up to the first other use
+    of it, become the values put there; whether there was one."""
     folded = False
     for made in graph.findAllNodes("prim::ListConstruct"):
-        if not all(value.node().kind() == "prim::Constant" for value in made.inputs()):
-            continue
-        items = [value.toIValue() for value in made.inputs()]
+        items = list(made.inputs())
         listed = made.output()
         block = list(made.owningBlock().nodes())
         for node in block[block.index(made) + 1:]:
             uses = [use for use in listed.uses() if use.user == node or within(use.user, node)]
             if not uses:
-                pass
-            elif node.kind() == "aten::append" and len(uses) == 1 and \
-                    node.inputsAt(1).node().kind() == "prim::Constant":
-                items.append(node.inputsAt(1).toIValue())
+                continue
+            if node.kind() == "aten::append" and len(uses) == 1:
+                items.append(node.inputsAt(1))
             elif node.kind() == "aten::__getitem__" and \
                     node.inputsAt(1).node().kind() == "prim::Constant" and \
                     isinstance(index := node.inputsAt(1).toIValue(), int) and \
-                    -len(items) <= index < len(items):
-                fold_to_constant(graph, node, items[index])
+                    -len(items) <= index < len(items) and \
+                    items[index].type().isSubtypeOf(node.output().type()):
+                node.output().replaceAllUsesWith(items[index])
+                node.destroy()
                 folded = True
             else:
                 break
@@ -553,13 +566,12 @@ _READS_OF_ROWS = {"aten::stack", "aten::cat", "aten::len", "aten::__getitem__", 
 
 def _list_read_after_as_items(loop: torch._C.Node) -> bool:
     """Whether a list the loop builds (carried, ``ys += [y]``) is read after it other than
-    as its stacked items (``x.split(sizes)`` of the ints it appended), or holds numbers:
-    built in a loop of a constant count, it is a list of values once unrolled."""
+    as its stacked items (``x.split(sizes)`` of the ints it appended), or holds other than
+    tensors: built in a loop of a constant count, it is a list of values once unrolled."""
     if any(node.kind() == "aten::append" and not within(node.inputsAt(0).node(), loop) and
-           node.inputsAt(0).type().getElementType().kind() in ("IntType", "FloatType",
-                                                                "BoolType")
+           node.inputsAt(0).type().getElementType().kind() != "TensorType"
            for node in nodes_inside(loop)):
-        return True  # (numbers: ``y = list(range(3))``, then ``if y[0] < 5``)
+        return True  # (numbers, ``y = list(range(3))`` then ``if y[0] < 5``; tuples)
     return any(isinstance(output.type(), torch._C.ListType) and any(
         use.user.kind() not in _READS_OF_ROWS for use in output.uses())
         for output in loop.outputs()) or any(
