@@ -1145,6 +1145,31 @@ def test_a_while_loop_on_two_conditions(dynamo):
         _close(program(x)[0], model(x))
 
 
+@torch.jit.script
+def _doubled_up_to(x, n: int):
+    i = 0
+    while i < n and x.sum() < 100:
+        x = x * 2
+        i += 1
+    return x
+
+
+class _CallsAScriptedWhile(torch.nn.Module):
+    def forward(self, x):
+        return _doubled_up_to(x, 3) + 1
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_while_loop_on_a_number_and_a_tensor_comparison(dynamo):
+    # `i < n and x.sum() < 100`: the branch the `and` makes gives False or the comparison's
+    # 0-d tensor; propagating the loop failed ("'bool' object has no attribute 'dim'").
+    model = _CallsAScriptedWhile()
+    program = onnxport.export(model, (torch.rand(2, 3),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0, 1]})
+    for x in (torch.rand(2, 3), torch.rand(4, 5) * 20, torch.full((3, 3), 50.0)):
+        _close(program(x)[0], model(x))
+
+
 class _ListLoopAfterAWhile(torch.nn.Module):
     def forward(self, x, ys: list[torch.Tensor], scale: float):
         steps = 0

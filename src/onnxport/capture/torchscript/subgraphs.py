@@ -197,6 +197,15 @@ def _generalized(shape_env: Any, first: list, second: list, what: str) -> list:
             # optional): the tensor the other gives, whose sizes the optional declares.
             general.append(after if before is None else before)
             continue
+        if isinstance(before, torch.Tensor) != isinstance(after, torch.Tensor):
+            # A number in one, a 0-d tensor in the other (``while i < n and x.sum() < 100``:
+            # False, or the comparison's tensor): the tensor, which translation makes both.
+            tensor = before if isinstance(before, torch.Tensor) else after
+            if tensor.dim() != 0:
+                raise CaptureError(f"{what} gives a number or a tensor of rank "
+                                   f"{tensor.dim()}, which ONNX cannot express")
+            general.append(tensor)
+            continue
         if not isinstance(before, torch.Tensor):
             general.append(_generalized_number(shape_env, before, after))
             continue
