@@ -4,6 +4,8 @@ boxes."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -332,3 +334,29 @@ def test_deform_conv2d_before_opset_19_names_the_opset_it_needs():
     with pytest.raises(onnxport.errors.UnsupportedOpsError,
                        match="deform_conv2d.*translated from opset_version 19"):
         onnxport.export(model, _deform_inputs(1, 5, 5, 1), opset_version=18)
+
+
+class _Pooled(torch.nn.Module):
+    def __init__(self, pool):
+        super().__init__()
+        self.pool = pool
+
+    def forward(self, x, rois):
+        if self.pool:
+            return roi_pool(x, rois, (3, 3), 0.5)
+        return roi_align(x, rois, (3, 3), 0.5, 2, False)
+
+
+@pytest.mark.parametrize("pool", [False, True], ids=["roi_align", "roi_pool"])
+def test_traced_rois_keep_their_dynamic_axes(pool):
+    # dynamo=False: torchvision's torch._assert(boxes.size(1) == 5) warned that the trace
+    # kept a value, and the check at larger (random) sizes then fixed every dynamic axis.
+    model = _Pooled(pool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", onnxport.errors.DynamicDimensionFixedWarning)
+        program = onnxport.export(model, (torch.randn(2, 3, 16, 16), _rois(4, 0)),
+                                  dynamo=False, input_names=["x", "rois"],
+                                  dynamic_axes={"x": [0, 2, 3], "rois": [0]})
+    for x, rois in ((torch.randn(2, 3, 16, 16), _rois(4, 1)),
+                    (torch.randn(3, 3, 20, 24), _rois(7, 2, batch=3))):
+        assert_matches_eager(program, model, (x, rois))
