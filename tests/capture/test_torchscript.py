@@ -2014,3 +2014,19 @@ def test_isinstance_of_an_inlined_function_s_union_parameter(dynamo):
     model = torch.jit.script(_CallsAFunctionOfAUnion())
     x, factor = torch.randn(2, 3), torch.tensor(2.5)
     _close(onnxport.export(model, (x, factor), dynamo=dynamo)(x, factor)[0], model(x, factor))
+
+
+class _Prints(torch.nn.Module):
+    def forward(self, x):
+        print("shape", x.shape)
+        return x * 2
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_scripted_print_is_dropped(dynamo, capsys):
+    # prim::Print reached torch.export as a call ("pop() called on empty stack").
+    model = torch.jit.script(_Prints())
+    program = onnxport.export(model, (torch.randn(2, 3),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0]})
+    x = torch.randn(4, 3)
+    _close(program(x)[0], x * 2)

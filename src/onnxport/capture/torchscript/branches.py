@@ -161,8 +161,9 @@ def _writes_outside(block: Any, local: set) -> bool:
 
 
 def _drop_warnings(graph: torch._C.Graph) -> bool:
-    """Remove the graph's ``aten::warn`` calls; whether there was one."""
-    warnings_ = graph.findAllNodes("aten::warn", True)
+    """Remove the graph's ``aten::warn`` and ``print`` calls (as torch.onnx drops them: no
+    ONNX op prints); whether there was one."""
+    warnings_ = graph.findAllNodes("aten::warn", True) + graph.findAllNodes("prim::Print", True)
     for node in warnings_:
         node.destroy()
     return bool(warnings_)

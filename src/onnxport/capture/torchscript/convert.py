@@ -53,7 +53,7 @@ def _converted(state: _ConverterState) -> torch.fx.GraphModule:
             # align_corners, goes there too; and a loop, whose count may be a rank the graph
             # knows: [... for i in range(y.dim())].)
             if any(state.ts_graph.findNode(kind, True) is not None
-                   for kind in ("prim::If", "aten::warn", "prim::Loop")):
+                   for kind in ("prim::If", "aten::warn", "prim::Loop", "prim::Print")):
                 decide_branches(state.ts_graph, state.distinct_inputs)
             quirks.in_decided_scripted_graph(state.ts_graph)
             paths = _lift_attributes(state)
