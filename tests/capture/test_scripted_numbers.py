@@ -296,3 +296,26 @@ def test_sizes_in_python_list_and_number_ops(model, dynamo):
                               input_names=["x"], dynamic_axes={"x": [0, 1, 2]})
     for x in (torch.randn(4, 5, 3), torch.randn(6, 7, 4), torch.randn(2, 2, 5)):
         torch.testing.assert_close(program(x)[0], scripted(x))
+
+
+class _PlusTheSquaredSize(torch.nn.Module):
+    def forward(self, x):
+        return x.sum() + x.size(0) ** 2
+
+
+class _PlusTheRoundedSize(torch.nn.Module):
+    def forward(self, x):
+        return x * round(x.size(0) * 0.7)
+
+
+@pytest.mark.parametrize("dynamo", [None, False], ids=["default", "torchscript"])
+@pytest.mark.parametrize("model", [_PlusTheSquaredSize, _PlusTheRoundedSize],
+                         ids=["n ** 2", "round(n * 0.7)"])
+def test_a_float_computed_from_a_size_as_an_operand(model, dynamo):
+    # The float (1-D [1], as computed from the size) was added to the 0-d sum as is: the
+    # file declared a 0-d result of a [1] Add, which the checker refused.
+    scripted = torch.jit.script(model())
+    program = onnxport.export(scripted, (torch.randn(5, 3),), dynamo=dynamo,
+                              input_names=["x"], dynamic_axes={"x": [0, 1]})
+    for x in (torch.randn(5, 3), torch.randn(8, 2)):
+        torch.testing.assert_close(program(x)[0], scripted(x))

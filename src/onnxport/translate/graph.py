@@ -471,8 +471,10 @@ class _Translator:
             value.meta["dim"] = self.dim(meta)
         elif isinstance(meta, torch.SymFloat):
             value.dtype = ir.DataType.DOUBLE  # a Python float (ops/symbolic.py)
+            value.meta["symnumber"] = True  # (1-D [1] when computed from a SymInt)
         elif isinstance(meta, torch.SymBool):
             value.dtype = ir.DataType.BOOL
+            value.meta["symnumber"] = True
 
     def dim(self, d: Any) -> int | ir.SymbolicDim:
         if isinstance(d, int):

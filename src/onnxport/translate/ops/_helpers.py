@@ -69,6 +69,12 @@ def as_tensor(g, x: Any, like: ir.Value | None = None, dtype: ir.DataType | None
         if x.meta.get("symint") is not None and x.shape is not None and len(x.shape) == 1:
             x = g.op("Squeeze", x, g.const([0]))
             x.dtype = ir.DataType.INT64
+        elif x.meta.get("symnumber") and (x.shape is None or len(x.shape) == 1):
+            # A float or bool computed from sizes (``n ** 2``, ``round(n * 0.7)``), 1-D [1]
+            # where it was computed from a SymInt: one element, as a scalar.
+            number_dtype = x.dtype
+            x = g.op("Reshape", x, g.const([], ir.DataType.INT64))
+            x.dtype = number_dtype
         return cast(g, x, dtype) if dtype is not None else x
     if isinstance(x, int) and not isinstance(x, bool) and dtype in _INTEGER_BITS:
         x = _wrapped(x, dtype)
