@@ -925,3 +925,19 @@ def test_a_sort_of_a_list_of_sizes(dynamo):
         program = onnxport.export(model, (x,), dynamo=dynamo, input_names=["x"],
                                   dynamic_axes={"x": [0, 1]})
     _compare(program, model, x)
+
+
+class _ListsOfTwoLengths(nn.Module):
+    def forward(self, x):
+        if x[0, 0] < 5:
+            return [x, x + 1]
+        return [x]
+
+
+@PATHS
+def test_a_branch_of_the_run_returning_lists_of_two_lengths_is_refused(dynamo):
+    # The file's If had branches of 2 and 1 outputs: the checker refused it, as an
+    # onnxport bug. The capture names the construct instead.
+    model = torch.jit.script(_ListsOfTwoLengths())
+    with pytest.raises(CaptureError, match="returns 2 values in one case and 1"):
+        _run(model, (torch.ones(3, 4),), dynamo)

@@ -71,8 +71,15 @@ def _propagate_cond(shape_env: Any, pred: Any, true_branch: torch.fx.GraphModule
         decided = True if statically_known_true(pred) else \
             False if statically_known_true(torch.sym_not(pred)) else None
     if decided is None:
-        results = _generalized(shape_env, _run_subgraph(true_branch, list(operands)),
-                               _run_subgraph(false_branch, list(operands)), "a branch")
+        first, second = (_run_subgraph(true_branch, list(operands)),
+                         _run_subgraph(false_branch, list(operands)))
+        if len(first) != len(second):
+            raise CaptureError(
+                f"a scripted branch on a value known at run time returns {len(first)} values "
+                f"in one case and {len(second)} in the other (lists of different lengths); "
+                "ONNX If returns as many values either way. Return a tensor (torch.stack of "
+                "the items) or lists of one length from both branches")
+        results = _generalized(shape_env, first, second, "a branch")
     else:
         taken, other = (true_branch, false_branch) if decided else (false_branch, true_branch)
         results = _run_subgraph(taken, list(operands))
