@@ -941,3 +941,24 @@ def test_a_branch_of_the_run_returning_lists_of_two_lengths_is_refused(dynamo):
     model = torch.jit.script(_ListsOfTwoLengths())
     with pytest.raises(CaptureError, match="returns 2 values in one case and 1"):
         _run(model, (torch.ones(3, 4),), dynamo)
+
+
+class _DictWalked(nn.Module):
+    def forward(self, x):
+        d: Dict[str, Tensor] = {"a": x, "b": x * 2}
+        out = x * 0
+        for k, v in d.items():
+            if k == "b":
+                out = out + v
+        if "a" in d:
+            out = out + d["a"]
+        return out + len(d) + d.get("c", x)
+
+
+@PATHS
+def test_a_loop_over_the_items_of_a_dict_the_model_makes(dynamo):
+    # The count of the loop over d.items() was taken as one of the run (refused), and
+    # items() and get() on the dict the converter holds were calls torch.export refused.
+    model = torch.jit.script(_DictWalked())
+    program = _run(model, (R(2, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0, 1]})
+    _compare(program, model, R(4, 5))

@@ -377,6 +377,11 @@ def _fold_split_counts(graph: torch._C.Graph) -> None:
             if (count := _length_built(split, length)) is not None:
                 fold_to_constant(graph, length, count)
             continue
+        if split.kind() in ("aten::items", "aten::keys", "aten::values"):
+            # (``for k, v in d.items()`` of a dict the graph made and never edits)
+            if (count := _keys_made(split.input().node())) is not None:
+                fold_to_constant(graph, length, count)
+            continue
         if split.kind() not in ("aten::split", "aten::split_with_sizes") or \
                 split.inputsSize() < 2:
             continue
@@ -401,6 +406,20 @@ def _length_built(made: torch._C.Node, read: torch._C.Node) -> int | None:
         elif user.kind() in _LIST_EDITS | _ALIASES | {"aten::remove", "aten::append"}:
             return None
     return count
+
+
+def _keys_made(made: torch._C.Node) -> int | None:
+    """The number of keys of a dict ``made`` by prim::DictConstruct of constant keys that no
+    use edits or passes on; None otherwise."""
+    if made.kind() != "prim::DictConstruct":
+        return None
+    keys = list(made.inputs())[::2]
+    if any(key.node().kind() != "prim::Constant" for key in keys) or any(
+            use.user.kind() not in ("aten::items", "aten::keys", "aten::values", "aten::len",
+                                    "aten::__getitem__", "aten::get", "aten::__contains__")
+            for use in made.output().uses()):
+        return None
+    return len({key.toIValue() for key in keys})
 
 
 # Uses that may let a list be edited under another name (held by another list, carried by a

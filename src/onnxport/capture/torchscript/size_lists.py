@@ -41,6 +41,13 @@ def _ranks_of(block: Any) -> dict:
 LIST_COMPARISONS = (torch.ops.aten.eq.int_list, torch.ops.aten.ne.int_list)
 
 
+_DICT_READS = {torch.ops.aten.items: lambda d: list(d.items()),
+               torch.ops.aten.keys: lambda d: list(d.keys()),
+               torch.ops.aten.values: lambda d: list(d.values()),
+               torch.ops.aten.get: lambda d, key, default=None: d.get(key, default),
+               torch.ops.aten.__contains__: lambda d, key: key in d}
+
+
 def list_op(graph: torch.fx.Graph, target: Any, args: list) -> Any:
     """A call on lists the converter holds item by item (sizes among them), done on the
     items: a slice (``x.shape[1:]``), a join (``a + b``), a repeat (``[1] * x.dim()``), a sum
@@ -49,6 +56,12 @@ def list_op(graph: torch.fx.Graph, target: Any, args: list) -> Any:
     ops on a list of symbolic sizes take the example's values: ``sum(x.shape)`` was the
     example's sum at every size, silently.)"""
     items = args[0] if args and isinstance(args[0], (list, tuple)) else None
+    if args and isinstance(args[0], dict) and (reading := _DICT_READS.get(
+            getattr(target, "overloadpacket", None))) is not None and \
+            all(type(a) in (str, int, float, bool) for a in args[1:2]):
+        # (``for k, v in d.items()``, ``d.get("c", x)`` of a dict the converter holds as a
+        # Python dict)
+        return reading(*args)
     if target is torch.ops.aten.slice.t and items is not None and \
             all(a is None or type(a) is int for a in args[1:]):
         return list(items[slice(*args[1:])])
