@@ -962,3 +962,27 @@ def test_a_loop_over_the_items_of_a_dict_the_model_makes(dynamo):
     model = torch.jit.script(_DictWalked())
     program = _run(model, (R(2, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0, 1]})
     _compare(program, model, R(4, 5))
+
+
+class _DictEdited(nn.Module):
+    def forward(self, x):
+        d: Dict[str, Tensor] = {}
+        d.update({"a": x})
+        d["b"] = x * 2
+        v = d.pop("a")
+        d.setdefault("c", x + 1)
+        keys = list(d.keys())
+        keys.sort()
+        out = v
+        for k in keys:
+            out = out + d[k]
+        return out
+
+
+@PATHS
+def test_a_dict_updated_popped_and_set_by_default(dynamo):
+    # update(), pop() and setdefault() on the dict the converter holds were calls of ATen
+    # list/dict ops on an immutable dict, which torch.export refused.
+    model = torch.jit.script(_DictEdited())
+    program = _run(model, (R(2, 3),), dynamo, input_names=["x"], dynamic_axes={"x": [0, 1]})
+    _compare(program, model, R(4, 5))

@@ -41,7 +41,16 @@ def _ranks_of(block: Any) -> dict:
 LIST_COMPARISONS = (torch.ops.aten.eq.int_list, torch.ops.aten.ne.int_list)
 
 
+def _updated(d: dict, other: dict) -> tuple:
+    d.update(other)
+    return ()  # (no result: not None, which says the call was not done here)
+
+
 _DICT_READS = {torch.ops.aten.items: lambda d: list(d.items()),
+               # edits, in place, of the dict every later read takes
+               torch.ops.aten.update: _updated,
+               torch.ops.aten.pop: lambda d, key, *default: d.pop(key, *default),
+               torch.ops.aten.setdefault: lambda d, key, default: d.setdefault(key, default),
                torch.ops.aten.keys: lambda d: list(d.keys()),
                torch.ops.aten.values: lambda d: list(d.values()),
                torch.ops.aten.get: lambda d, key, default=None: d.get(key, default),
@@ -58,7 +67,7 @@ def list_op(graph: torch.fx.Graph, target: Any, args: list) -> Any:
     items = args[0] if args and isinstance(args[0], (list, tuple)) else None
     if args and isinstance(args[0], dict) and (reading := _DICT_READS.get(
             getattr(target, "overloadpacket", None))) is not None and \
-            all(type(a) in (str, int, float, bool) for a in args[1:2]):
+            all(type(a) in (str, int, float, bool) or type(a) is dict for a in args[1:2]):
         # (``for k, v in d.items()``, ``d.get("c", x)`` of a dict the converter holds as a
         # Python dict)
         return reading(*args)
