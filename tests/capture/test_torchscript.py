@@ -2030,3 +2030,36 @@ def test_a_scripted_print_is_dropped(dynamo, capsys):
                               dynamic_axes={"x": [0]})
     x = torch.randn(4, 3)
     _close(program(x)[0], x * 2)
+
+
+def _small_net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                               torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), torch.nn.Linear(4, 2)).eval()
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+@pytest.mark.parametrize("make", ["scripted", "traced"])
+def test_a_frozen_script_module(make, dynamo):
+    # torch.jit.freeze drops the modules' training flag, which the export read to put the
+    # mode back ("'RecursiveScriptModule' object has no attribute 'training'").
+    model = _small_net()
+    example = torch.randn(1, 3, 8, 8)
+    source = torch.jit.script(model) if make == "scripted" else torch.jit.trace(model, example)
+    frozen = torch.jit.freeze(source)
+    program = onnxport.export(frozen, (example,), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0, 2, 3]})
+    x = torch.randn(2, 3, 10, 12)
+    _close(program(x)[0], model(x))
+    with pytest.raises(InvalidExportOptionsError, match="frozen"):
+        onnxport.export(frozen, (example,), dynamo=dynamo,
+                        training=onnxport.TrainingMode.TRAINING)
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_module_optimized_for_inference_is_refused(dynamo):
+    # Its MKLDNN constants and kernels crashed the process (a segmentation fault).
+    optimized = torch.jit.optimize_for_inference(torch.jit.script(_small_net()))
+    with pytest.raises(CaptureError, match="optimize_for_inference"):
+        onnxport.export(optimized, (torch.randn(1, 3, 8, 8),), dynamo=dynamo)

@@ -15,7 +15,9 @@ def module_modes(model: Any) -> list[tuple[torch.nn.Module, bool]]:
     """Each module's own ``training`` flag, to be put back after the export."""
     if not isinstance(model, torch.nn.Module):
         return []
-    return [(module, module.training) for module in model.modules()]
+    # (a frozen ScriptModule, torch.jit.freeze's, has no flag: its mode is eval for good)
+    return [(module, module.training) for module in model.modules()
+            if isinstance(getattr(module, "training", None), bool)]
 
 
 def restore_module_modes(modes: list[tuple[torch.nn.Module, bool]]) -> None:
@@ -27,6 +29,15 @@ def set_module_mode(model: Any, mode: TrainingMode) -> None:
     """EVAL: eval mode; TRAINING: train mode (dropout drops, batch norm uses the batch's
     statistics); PRESERVE: as the model is."""
     if not isinstance(model, torch.nn.Module) or mode == TrainingMode.PRESERVE:
+        return
+    if not isinstance(getattr(model, "training", None), bool):  # frozen: eval for good
+        if mode == TrainingMode.TRAINING:
+            from onnxport.errors import InvalidExportOptionsError
+
+            raise InvalidExportOptionsError(
+                "training=TrainingMode.TRAINING for a frozen ScriptModule (torch.jit.freeze), "
+                "which froze its eval mode: export the module before freezing it, or with "
+                "training=TrainingMode.EVAL")
         return
     model.train(mode == TrainingMode.TRAINING)
 

@@ -22,9 +22,24 @@ def _frozen(model: torch.jit.ScriptModule | torch.jit.ScriptFunction):
     then constants and their branches gone), parameters kept as parameters."""
     if isinstance(model, torch.jit.ScriptFunction):
         return model
+    _refuse_mkldnn(model)
     # In the mode the export put it in: training=TRAINING keeps Dropout's training branch.
     frozen = torch._C._freeze_module(model._c, preserveParameters=True)
     return torch.jit._recursive.wrap_cpp_module(frozen)
+
+
+def _refuse_mkldnn(model: torch.jit.ScriptModule) -> None:
+    """torch.jit.optimize_for_inference's module holds MKLDNN tensors and kernels
+    (``prim::ConstantMKLDNNTensor``, ``prim::mkldnn_convolution``), whose reading crashed the
+    process: refused, with the way out."""
+    graph = model.graph
+    for kind in ("prim::ConstantMKLDNNTensor", "aten::to_mkldnn"):
+        if graph.findNode(kind, True) is not None:
+            raise CaptureError(
+                f"the scripted model holds MKLDNN-specific ops ({kind}), as "
+                "torch.jit.optimize_for_inference makes them; they have no ONNX form. Export "
+                "the module before optimizing it (torch.jit.script or torch.jit.freeze "
+                "alone are fine)")
 
 
 _NUMBERS = (bool, int, float, str, type(None))
