@@ -218,3 +218,16 @@ def test_scripted_attention_given_one_tensor_as_key_and_value(batch_first, dynam
         arguments = inputs(*sizes)
         torch.testing.assert_close(program(*arguments)[0], model(*arguments), rtol=1e-3,
                                    atol=1e-4)
+
+
+def test_a_scripted_self_attention_gives_no_warning_of_torch_s_internals():
+    # Each branch the graph had decided gave torch.cond's "Pred is a Python constant" note
+    # (72 for a scripted ViT).
+    import warnings
+
+    model = torch.jit.script(_SelfOrCross(True).eval())
+    x = torch.randn(2, 3, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        onnxport.export(model, (x, x, x, torch.zeros(2, 3, dtype=torch.bool)), dynamo=False)
+    assert not [w for w in caught if "Pred is a Python constant" in str(w.message)]

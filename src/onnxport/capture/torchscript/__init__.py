@@ -124,7 +124,10 @@ def _program(graph_module: torch.fx.GraphModule, tensors: tuple,
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     fake_log.addFilter(_critical_only)
     try:
-        with quirks.applied("replay"):
+        with quirks.applied("replay"), warnings.catch_warnings():
+            # (torch.cond's note on a branch the graph decided already, one per If: a scripted
+            # ViT gave 72 of them)
+            warnings.filterwarnings("ignore", "Pred is a Python constant", UserWarning)
             fixed: list = []
             program = _propagated_program(graph_module, tensors, dynamic, fixed)
             if program is None:
