@@ -2063,3 +2063,26 @@ def test_a_module_optimized_for_inference_is_refused(dynamo):
     optimized = torch.jit.optimize_for_inference(torch.jit.script(_small_net()))
     with pytest.raises(CaptureError, match="optimize_for_inference"):
         onnxport.export(optimized, (torch.randn(1, 3, 8, 8),), dynamo=dynamo)
+
+
+class _SizedByStrides(torch.nn.Module):
+    def forward(self, x):
+        return x.new_zeros(x.stride(0), x.stride(1)) + x.sum()
+
+
+class _StrideOfATranspose(torch.nn.Module):
+    def forward(self, x):
+        return x * x.t().stride(1)
+
+
+@pytest.mark.parametrize("dynamo", [None, False])
+def test_a_scripted_stride_of_a_contiguous_tensor(dynamo):
+    # aten::sym_stride had no translation ("its decomposition calls it again").
+    model = torch.jit.script(_SizedByStrides())
+    program = onnxport.export(model, (torch.randn(2, 8),), dynamo=dynamo, input_names=["x"],
+                              dynamic_axes={"x": [0, 1]})
+    for x in (torch.randn(2, 8), torch.randn(3, 5)):
+        _close(program(x)[0], model(x))
+    with pytest.raises(Exception, match="not laid out contiguously"):
+        onnxport.export(torch.jit.script(_StrideOfATranspose()), (torch.randn(2, 3),),
+                        dynamo=dynamo, input_names=["x"], dynamic_axes={"x": [0, 1]})

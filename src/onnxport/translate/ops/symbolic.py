@@ -163,6 +163,37 @@ def sym_storage_offset(g, self):
     return g.const([0], ir.DataType.INT64)
 
 
+@translates("aten::sym_stride", "aten::stride")
+def sym_stride(g, self, dim):
+    """sym_stride.int(Tensor self, int dim) -> SymInt
+
+    ``x.stride(d)`` of a tensor laid out contiguously (as torch ran it: an input, or what a
+    contiguous op made): the product of the sizes after ``d``, from the sizes at run time.
+    Another layout (a transpose's view) has strides ONNX values do not have: refused.
+    Left to the decomposer this op re-emits itself without end."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    fake = g.arguments[0] if g.arguments else None
+    if not isinstance(fake, torch.Tensor) or not isinstance(dim, int):
+        raise TranslationError("stride() of a value whose layout the capture does not know")
+    axis = dim + fake.dim() if dim < 0 else dim
+    trailing = math.prod(fake.shape[axis + 1:])
+    if not statically_known_true(fake.stride(axis) == trailing):
+        raise TranslationError(
+            f"stride({dim}) of a tensor not laid out contiguously (stride "
+            f"{fake.stride(axis)}, contiguous {trailing}): ONNX values have no strides. Read "
+            "the sizes instead (x.size(), which the file computes at run time), or call "
+            ".contiguous() first")
+    shape = g.op("Shape", self)
+    shape.dtype = ir.DataType.INT64
+    sizes = g.op("Slice", shape, g.const([axis + 1]), g.const([fake.dim()]), g.const([0]))
+    sizes.dtype = ir.DataType.INT64
+    product = g.op("ReduceProd", sizes, g.const([0]), keepdims_i=1) if g.opset >= 18 else \
+        g.op("ReduceProd", sizes, axes_i=[0], keepdims_i=1)
+    product.dtype = ir.DataType.INT64
+    return product
+
+
 @translates("aten::item", "aten::_local_scalar_dense", "aten::ScalarImplicit")
 def item(g, self):
     """item(Tensor self) -> Scalar
