@@ -10,6 +10,7 @@
   grouped_mm.py          aten::_grouped_mm (mixtures of experts) on fake tensors of any float
   unique_indices.py      aten::_unique2's fake indices int64 (torch 2.11's took the input's)
   fake_quantize_shapes.py the fake-quantize family (QAT) on fake tensors: the input's shape
+  conv_tbc_shapes.py     conv_tbc on fake tensors of symbolic sizes: its output's sizes
   fake_kernels.py        (fake kernels given to ATen ops while a step runs: the helper)
   attention_fast_path.py nn.MultiheadAttention/TransformerEncoder's fused kernels off (tracing,
                          and in scripted code)
@@ -57,6 +58,7 @@ def applied(step: str) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         if step == "replay":  # no model code runs: only the fake kernels matter
             from onnxport.capture.quirks.conv_backends import backend_choice_without_guards
+            from onnxport.capture.quirks.conv_tbc_shapes import conv_tbc_shapes
             from onnxport.capture.quirks.fake_quantize_shapes import fake_quantize_shapes
             from onnxport.capture.quirks.fused_cells import fake_fused_cells
             from onnxport.capture.quirks.grouped_mm import grouped_mm_of_any_float
@@ -71,6 +73,7 @@ def applied(step: str) -> Iterator[None]:
             stack.enter_context(grouped_mm_of_any_float())
             stack.enter_context(backend_choice_without_guards())
             stack.enter_context(fake_quantize_shapes())
+            stack.enter_context(conv_tbc_shapes())
             yield
             return
         if step != "trace":
@@ -141,8 +144,9 @@ def _patched_for_torch_export() -> Iterator[None]:
     """Register pytree support for transformers' cache classes when transformers is loaded,
     and trace recurrent layers by their shapes (a dynamic sequence axis stays dynamic), and
     linalg_lstsq with its static output shapes, and grouped products of experts in float32,
-    and the fake-quantize ops on fake tensors."""
+    and the fake-quantize ops and conv_tbc on fake tensors."""
     from onnxport import hf_cache
+    from onnxport.capture.quirks.conv_tbc_shapes import conv_tbc_shapes
     from onnxport.capture.quirks.fake_quantize_shapes import fake_quantize_shapes
     from onnxport.capture.quirks.grouped_mm import grouped_mm_of_any_float
     from onnxport.capture.quirks.lstsq_shapes import static_lstsq_shapes
@@ -151,5 +155,6 @@ def _patched_for_torch_export() -> Iterator[None]:
 
     hf_cache.register_if_loaded()
     with shape_only_recurrent_layers(), static_lstsq_shapes(), \
-            grouped_mm_of_any_float(), unique_indices_of_int64(), fake_quantize_shapes():
+            grouped_mm_of_any_float(), unique_indices_of_int64(), fake_quantize_shapes(), \
+            conv_tbc_shapes():
         yield
