@@ -25,16 +25,14 @@ def causal_hint_as_given():
         transformer._detect_is_causal_mask = original
 
 
-def causal_hint_as_given_in(graph, block=None) -> bool:
+def causal_hint_as_given_in(graph) -> bool:
     """The same for a graph with scripted code, where ``_detect_is_causal_mask`` is inlined:
     its ``bool((mask == causal_comparison).all())`` (a cond on the mask's values returning a
     bool, which capture refused) becomes False, the hint it falls back to. Whether there was
     one."""
     found = False
-    for node in list((graph.block() if block is None else block).nodes()):
-        for inner in node.blocks():
-            found = causal_hint_as_given_in(graph, inner) or found
-        if node.kind() == "aten::Bool" and _in_causal_check(node):
+    for node in graph.findAllNodes("aten::Bool", True):
+        if _in_causal_check(node):
             with graph.insert_point_guard(node):
                 node.output().replaceAllUsesWith(graph.insertConstant(False))
             found = True

@@ -216,7 +216,7 @@ def _refuse_list_edits(graph_module: torch.fx.GraphModule) -> None:
         if not isinstance(module, torch.fx.GraphModule):
             continue
         for node in module.graph.nodes:
-            if node.target in LIST_EDITS and node.target is not torch.ops.aten.add.t:
+            if node.target in LIST_EDITS:
                 raise CaptureError(
                     f"scripted code edits a list in place ({node.target._schema.name} at "
                     f"{node.meta.get('stack_trace') or node.name}) whose items or arguments "

@@ -65,9 +65,8 @@ LIST_EDITS = {torch.ops.aten._set_item.t: _set_item, torch.ops.aten.insert.t: _i
               torch.ops.aten.extend.t: lambda items, other: items.extend(other),
               torch.ops.aten.clear.t: lambda items: items.clear(),
               torch.ops.aten.reverse.t: lambda items: items.reverse(),
-              # (``ys += [y]``, ``ys = ys + [y]`` of a loop unrolled in the TorchScript graph)
+              # (``ys += [y]`` of a loop unrolled in the TorchScript graph)
               torch.ops.aten.add_.t: lambda items, other: (items.extend(other), items)[1],
-              torch.ops.aten.add.t: lambda items, other: [*items, *other],
               # (not of tensors: torch removes the first item equal in value, which a run knows)
               torch.ops.aten.remove.int: list.remove, torch.ops.aten.remove.float: list.remove,
               torch.ops.aten.remove.bool: list.remove,
@@ -86,12 +85,15 @@ def edits_known_list(target: Any, args: list) -> bool:
         return False
     if target in INDEXED_LIST_EDITS:
         return all(isinstance(a, int) for a in args[1:2])
-    numbers = all(type(a) in (int, float, bool) for a in args[0])
     if target in _REMOVES_OF_NUMBERS:
-        return numbers and type(args[1]) in (int, float, bool) and args[1] in args[0]
+        return _numbers(args[0]) and type(args[1]) in (int, float, bool) and args[1] in args[0]
     if target in _SORTS_OF_NUMBERS:  # (``sizes.sort()``, ``sort(reverse=True)``)
-        return numbers and all(type(a) is bool for a in args[1:])
+        return _numbers(args[0]) and all(type(a) is bool for a in args[1:])
     return all(isinstance(a, (list, tuple)) for a in args[1:])
+
+
+def _numbers(items: list) -> bool:
+    return all(type(item) in (int, float, bool) for item in items)
 
 
 def convert_list_add(converter: Any, node: torch._C.Node) -> None:
@@ -101,10 +103,13 @@ def convert_list_add(converter: Any, node: torch._C.Node) -> None:
     copies: an edit of it was lost, silently."""
     from torch._export.converter import TS2FXGraphConverter
 
+    from onnxport.capture.torchscript.size_lists import list_op
+
     if node.inputsSize() == 2:
         parts = [converter.get_fx_value_by_ir_value(node.inputsAt(k)) for k in range(2)]
-        if all(isinstance(part, (list, tuple)) for part in parts):
-            converter.name_to_node[node.output().debugName()] = [*parts[0], *parts[1]]
+        joined = list_op(converter.fx_graph, torch.ops.aten.add.t, parts)
+        if joined is not None:
+            converter.name_to_node[node.output().debugName()] = joined
             return
     TS2FXGraphConverter.convert_aten_add(converter, node)
 

@@ -46,8 +46,9 @@ def _updated(d: dict, other: dict) -> tuple:
     return ()  # (no result: not None, which says the call was not done here)
 
 
-_DICT_READS = {torch.ops.aten.items: lambda d: list(d.items()),
-               # edits, in place, of the dict every later read takes
+# Calls on a dict the converter holds as a Python dict: reads, and edits in place of the dict
+# every later read takes.
+_DICT_CALLS = {torch.ops.aten.items: lambda d: list(d.items()),
                torch.ops.aten.update: _updated,
                torch.ops.aten.pop: lambda d, key, *default: d.pop(key, *default),
                torch.ops.aten.setdefault: lambda d, key, default: d.setdefault(key, default),
@@ -65,12 +66,12 @@ def list_op(graph: torch.fx.Graph, target: Any, args: list) -> Any:
     ops on a list of symbolic sizes take the example's values: ``sum(x.shape)`` was the
     example's sum at every size, silently.)"""
     items = args[0] if args and isinstance(args[0], (list, tuple)) else None
-    if args and isinstance(args[0], dict) and (reading := _DICT_READS.get(
+    if args and isinstance(args[0], dict) and (call := _DICT_CALLS.get(
             getattr(target, "overloadpacket", None))) is not None and \
             all(type(a) in (str, int, float, bool) or type(a) is dict for a in args[1:2]):
         # (``for k, v in d.items()``, ``d.get("c", x)`` of a dict the converter holds as a
         # Python dict)
-        return reading(*args)
+        return call(*args)
     if target is torch.ops.aten.slice.t and items is not None and \
             all(a is None or type(a) is int for a in args[1:]):
         return list(items[slice(*args[1:])])

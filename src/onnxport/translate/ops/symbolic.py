@@ -10,7 +10,8 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.translate.ops._helpers import FLOAT_TYPES, SYMBOLIC_DTYPES, as_1d, cast
+from onnxport.translate.ops._helpers import (FLOAT_TYPES, SYMBOLIC_DTYPES, as_1d, cast,
+                                             reduce)
 from onnxport.translate.registry import translates
 
 
@@ -188,8 +189,7 @@ def sym_stride(g, self, dim):
     shape.dtype = ir.DataType.INT64
     sizes = g.op("Slice", shape, g.const([axis + 1]), g.const([fake.dim()]), g.const([0]))
     sizes.dtype = ir.DataType.INT64
-    product = g.op("ReduceProd", sizes, g.const([0]), keepdims_i=1) if g.opset >= 18 else \
-        g.op("ReduceProd", sizes, axes_i=[0], keepdims_i=1)
+    product = reduce(g, "ReduceProd", sizes, [0], keepdims=True)
     product.dtype = ir.DataType.INT64
     return product
 
